@@ -1,0 +1,262 @@
+"""The ``bmm`` command: fit a model on a dataset and write its diagnostics (Hydra).
+
+``bmm`` with no arguments fits :class:`~bayes_maxmargin.LinearBSVM` with Gibbs on the built-in
+breast-cancer (diagnostic) data with a seeded stratified hold-out split, prints held-out error,
+balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and writes ``idata.nc``,
+``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder.
+
+Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear),
+``inference`` (gibbs, em, nuts), ``data`` (every named dataset). Examples::
+
+    bmm inference=em data=pima
+    bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+__all__ = ["main", "run"]
+
+#: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except wdbc).
+DATASETS = (
+    "wdbc", "acath", "arcene", "breast_cancer", "crabs", "diabetis", "dna", "dorothea", "flare_solar",
+    "german", "heart", "ionosphere", "isolet", "leukemia", "p53_proxy", "pima", "ringnorm",
+    "satimage", "sonar", "spambase", "splice", "toenail", "usps", "usps_3vs5", "waveform", "wisconsin",
+)  # fmt: skip
+
+
+@dataclass
+class LinearModelConfig:
+    """Schema of ``model=linear``: the arguments of :class:`LinearBSVM` that define the model."""
+
+    name: str = "linear"
+    sigma: float = 1.0
+    intercept_scale: float | None = 10.0
+    fit_intercept: bool = True
+    gamma: float = 1.0
+    gamma_prior: list[float] | None = None
+    gamma0: float = 0.0
+
+
+@dataclass
+class GibbsConfig:
+    """Schema of ``inference=gibbs``."""
+
+    name: str = "gibbs"
+    num_samples: int = 1000
+    num_warmup: int = 500
+    num_chains: int = 4
+    thin: int = 1
+
+
+@dataclass
+class NUTSConfig:
+    """Schema of ``inference=nuts``."""
+
+    name: str = "nuts"
+    num_samples: int = 1000
+    num_warmup: int = 500
+    num_chains: int = 4
+    thin: int = 1
+
+
+@dataclass
+class EMConfig:
+    """Schema of ``inference=em``."""
+
+    name: str = "em"
+    max_iter: int = 1000
+    tol: float = 1e-10
+
+
+@dataclass
+class DataConfig:
+    """Schema of ``data=<name>``: the dataset and how it is split and scaled."""
+
+    name: str = MISSING
+    test_size: float = 0.3
+    use_given_split: bool = True
+    standardize: bool = True
+
+
+@dataclass
+class Config:
+    """The whole ``bmm`` configuration."""
+
+    model: Any = MISSING
+    inference: Any = MISSING
+    data: Any = MISSING
+    seed: int = 0
+    precision: str = "float64"
+    progress_bar: bool = True
+    plots: bool = True
+
+
+def _register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(group="model", name="linear", node=LinearModelConfig)
+    cs.store(group="inference", name="gibbs", node=GibbsConfig)
+    cs.store(group="inference", name="nuts", node=NUTSConfig)
+    cs.store(group="inference", name="em", node=EMConfig)
+    for name in DATASETS:
+        cs.store(group="data", name=name, node=DataConfig(name=name))
+
+
+_register()
+
+
+def _estimator(cfg: DictConfig):
+    from .estimators import LinearBSVM
+
+    model = OmegaConf.to_container(cfg.model)
+    inference = OmegaConf.to_container(cfg.inference)
+    model.pop("name")
+    if model.get("gamma_prior") is not None:
+        model["gamma_prior"] = tuple(model["gamma_prior"])
+    return LinearBSVM(
+        inference=inference.pop("name"),
+        **model,
+        **inference,
+        precision=cfg.precision,
+        progress_bar=cfg.progress_bar,
+        random_state=cfg.seed,
+    )
+
+
+def _split(ds, cfg: DictConfig):
+    import numpy as np
+
+    from .data import train_test_split_stratified
+
+    if cfg.data.use_given_split and ds.split is not None:
+        train = ds.split == "train"
+        return ds.X[train], ds.X[~train], ds.y[train], ds.y[~train]
+    return train_test_split_stratified(
+        np.asarray(ds.X), ds.y, test_size=cfg.data.test_size, random_state=cfg.seed
+    )
+
+
+def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
+    """Fit the configured estimator, evaluate it on the held-out split and write the outputs.
+
+    Returns
+    -------
+    dict
+        The metrics also written to ``metrics.json``.
+    """
+    import numpy as np
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from .data import load_dataset
+    from .diagnostics import convergence_summary
+    from .metrics import classification_report_dict
+
+    ds = load_dataset(cfg.data.name)
+    X_tr, X_te, y_tr, y_te = _split(ds, cfg)
+    clf = _estimator(cfg)
+    model = make_pipeline(StandardScaler(), clf) if cfg.data.standardize else clf
+    t0 = time.perf_counter()
+    model.fit(X_tr, y_tr)
+    wall = time.perf_counter() - t0
+    proba = model.predict_proba(X_te)[:, 1]
+    pred = model.predict(X_te)
+    pos = clf.classes_[1]
+    metrics = {k: float(v) for k, v in classification_report_dict(y_te, pred, proba, pos).items()}
+    metrics.update(convergence_summary(clf.idata_))
+    metrics.update(
+        wall_time_s=wall,
+        n_train=int(len(y_tr)),
+        n_test=int(len(y_te)),
+        dataset=cfg.data.name,
+        model=cfg.model.name,
+        inference=cfg.inference.name,
+    )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    clf.idata_.to_netcdf(str(output_dir / "idata.nc"))
+    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    if cfg.plots:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from . import plots
+
+        plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
+        plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
+    return metrics
+
+
+def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
+    rows = [
+        ("test error", "error"),
+        ("balanced error", "balanced_error"),
+        ("Brier score", "brier"),
+        ("log loss", "log_loss"),
+        ("wall time (s)", "wall_time_s"),
+        ("max R-hat", "max_rhat"),
+        ("min ESS (bulk)", "min_ess_bulk"),
+    ]
+    print(f"{metrics['model']} / {metrics['inference']} on {metrics['dataset']} "
+          f"({metrics['n_train']} train, {metrics['n_test']} test)")
+    for label, key in rows:
+        print(f"  {label:<16} {metrics[key]:.4f}")
+    print(f"  outputs in {output_dir}")
+
+
+@hydra.main(version_base=None, config_path="configs", config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    logging.getLogger("jax").setLevel(logging.WARNING)
+    output_dir = Path(HydraConfig.get().runtime.output_dir)
+    OmegaConf.save(cfg, output_dir / "config.yaml")
+    _print_metrics(run(cfg, output_dir), output_dir)
+
+
+def _valid_keys(node: Any) -> list[str]:
+    return sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _precheck(overrides: list[str]) -> str | None:
+    """Compose the configuration once; on an unknown key, return a message listing the valid ones."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    with initialize_config_module("bayes_maxmargin.configs", version_base=None):
+        try:
+            compose(config_name="config", overrides=overrides)
+            return None
+        except (ConfigCompositionException, ConfigAttributeError, ConfigKeyError) as err:
+            cause = err.__cause__ or err
+            if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+                return None  # Hydra's own message (it lists the options of a config group)
+            key = str(getattr(cause, "full_key", "") or "")
+            base = compose(config_name="config", overrides=[o for o in overrides if not o.startswith(key)])
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(base, parent) if parent else base
+            valid = [k for k in _valid_keys(node) if k != "defaults"]
+            where = f"under '{parent}'" if parent else "at the top level"
+            return f"Unknown option '{key}'. Valid options {where}: {', '.join(valid)}."
+
+
+def main() -> None:
+    """Entry point of ``bmm``."""
+    args = sys.argv[1:]
+    if not any(a.startswith("-") for a in args):
+        message = _precheck([a for a in args if "=" in a and not a.startswith(("+", "~"))])
+        if message:
+            print(f"bmm: error: {message}", file=sys.stderr)
+            sys.exit(2)
+    _hydra_main()

@@ -1,0 +1,178 @@
+"""The one run driver: ``lax.scan`` under ``jit``, chains by ``vmap``, in chunks.
+
+Every Markov kernel of the library has the signature ``kernel(rng_key, state, data, hyper) ->
+(state, info)`` with ``state`` a NamedTuple of arrays. :func:`run_chains` runs it for warm-up plus
+``num_samples * thin`` iterations on several chains at once:
+
+* the key of iteration ``i`` of a chain is ``fold_in(chain_key, i)``, so the draws do not depend on
+  how the run is cut into chunks (a run resumed from a chunk boundary is the same run);
+* a chunk is ``chunk_size`` blocks of ``thin`` iterations, compiled once per (kernel, shapes):
+  kernels come from cached builders, so a second fit of the same shapes does not recompile;
+* after every chunk the host reports progress and checks that no state became non-finite; a
+  chain that did stops the run with :class:`NonFiniteStateError` naming the chain, iteration and
+  variable, never a NaN result.
+
+Warm-up is rounded up to a whole number of thinning blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+__all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
+
+Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
+Record = Callable[[Any], dict[str, Array]]
+
+#: Runs predicted to take longer than this many seconds show a progress bar.
+PROGRESS_THRESHOLD_S = 3.0
+
+
+class NonFiniteStateError(FloatingPointError):
+    """A chain produced a non-finite state (the message names chain, iteration and variable)."""
+
+
+class ChainResult(NamedTuple):
+    """Output of :func:`run_chains`.
+
+    Attributes
+    ----------
+    samples : dict of str to ndarray
+        The recorded quantities, each laid out (chain, draw, ...).
+    final_state : NamedTuple
+        The states of all chains after the last iteration (leading chain axis).
+    num_iterations : int
+        Iterations run per chain, warm-up included.
+    """
+
+    samples: dict[str, np.ndarray]
+    final_state: Any
+    num_iterations: int
+
+
+def _first_nonfinite(state: Any) -> tuple[Array, Array]:
+    """Per chain: whether every field of the state is finite, and the first field that is not."""
+    finite = jnp.stack(
+        [jnp.all(jnp.isfinite(leaf), axis=tuple(range(1, leaf.ndim))) for leaf in state], axis=-1
+    )
+    return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)
+
+
+@partial(jax.jit, static_argnames=("kernel", "record", "thin", "n_blocks"))
+def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, bad, data, hyper):
+    step = jax.vmap(kernel, in_axes=(0, 0, None, None))
+
+    def one_iteration(i, carry):
+        state, (bad_iter, bad_field) = carry
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, i)
+        state, _ = step(keys, state, data, hyper)
+        ok, field = _first_nonfinite(state)
+        new = (bad_iter < 0) & ~ok
+        return state, (
+            jnp.where(new, i, bad_iter).astype(bad_iter.dtype),
+            jnp.where(new, field, bad_field).astype(bad_field.dtype),
+        )
+
+    def one_block(carry, b):
+        first = start + b * thin
+        carry = jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), carry)
+        return carry, jax.vmap(record)(carry[0])
+
+    (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks))
+    return state, bad, records
+
+
+def _check_finite(bad: tuple[Array, Array], fields: tuple[str, ...]) -> None:
+    bad_iter, bad_field = (np.asarray(b) for b in bad)
+    broken = np.flatnonzero(bad_iter >= 0)
+    if broken.size:
+        c = broken[np.argmin(bad_iter[broken])]
+        raise NonFiniteStateError(
+            f"chain {c} produced a non-finite value of '{fields[bad_field[c]]}' at iteration "
+            f"{bad_iter[c]}; the run was stopped. Check the data scale and the hyperparameters "
+            "(or use float64)."
+        )
+
+
+def run_chains(
+    kernel: Kernel,
+    record: Record,
+    init_state: Any,
+    rng_key: Array,
+    data: Any,
+    hyper: Any,
+    *,
+    num_warmup: int,
+    num_samples: int,
+    thin: int = 1,
+    chunk_size: int = 250,
+    progress_bar: bool = True,
+) -> ChainResult:
+    """Run ``kernel`` on every chain of ``init_state`` and record ``record(state)`` per kept draw.
+
+    Parameters
+    ----------
+    kernel : callable
+        ``kernel(rng_key, state, data, hyper) -> (state, info)`` for one chain; a module-level or
+        cached function, so that repeated runs hit the compilation cache.
+    record : callable
+        ``record(state) -> dict`` of the arrays to keep per draw (one chain); module level.
+    init_state : NamedTuple
+        Initial states with a leading chain axis.
+    rng_key : Array
+        PRNG key; chain ``c`` uses ``fold_in(rng_key, c)``.
+    data, hyper : pytrees
+        Passed unchanged to the kernel (dynamic: new values do not recompile).
+    num_warmup, num_samples, thin : int
+        Warm-up iterations (discarded), kept draws, and iterations per kept draw.
+    chunk_size : int
+        Kept draws (blocks of ``thin`` iterations) per compiled chunk.
+    progress_bar : bool
+        Show a progress bar when the run is predicted to take more than a few seconds.
+
+    Returns
+    -------
+    ChainResult
+    """
+    num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
+    chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
+    warm_blocks = -(-num_warmup // thin)
+    total_blocks = warm_blocks + num_samples
+    bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
+    state, kept, done, bar = init_state, [], 0, None
+    while done < total_blocks:
+        n_blocks = min(chunk_size, total_blocks - done)
+        t0 = time.perf_counter()
+        state, bad, records = _run_chunk(
+            kernel, record, thin, n_blocks, state, chain_keys, done * thin, bad, data, hyper
+        )
+        _check_finite(bad, state._fields)
+        lo = max(warm_blocks - done, 0)
+        if lo < n_blocks:
+            kept.append(jax.tree_util.tree_map(lambda r, lo=lo: np.asarray(r[lo:]), records))
+        done += n_blocks
+        if bar is not None:
+            bar.update(n_blocks * thin)
+        elif progress_bar and done < total_blocks:
+            # predict the rest from the latest chunk; the first one includes compilation, so
+            # it decides alone only when it was long in itself
+            elapsed = time.perf_counter() - t0
+            remaining = elapsed / n_blocks * (total_blocks - done)
+            if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
+    if bar is not None:
+        bar.close()
+    samples = {
+        k: np.swapaxes(np.concatenate([c[k] for c in kept], axis=0), 0, 1) for k in kept[0]
+    }
+    return ChainResult(samples, state, total_blocks * thin)

@@ -1,0 +1,40 @@
+"""Shared fixtures: small problems, the shared datasets folder, headless plotting."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+DATA_DIR = os.environ.get("BMM_DATA_DIR")
+needs_data = pytest.mark.skipif(
+    not DATA_DIR or not Path(DATA_DIR).is_dir(),
+    reason="BMM_DATA_DIR is not set to the benchmark datasets folder",
+)
+
+
+@pytest.fixture(scope="session")
+def synthetic_binary() -> tuple[np.ndarray, np.ndarray]:
+    """A seeded, overlapping two-class problem: 200 x 3, labels +-1."""
+    rng = np.random.default_rng(0)
+    n, d = 200, 3
+    X = rng.normal(size=(n, d))
+    beta = np.array([1.5, -1.0, 0.5])
+    y = np.where(X @ beta + 0.3 + rng.normal(scale=1.0, size=n) > 0, 1, -1)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def wdbc_small() -> tuple[np.ndarray, np.ndarray]:
+    """The built-in breast-cancer data, standardised, first 5 features (a real, small problem)."""
+    from bayes_maxmargin import load_dataset
+
+    ds = load_dataset("wdbc")
+    X = ds.X[:, :5]
+    X = (X - X.mean(0)) / X.std(0)
+    return X, np.asarray(ds.y)

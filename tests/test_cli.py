@@ -1,0 +1,98 @@
+"""The `bmm` command: the default job, options, errors; the README's commands are what CI runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import arviz as az
+import pytest
+
+from .conftest import needs_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bmm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run `bmm` as a fresh process (the entry point as a user runs it)."""
+    code = "from bayes_maxmargin.cli import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def bmm_in_process(*args: str, cwd: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    """Run `bmm` in this process (cheaper: no new interpreter, shared compilation cache)."""
+    from bayes_maxmargin.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["bmm", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_default_job_writes_everything(tmp_path):
+    out = tmp_path / "run"
+    res = bmm(f"hydra.run.dir={out}", "inference.num_samples=300", "inference.num_warmup=150", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for line in ["test error", "balanced error", "Brier score", "log loss", "wall time", "max R-hat", "min ESS"]:
+        assert line in res.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["dataset"] == "wdbc" and metrics["inference"] == "gibbs"
+    assert metrics["error"] < 0.08 and 1.0 <= metrics["max_rhat"] < 1.3 and metrics["min_ess_bulk"] > 20
+    idata = az.from_netcdf(str(out / "idata.nc"))
+    assert idata.posterior["beta"].shape == (4, 300, 30)
+    for png in ["trace.png", "reliability.png"]:
+        assert (out / png).stat().st_size > 10_000
+    assert (out / "config.yaml").exists()
+
+
+@needs_data
+def test_em_on_a_shared_dataset(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    args = (f"hydra.run.dir={out}", "model=linear", "inference=em", "data=pima", "plots=false")
+    code, stdout, stderr = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stderr
+    assert "test error" in stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["dataset"] == "pima" and metrics["error"] < 0.3
+
+
+def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
+    code, _, err = bmm_in_process("inference=vb", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    assert code != 0
+    assert "inference/vb" in err and "em" in err and "gibbs" in err and "nuts" in err
+
+
+def test_unknown_key_lists_valid_ones(tmp_path, monkeypatch, capsys):
+    code, _, err = bmm_in_process("inference.num_sample=10", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2
+    assert "inference.num_sample" in err and "num_samples" in err and "num_warmup" in err
+
+
+def test_invalid_value_names_the_parameter(tmp_path, monkeypatch, capsys):
+    args = ("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}")
+    code, _, err = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    assert code != 0
+    assert "num_samples" in err and "-5" in err
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("```")[1]
+    return [line.strip() for line in block.splitlines()[1:] if line.strip() and not line.startswith("#")]
+
+
+def test_ci_runs_the_readme_commands():
+    commands = _readme_commands()
+    assert len(commands) == 2 and "bmm" in commands[0] and "pytest" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for command in commands:
+        assert command in ci, f"{command!r} is not run verbatim by .ci/run"

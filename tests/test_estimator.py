@@ -1,0 +1,145 @@
+"""LinearBSVM as a scikit-learn estimator: the estimator checks, pipelines, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from bayes_maxmargin import LinearBSVM, NonFiniteStateError
+
+
+@parametrize_with_checks(
+    [
+        LinearBSVM(inference="em", max_iter=200),
+        LinearBSVM(num_samples=60, num_warmup=40, num_chains=2),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_cross_val_score_and_pipeline(synthetic_binary):
+    X, y = synthetic_binary
+    pipe = make_pipeline(StandardScaler(), LinearBSVM(num_samples=100, num_warmup=50, num_chains=2, random_state=0))
+    scores = cross_val_score(pipe, X, y, cv=3)
+    assert scores.shape == (3,) and scores.min() > 0.7
+
+
+@pytest.mark.parametrize("labels", [["no", "yes"], [False, True], [3, 7], [-1.0, 2.0]])
+def test_labels_of_any_two_values(synthetic_binary, labels):
+    X, y = synthetic_binary
+    y_any = np.where(y > 0, labels[1], labels[0])
+    clf = LinearBSVM("em").fit(X, y_any)
+    assert list(clf.classes_) == sorted(labels)
+    pred = clf.predict(X)
+    assert set(pred) <= set(labels)
+    assert np.mean(pred == y_any) > 0.7
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+
+
+def test_dataframe_feature_names(synthetic_binary):
+    X, y = synthetic_binary
+    df = pd.DataFrame(X, columns=["age", "dose", "weight"])
+    clf = LinearBSVM(num_samples=50, num_warmup=20, num_chains=2).fit(df, y)
+    assert list(clf.feature_names_in_) == ["age", "dose", "weight"]
+    assert list(clf.idata_.posterior["feature"].values) == ["age", "dose", "weight"]
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_nan_names_columns(synthetic_binary):
+    X, y = synthetic_binary
+    X = X.copy()
+    X[3, 1] = np.nan
+    X[5, 2] = np.inf
+    with pytest.raises(ValueError, match=r"NaN.*\[1\]"):
+        LinearBSVM("em").fit(X, y)
+
+
+def test_infinite_names_columns(synthetic_binary):
+    X, y = synthetic_binary
+    X = X.copy()
+    X[5, 2] = -np.inf
+    with pytest.raises(ValueError, match=r"infinity.*\[2\]"):
+        LinearBSVM("em").fit(X, y)
+
+
+def test_one_class(synthetic_binary):
+    X, _ = synthetic_binary
+    with pytest.raises(ValueError, match="one class"):
+        LinearBSVM("em").fit(X, np.ones(len(X)))
+
+
+def test_three_classes(synthetic_binary):
+    X, y = synthetic_binary
+    y3 = y.copy()
+    y3[:10] = 2
+    with pytest.raises(ValueError, match="class"):
+        LinearBSVM("em").fit(X, y3)
+
+
+def test_lengths_differ(synthetic_binary):
+    X, y = synthetic_binary
+    with pytest.raises(ValueError, match=r"200 rows.*199"):
+        LinearBSVM("em").fit(X, y[:-1])
+
+
+def test_empty_input():
+    with pytest.raises(ValueError, match="0 sample"):
+        LinearBSVM("em").fit(np.empty((0, 3)), np.empty(0))
+
+
+def test_wrong_number_of_features_at_predict(synthetic_binary):
+    X, y = synthetic_binary
+    clf = LinearBSVM("em").fit(X, y)
+    with pytest.raises(ValueError, match="X has 2 features, but LinearBSVM is expecting 3 features"):
+        clf.predict(X[:, :2])
+
+
+def test_non_numeric_data_names_the_column(synthetic_binary):
+    X, y = synthetic_binary
+    Xo = X.astype(object)
+    Xo[7, 2] = "abc"
+    with pytest.raises(ValueError, match=r"column 2.*'abc'"):
+        LinearBSVM("em").fit(Xo, y)
+
+
+@pytest.mark.parametrize(
+    "param,value,match",
+    [
+        ("inference", "vb", r"inference.*'vb'.*'em', 'gibbs', 'nuts'"),
+        ("sigma", -1.0, r"sigma.*-1"),
+        ("gamma", 0.0, r"gamma.*0"),
+        ("gamma0", -0.1, r"gamma0.*-0.1"),
+        ("num_samples", 0, r"num_samples.*0"),
+        ("num_chains", 2.5, r"num_chains.*2.5"),
+        ("thin", -1, r"thin.*-1"),
+        ("precision", "float16", r"precision.*float16"),
+        ("gamma_prior", (1.0,), r"gamma_prior"),
+        ("gamma_prior", (2.0, -1.0), r"b0.*-1"),
+        ("tol", float("nan"), r"tol"),
+    ],
+)
+def test_invalid_hyperparameters(synthetic_binary, param, value, match):
+    X, y = synthetic_binary
+    with pytest.raises((ValueError, TypeError), match=match):
+        LinearBSVM(**{param: value}).fit(X, y)
+
+
+def test_em_gamma_prior_needs_a0_above_one(synthetic_binary):
+    X, y = synthetic_binary
+    with pytest.raises(ValueError, match=r"a0.*0.5"):
+        LinearBSVM("em", gamma_prior=(0.5, 1.0)).fit(X, y)
+
+
+def test_nonfinite_chain_stops_with_iteration_and_variable(synthetic_binary):
+    """A float32 chain that overflows stops with an error naming iteration and variable."""
+    X, y = synthetic_binary
+    clf = LinearBSVM(precision="float32", num_samples=20, num_warmup=0, num_chains=2, random_state=0)
+    with pytest.raises(NonFiniteStateError, match=r"'\w+' at iteration \d+"):
+        clf.fit(X * 1e30, y)
