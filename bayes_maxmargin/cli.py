@@ -51,10 +51,10 @@ class LinearModelConfig:
 
 
 @dataclass
-class GibbsConfig:
-    """Schema of ``inference=gibbs``."""
+class MCMCConfig:
+    """Schema shared by the samplers: draws, warm-up, chains, thinning."""
 
-    name: str = "gibbs"
+    name: str = MISSING
     num_samples: int = 1000
     num_warmup: int = 500
     num_chains: int = 4
@@ -62,14 +62,18 @@ class GibbsConfig:
 
 
 @dataclass
-class NUTSConfig:
+class GibbsConfig(MCMCConfig):
+    """Schema of ``inference=gibbs``."""
+
+    name: str = "gibbs"
+    overrelaxation: float = -0.9
+
+
+@dataclass
+class NUTSConfig(MCMCConfig):
     """Schema of ``inference=nuts``."""
 
     name: str = "nuts"
-    num_samples: int = 1000
-    num_warmup: int = 500
-    num_chains: int = 4
-    thin: int = 1
 
 
 @dataclass

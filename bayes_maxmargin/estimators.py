@@ -128,6 +128,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         Rate of the exponential prior on the augmentation variables; 0 is the hinge.
     num_samples, num_warmup, num_chains, thin : int
         Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
+    overrelaxation : float
+        Gibbs only: Adler overrelaxation alpha in (-1, 1) of the coefficient draw. Every alpha
+        leaves the posterior invariant; alpha near -1 suppresses the random walk caused by the
+        coupling of coefficients and augmentation variables (the default -0.9 gave 2-3.5 times the
+        minimum ESS of the plain draw, alpha = 0, in ``benchmarks/gibbs_vs_nuts.py``).
     max_iter : int
         Maximum EM iterations.
     tol : float
@@ -170,6 +175,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         num_warmup: int = 500,
         num_chains: int = 4,
         thin: int = 1,
+        overrelaxation: float = -0.9,
         max_iter: int = 1000,
         tol: float = 1e-10,
         precision: str = "float64",
@@ -187,6 +193,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.num_warmup = num_warmup
         self.num_chains = num_chains
         self.thin = thin
+        self.overrelaxation = overrelaxation
         self.max_iter = max_iter
         self.tol = tol
         self.precision = precision
@@ -208,6 +215,10 @@ class LinearBSVM(_BayesianSVMClassifier):
             "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
             "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
             "thin": check_scalar_param("thin", self.thin, kind="int", low=1),
+            "overrelaxation": check_scalar_param(
+                "overrelaxation", self.overrelaxation, low=-1.0, high=1.0, low_inclusive=False,
+                high_inclusive=False,
+            ),
             "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1),
             "tol": check_scalar_param("tol", self.tol, low=0.0),
         }
@@ -272,7 +283,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         coef0 = 0.5 * jax.random.normal(k_init, (n_chains, p), data.design.dtype)
         state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
         result = run_chains(
-            build_linear_kernel(sample_gamma),
+            build_linear_kernel(sample_gamma, params["overrelaxation"]),
             record_linear,
             state,
             k_run,

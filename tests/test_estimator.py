@@ -123,6 +123,7 @@ def test_non_numeric_data_names_the_column(synthetic_binary):
         ("gamma_prior", (1.0,), r"gamma_prior"),
         ("gamma_prior", (2.0, -1.0), r"b0.*-1"),
         ("tol", float("nan"), r"tol"),
+        ("overrelaxation", -1.0, r"overrelaxation.*-1"),
     ],
 )
 def test_invalid_hyperparameters(synthetic_binary, param, value, match):

@@ -4,7 +4,8 @@ Linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, eq. 7 with f = Phi 
 
 1. 1 / lambda_n | w, gamma ~ IG(c / |1 - y_n f_n|, gamma + 2 gamma0);
 2. w | lambda, gamma ~ N(P^-1 gamma Phi' Y (1 + 1/lambda), P^-1),
-   P = diag(prior_prec) + gamma Phi' Lambda^-1 Phi (one Cholesky of P);
+   P = diag(prior_prec) + gamma Phi' Lambda^-1 Phi (one Cholesky of P), drawn directly or by
+   an overrelaxed move that leaves this conditional invariant (Adler 1981);
 3. gamma | w, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2) when gamma has a prior.
 
 The kernel targets the augmented program ``linear_bsvm(..., augmented=True)``; its ``log_joint``
@@ -95,13 +96,16 @@ def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma:
 
 
 @functools.cache
-def build_linear_kernel(sample_gamma: bool):
+def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
     """The Gibbs kernel of the linear Bayesian SVM (cached: one function per structure).
 
     Parameters
     ----------
     sample_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and is sampled (else it stays at its value).
+    overrelaxation : float
+        Adler overrelaxation alpha in (-1, 1) of the coefficient update
+        (:func:`~bayes_maxmargin.augmentation.sample_gaussian`); 0 is the plain Gibbs draw.
 
     Returns
     -------
@@ -117,7 +121,7 @@ def build_linear_kernel(sample_gamma: bool):
         u = 1.0 - data.y * (data.design @ state.coef)
         inv_lam = sample_inv_lambda(k_lam, u, gamma, hyper.gamma0)
         cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
-        coef = sample_gaussian(k_coef, cond)
+        coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
         if sample_gamma:
             u = 1.0 - data.y * (data.design @ coef)
             shape, rate = gamma_conditional(u, inv_lam, hyper.a0, hyper.b0)

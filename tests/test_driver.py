@@ -1,0 +1,63 @@
+"""The run driver: warm-up, thinning, chains, chunking invariance, non-finite states."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_maxmargin.inference.driver import NonFiniteStateError, run_chains
+
+
+class CountState(NamedTuple):
+    count: jax.Array
+    x: jax.Array
+
+
+def count_kernel(key, state, data, hyper):
+    """Counts iterations and takes a Gaussian random-walk step; blows up after data['limit']."""
+    x = state.x + hyper * jax.random.normal(key, state.x.shape)
+    count = state.count + 1
+    x = jnp.where(count > data["limit"], jnp.nan, x)
+    return CountState(count, x), None
+
+
+def record_count(state):
+    return {"count": state.count, "x": state.x}
+
+
+def _init(chains):
+    return CountState(jnp.zeros(chains, jnp.int32), jnp.zeros((chains, 2)))
+
+
+def test_warmup_thinning_and_layout():
+    res = run_chains(
+        count_kernel, record_count, _init(3), jax.random.PRNGKey(0), {"limit": 10**6}, 1.0,
+        num_warmup=5, num_samples=4, thin=3, progress_bar=False,
+    )
+    # warm-up rounded up to whole thinning blocks: 2 blocks = 6 iterations, then a draw every 3
+    np.testing.assert_array_equal(res.samples["count"], np.tile([9, 12, 15, 18], (3, 1)))
+    assert res.samples["x"].shape == (3, 4, 2)
+    assert res.num_iterations == 18
+    # chains differ
+    assert not np.allclose(res.samples["x"][0], res.samples["x"][1])
+
+
+def test_draws_do_not_depend_on_chunking():
+    kwargs = dict(num_warmup=7, num_samples=20, thin=2, progress_bar=False)
+    args = (count_kernel, record_count, _init(2), jax.random.PRNGKey(1), {"limit": 10**6}, 0.5)
+    whole = run_chains(*args, chunk_size=100, **kwargs)
+    pieces = run_chains(*args, chunk_size=3, **kwargs)
+    np.testing.assert_array_equal(whole.samples["x"], pieces.samples["x"])
+    np.testing.assert_array_equal(whole.final_state.x, pieces.final_state.x)
+
+
+def test_nonfinite_state_names_chain_iteration_and_variable():
+    with pytest.raises(NonFiniteStateError, match=r"chain 0 produced a non-finite value of 'x' at iteration 13"):
+        run_chains(
+            count_kernel, record_count, _init(2), jax.random.PRNGKey(0), {"limit": 13}, 1.0,
+            num_warmup=0, num_samples=40, chunk_size=5, progress_bar=False,
+        )
