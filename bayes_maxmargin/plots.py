@@ -90,6 +90,7 @@ def plot_trace(
     """
     az = _arviz()
     with _quiet_arviz():
+        kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
         axes = az.plot_trace(
             idata, var_names=var_names, backend="matplotlib", show=False, **kwargs
         )
@@ -146,6 +147,11 @@ def _calibration_bins(
     sum_y = np.bincount(ids, weights=y_pos.astype(float), minlength=n_bins)
     keep = count > 0
     return sum_p[keep] / count[keep], sum_y[keep] / count[keep], count[keep]
+
+
+def _label_text(label: Any) -> str:
+    """A class label as text (NumPy scalars as their Python value)."""
+    return str(label.item() if hasattr(label, "item") else label)
 
 
 def plot_reliability(
@@ -226,13 +232,13 @@ def plot_reliability(
     ax.plot(mean_pred, frac_pos, marker="o", label="model")
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
-    ax.set_ylabel(f"fraction of {pos_label!r}")
+    ax.set_ylabel(f"fraction of class {_label_text(pos_label)}")
     ax.set_title(f"Reliability diagram (ECE = {ece:.3f})")
     ax.legend(loc="upper left")
     ax.tick_params(labelbottom=False)
 
     hist_ax.hist(proba, bins=np.linspace(0.0, 1.0, n_bins + 1), color="C0", alpha=0.7)
-    hist_ax.set_xlabel(f"predicted probability of {pos_label!r}")
+    hist_ax.set_xlabel(f"predicted probability of class {_label_text(pos_label)}")
     hist_ax.set_ylabel("count")
     return _save(fig, path)
 

@@ -96,3 +96,12 @@ def test_ci_runs_the_readme_commands():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     for command in commands:
         assert command in ci, f"{command!r} is not run verbatim by .ci/run"
+
+
+def test_readme_quick_start_runs(capsys):
+    """The README's quick-start snippet runs as written."""
+    text = (ROOT / "README.md").read_text()
+    snippet = text.split("## Quick start", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    exec(compile(snippet, "README quick start", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "intercept" in printed and "r_hat" in printed
