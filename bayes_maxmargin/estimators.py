@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -272,8 +274,8 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
             key = _random_key(self.random_state)
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
-            draws, stats, extra_stats = fit[params["inference"]](key, data, hyper, params)
-        self._store(design, draws, stats, extra_stats, y, params)
+            coef_draws, gamma_draws, stats = fit[params["inference"]](key, data, hyper, params)
+        self._store(design, coef_draws, gamma_draws, stats, y, params)
         return self
 
     def _fit_gibbs(self, key, data, hyper, params):
@@ -313,6 +315,15 @@ class LinearBSVM(_BayesianSVMClassifier):
                 f"EM produced a non-finite log posterior or coefficient at iteration {bad}; check the "
                 "data scale and the hyperparameters (or use float64)."
             )
+        if n_iter == params["max_iter"]:
+            change = abs(objective[-1] - objective[-2]) / max(abs(objective[-1]), 1.0)
+            if change > params["tol"]:
+                warnings.warn(
+                    f"EM stopped at max_iter={n_iter} with a relative change of the log posterior "
+                    f"of {change:.2e} > tol={params['tol']:.0e}; increase max_iter.",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
         self.n_iter_ = n_iter
         self.objective_ = objective
         self._prec_chol = np.asarray(res.conditional.prec_chol, dtype=np.float64)

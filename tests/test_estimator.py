@@ -144,3 +144,11 @@ def test_nonfinite_chain_stops_with_iteration_and_variable(synthetic_binary):
     clf = LinearBSVM(precision="float32", num_samples=20, num_warmup=0, num_chains=2, random_state=0)
     with pytest.raises(NonFiniteStateError, match=r"'\w+' at iteration \d+"):
         clf.fit(X * 1e30, y)
+
+
+def test_em_warns_when_it_runs_out_of_iterations(synthetic_binary):
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = synthetic_binary
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        LinearBSVM("em", max_iter=3).fit(X, y)
