@@ -14,7 +14,9 @@ updates recur in every model and inference algorithm. They are written once here
 * :func:`sample_inv_lambda` / :func:`expected_inv_lambda` / :func:`expected_lambda` -- the
   conditional of 1 / lambda (inverse Gaussian, eq. 7) and its moments (eq. 8);
 * :func:`gaussian_conditional` -- the Gaussian conditional of weights that enter f linearly;
-* :func:`gamma_conditional` -- the Gamma conditional of the hinge scale gamma (eq. 7).
+* :func:`gamma_conditional` / :func:`draw_gamma` -- the Gamma conditional of the hinge scale gamma
+  (eq. 7);
+* :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6).
 
 Numerical floor
 ---------------
@@ -39,9 +41,11 @@ from .distributions import InverseGaussian
 __all__ = [
     "GaussianConditional",
     "augmented_log_likelihood",
+    "draw_gamma",
     "expected_inv_lambda",
     "expected_lambda",
     "gamma_conditional",
+    "log_lambda_prior",
     "gaussian_conditional",
     "hinge_c",
     "log_pseudo_likelihood",
@@ -93,6 +97,13 @@ def augmented_log_likelihood(u: Array, inv_lam: Array, gamma: Array) -> Array:
     return 0.5 * (jnp.log(gamma * inv_lam) - _LOG_2PI) - 0.5 * gamma * (
         inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
     )
+
+
+def log_lambda_prior(inv_lam: Array, gamma0: Array) -> Array:
+    """sum_n log Exp(lambda_n | gamma0) with lambda = 1 / inv_lam; 0 for the flat prior (gamma0 = 0),
+    as NumPyro's ``ImproperUniform`` contributes (Henao et al. 2014, eq. 6)."""
+    safe_gamma0 = jnp.where(gamma0 > 0, gamma0, 1.0)
+    return jnp.where(gamma0 > 0, jnp.sum(jnp.log(safe_gamma0) - gamma0 / inv_lam, axis=-1), 0.0)
 
 
 def _abs_u(u: Array) -> Array:
@@ -189,3 +200,9 @@ def gamma_conditional(u: Array, inv_lam: Array, a0: Array, b0: Array) -> tuple[A
     """
     quad = inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
     return a0 + 0.5 * u.shape[-1], b0 + 0.5 * jnp.sum(quad, axis=-1)
+
+
+def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array) -> Array:
+    """Draw gamma | f, lambda from its Gamma conditional (:func:`gamma_conditional`, eq. 7)."""
+    shape, rate = gamma_conditional(u, inv_lam, a0, b0)
+    return jax.random.gamma(key, shape, dtype=u.dtype) / rate

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import arviz as az
-import pytest
 
 from .conftest import needs_data
 

@@ -18,6 +18,8 @@ from bayes_maxmargin.inference.em import linear_em
 from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear
 from bayes_maxmargin.models.linear import LinearHyper, linear_bsvm, prior_precision
 
+from ._posterior import assert_posteriors_agree
+
 
 def _problem(X, y, gamma0=0.0, gamma_prior=None, intercept_scale=10.0):
     design = jnp.asarray(np.hstack([X, np.ones((len(X), 1))]))
@@ -103,18 +105,6 @@ def test_second_fit_does_not_recompile(synthetic_binary):
     assert linear_em._cache_size() == em_size
 
 
-def _compare(gibbs: az.InferenceData, nuts: az.InferenceData, var_names):
-    """Means within 4 combined MCSE, standard deviations within 10 %."""
-    sg = az.summary(gibbs, var_names=var_names, round_to="none")
-    sn = az.summary(nuts, var_names=var_names, round_to="none")
-    assert sg["r_hat"].max() < 1.02 and sn["r_hat"].max() < 1.02
-    mcse = np.sqrt(sg["mcse_mean"] ** 2 + sn["mcse_mean"] ** 2)
-    z = np.abs(sg["mean"] - sn["mean"]) / mcse
-    assert (z < 4).all(), f"means differ by {z.max():.1f} MCSE\n{sg[['mean', 'sd']]}\n{sn[['mean', 'sd']]}"
-    rel = np.abs(sg["sd"] / sn["sd"] - 1)
-    assert (rel < 0.10).all(), f"sd differ by {rel.max():.1%}\n{sg['sd']}\n{sn['sd']}"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "dataset,gamma0,gamma_prior,overrelaxation",
@@ -134,7 +124,7 @@ def test_gibbs_agrees_with_nuts(request, dataset, gamma0, gamma_prior, overrelax
     gibbs.fit(X, y)
     nuts = LinearBSVM("nuts", num_samples=700, num_warmup=300, **common).fit(X, y)
     names = ["beta", "intercept"] + (["gamma"] if gamma_prior else [])
-    _compare(gibbs.idata_, nuts.idata_, names)
+    assert_posteriors_agree(gibbs.idata_, nuts.idata_, names)
 
 
 @pytest.mark.parametrize("gamma", [0.5, 2.0])

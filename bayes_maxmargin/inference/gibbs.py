@@ -23,9 +23,10 @@ from jax import Array
 
 from ..augmentation import (
     augmented_log_likelihood,
+    draw_gamma,
     expected_inv_lambda,
-    gamma_conditional,
     gaussian_conditional,
+    log_lambda_prior,
     sample_gaussian,
     sample_inv_lambda,
 )
@@ -78,11 +79,7 @@ def linear_log_joint(
     """
     u = 1.0 - data.y * (data.design @ coef)
     log_lik = jnp.sum(augmented_log_likelihood(u, inv_lam, gamma))
-    safe_gamma0 = jnp.where(hyper.gamma0 > 0, hyper.gamma0, 1.0)
-    log_lam = jnp.where(
-        hyper.gamma0 > 0, jnp.sum(jnp.log(safe_gamma0) - hyper.gamma0 / inv_lam), 0.0
-    )
-    return log_prior(coef, gamma, hyper, sample_gamma) + log_lik + log_lam
+    return log_prior(coef, gamma, hyper, sample_gamma) + log_lik + log_lambda_prior(inv_lam, hyper.gamma0)
 
 
 def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool) -> LinearGibbsState:
@@ -124,8 +121,7 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
         coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
         if sample_gamma:
             u = 1.0 - data.y * (data.design @ coef)
-            shape, rate = gamma_conditional(u, inv_lam, hyper.a0, hyper.b0)
-            gamma = jax.random.gamma(k_gamma, shape, dtype=coef.dtype) / rate
+            gamma = draw_gamma(k_gamma, u, inv_lam, hyper.a0, hyper.b0)
         log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper, sample_gamma)
         return LinearGibbsState(coef, inv_lam, gamma, log_joint), None
 

@@ -23,10 +23,9 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from jax import Array
-from jax.scipy.special import gammaln
 from numpyro.distributions import constraints
 
-from ..augmentation import augmented_log_likelihood, log_pseudo_likelihood
+from .common import max_margin_likelihood
 
 __all__ = ["LinearHyper", "linear_bsvm", "log_prior", "prior_precision"]
 
@@ -76,8 +75,7 @@ def log_prior(coef: Array, gamma: Array, hyper: LinearHyper, sample_gamma: bool)
     log_norm = jnp.where(proper, 0.5 * (jnp.log(jnp.where(proper, prec, 1.0)) - _LOG_2PI), 0.0)
     lp = jnp.sum(log_norm - 0.5 * prec * coef**2)
     if sample_gamma:
-        a0, b0 = hyper.a0, hyper.b0
-        lp = lp + a0 * jnp.log(b0) - gammaln(a0) + (a0 - 1.0) * jnp.log(gamma) - b0 * gamma
+        lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
     return lp
 
 
@@ -122,7 +120,7 @@ def linear_bsvm(
     Array
         The linear predictor f at X.
     """
-    n, d = X.shape
+    d = X.shape[1]
     beta = numpyro.sample("beta", dist.Normal(0.0, sigma).expand([d]).to_event(1))
     intercept = 0.0
     if fit_intercept:
@@ -137,15 +135,5 @@ def linear_bsvm(
     f = X @ beta + intercept
     if y is None:
         return f
-    u = 1.0 - y * f
-    if augmented:
-        lam_prior = (
-            dist.Exponential(gamma0).expand([n]).to_event(1)
-            if gamma0 > 0
-            else dist.ImproperUniform(constraints.positive, (), (n,))
-        )
-        lam = numpyro.sample("lam", lam_prior)
-        numpyro.factor("pseudo_likelihood", jnp.sum(augmented_log_likelihood(u, 1.0 / lam, gamma)))
-    else:
-        numpyro.factor("pseudo_likelihood", jnp.sum(log_pseudo_likelihood(u, gamma, gamma0)))
+    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
     return f

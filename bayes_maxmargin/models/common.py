@@ -1,0 +1,34 @@
+"""NumPyro sites every max-margin program shares: the pseudo-likelihood of u = 1 - y f."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from jax import Array
+from numpyro.distributions import constraints
+
+from ..augmentation import augmented_log_likelihood, log_pseudo_likelihood
+
+__all__ = ["max_margin_likelihood"]
+
+
+def max_margin_likelihood(u: Array, gamma: Array, gamma0: float, augmented: bool) -> None:
+    """Add the max-margin pseudo-likelihood of the margin residuals ``u = 1 - y f`` to the program.
+
+    Marginal form: ``numpyro.factor`` of the hinge (gamma0 = 0, Henao et al. 2014 eq. 3) or the
+    skewed Laplace (gamma0 > 0, eq. 4-5). Augmented form: the sample site ``"lam"`` (flat improper
+    prior for gamma0 = 0, Exp(gamma0) otherwise; eq. 6) and the factor log N(u | -lambda,
+    lambda / gamma) (eq. 5), the joint that the conjugate kernels target.
+    """
+    n = u.shape[-1]
+    if augmented:
+        lam_prior = (
+            dist.Exponential(gamma0).expand([n]).to_event(1)
+            if gamma0 > 0
+            else dist.ImproperUniform(constraints.positive, (), (n,))
+        )
+        lam = numpyro.sample("lam", lam_prior)
+        numpyro.factor("pseudo_likelihood", jnp.sum(augmented_log_likelihood(u, 1.0 / lam, gamma)))
+    else:
+        numpyro.factor("pseudo_likelihood", jnp.sum(log_pseudo_likelihood(u, gamma, gamma0)))

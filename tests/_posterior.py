@@ -1,0 +1,25 @@
+"""Comparison of two posteriors from Monte Carlo draws (the sampler tests' criterion)."""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+
+
+def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rtol: float = 0.10) -> None:
+    """Means within ``z`` combined Monte Carlo standard errors, standard deviations within ``sd_rtol``.
+
+    ``a`` and ``b`` are InferenceData or dicts of draws laid out (chain, draw, ...); both must have
+    converged (R-hat < 1.02).
+    """
+    sa, sb = (
+        az.summary(x if isinstance(x, az.InferenceData) else az.from_dict(posterior={k: x[k] for k in var_names}),
+                   var_names=var_names, round_to="none")
+        for x in (a, b)
+    )
+    assert sa["r_hat"].max() < 1.02 and sb["r_hat"].max() < 1.02, (sa["r_hat"], sb["r_hat"])
+    mcse = np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2)
+    dist = np.abs(sa["mean"] - sb["mean"]) / mcse
+    assert (dist < z).all(), f"means differ by {dist.max():.1f} MCSE\n{sa[['mean', 'sd']]}\n{sb[['mean', 'sd']]}"
+    rel = np.abs(sa["sd"] / sb["sd"] - 1)
+    assert (rel < sd_rtol).all(), f"sd differ by {rel.max():.1%}\n{sa['sd']}\n{sb['sd']}"
