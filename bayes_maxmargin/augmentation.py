@@ -44,6 +44,7 @@ __all__ = [
     "draw_gamma",
     "expected_inv_lambda",
     "expected_lambda",
+    "gamma_cm_step",
     "gamma_conditional",
     "log_lambda_prior",
     "gaussian_conditional",
@@ -200,6 +201,19 @@ def gamma_conditional(u: Array, inv_lam: Array, a0: Array, b0: Array) -> tuple[A
     """
     quad = inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
     return a0 + 0.5 * u.shape[-1], b0 + 0.5 * jnp.sum(quad, axis=-1)
+
+
+def gamma_cm_step(
+    u_new: Array, u_old: Array, inv_lam: Array, gamma: Array, gamma0: Array, a0: Array, b0: Array
+) -> Array:
+    """ECM update of gamma under a Ga(a0, b0) prior (Henao et al. 2014, Sec. 3, after eq. 8).
+
+    gamma <- (a0 - 1 + N/2) / (b0 + 1/2 sum_n (E[1/lambda_n] u_n^2 + 2 u_n + E[lambda_n])), with u
+    at the new f (``u_new``) and the expectations from the E-step at ``u_old`` and ``gamma``.
+    """
+    lam = expected_lambda(u_old, gamma, gamma0)
+    quad = jnp.sum(inv_lam * u_new**2 + 2.0 * u_new + lam, axis=-1)
+    return (a0 - 1.0 + 0.5 * u_new.shape[-1]) / (b0 + 0.5 * quad)
 
 
 def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array) -> Array:

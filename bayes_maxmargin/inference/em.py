@@ -24,7 +24,7 @@ from jax import Array
 from ..augmentation import (
     GaussianConditional,
     expected_inv_lambda,
-    expected_lambda,
+    gamma_cm_step,
     gaussian_conditional,
     log_pseudo_likelihood,
 )
@@ -75,10 +75,8 @@ def _em_step(coef, gamma, data: LinearData, hyper: LinearHyper, estimate_gamma: 
     cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
     coef = cond.mean  # CM-step for the weights
     if estimate_gamma:  # CM-step for gamma
-        lam = expected_lambda(u, gamma, hyper.gamma0)
-        u = 1.0 - data.y * (data.design @ coef)
-        quad = jnp.sum(inv_lam * u**2 + 2.0 * u + lam)
-        gamma = (hyper.a0 - 1.0 + 0.5 * u.shape[0]) / (hyper.b0 + 0.5 * quad)
+        u_new = 1.0 - data.y * (data.design @ coef)
+        gamma = gamma_cm_step(u_new, u, inv_lam, gamma, hyper.gamma0, hyper.a0, hyper.b0)
     return coef, gamma, cond
 
 

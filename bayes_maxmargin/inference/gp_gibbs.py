@@ -39,13 +39,16 @@ from ..models.gp import GPHyper
 __all__ = [
     "GPData",
     "GPGibbsState",
+    "alpha_from_factor",
     "build_gp_kernel",
     "gp_alpha",
     "gp_data",
     "gp_log_joint",
     "init_gp",
+    "pseudo_obs_scaled",
     "record_gp",
     "sample_f",
+    "scaled_factor",
 ]
 
 _LOG_2PI = 1.8378770664093453
@@ -124,7 +127,7 @@ def gp_log_joint(
     return lp
 
 
-def _scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
+def scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
     """s = W^1/2 = sqrt(gamma / lambda) and the Cholesky factor of I + diag(s) K diag(s).
 
     B = K + D = W^-1/2 (I + W^1/2 K W^1/2) W^-1/2 with W = D^-1 = gamma Lambda^-1; the scaled
@@ -135,7 +138,7 @@ def _scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array
     return s, jnp.linalg.cholesky(scaled)
 
 
-def _pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
+def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
     """W^1/2 t with t = Y (1 + lambda): y sqrt(gamma) (inv_lam^1/2 + inv_lam^-1/2), overflow-free."""
     r = jnp.sqrt(inv_lam)
     return y * jnp.sqrt(gamma) * (r + 1.0 / r)
@@ -148,8 +151,13 @@ def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
     K_*' alpha (eq. 11-12). Computed as W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t (see
     :func:`sample_f`).
     """
-    s, chol_b = _scaled_factor(data.K, inv_lam, gamma)
-    return s * cho_solve((chol_b, True), _pseudo_obs_scaled(data.y, inv_lam, gamma))
+    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
+    return alpha_from_factor(s, chol_b, data.y, inv_lam, gamma)
+
+
+def alpha_from_factor(s: Array, chol_b: Array, y: Array, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t from an existing :func:`scaled_factor`."""
+    return s * cho_solve((chol_b, True), pseudo_obs_scaled(y, inv_lam, gamma))
 
 
 def sample_f(key: Array, data: GPData, inv_lam: Array, gamma: Array) -> Array:
@@ -203,8 +211,8 @@ def sample_f(key: Array, data: GPData, inv_lam: Array, gamma: Array) -> Array:
     dtype = data.K.dtype
     f0 = data.chol @ jax.random.normal(k0, (n,), dtype)
     z2 = jax.random.normal(ke, (n,), dtype)
-    s, chol_b = _scaled_factor(data.K, inv_lam, gamma)
-    scaled_resid = _pseudo_obs_scaled(data.y, inv_lam, gamma) - s * f0 - z2  # W^1/2 (t - f0 - e)
+    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
+    scaled_resid = pseudo_obs_scaled(data.y, inv_lam, gamma) - s * f0 - z2  # W^1/2 (t - f0 - e)
     v = s * cho_solve((chol_b, True), scaled_resid)  # B^-1 (t - f0 - e)
     return f0 + data.K @ v
 

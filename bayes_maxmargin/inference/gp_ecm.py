@@ -1,0 +1,580 @@
+"""ECM point estimate of the GP Bayesian SVM, ML-II kernel learning and predictions.
+
+Henao et al. (2014), Sec. 3 "ECM" (eq. 8 and the updates after it, eq. 9) and "Predictions"
+(eq. 11-13). With u = 1 - Y f, omega_n = E[1 / lambda_n], Lambda = diag(1 / omega) and
+B = K + Lambda / gamma, one ECM iteration is
+
+1. E-step: omega_n = c / |u_n|, c = sqrt(1 + 2 gamma0 / gamma) (eq. 8,
+   :func:`~bayes_maxmargin.augmentation.expected_inv_lambda`);
+2. CM-step for f: f = K B^-1 Y (1 + lambda) (the update after eq. 8; derivation in
+   :func:`f_update`);
+3. CM-step for gamma (with a Gamma(a0, b0) prior only):
+   gamma = (a0 - 1 + N/2) / (b0 + 1/2 sum_n (omega_n u_n^2 + 2 u_n + <lambda_n>)), with u at the
+   new f and <lambda_n> = E[lambda_n] (:func:`~bayes_maxmargin.augmentation.expected_lambda`).
+
+The objective, the log posterior of (f, gamma) with lambda integrated out,
+
+    log N(f | 0, K) + sum_n log sLa(u_n | gamma, gamma0) [+ log Ga(gamma | a0, b0)],
+
+is recorded every iteration and never decreases (:func:`gp_objective`). Every ``mlii_every``
+iterations the kernel parameters theta are moved uphill on the ML-II marginal
+log Z = log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma) of eq. (9) (:func:`mlii_update`,
+Optax Adam on the unconstrained parameters of :mod:`bayes_maxmargin.kernels`).
+
+Predictions (eq. 11-12) use alpha = B^-1 Y (1 + lambda): mean k_*' alpha, variance
+k(x_*, x_*) - k_*' B^-1 k_*, and P(y_* = 1) = Phi(m / sqrt(1 + v))
+(:func:`~bayes_maxmargin.predict.probit_predictive`). At convergence with gamma0 = 0,
+alpha_n = y_n gamma (1 + sign(u_n)) away from the margin (eq. 13 with c = 1): 2 gamma y_n inside
+the margin, 0 outside, so the predictor is sparse in the support vectors.
+
+Nowhere is K^-1 or B^-1 formed: B enters through the Cholesky factor of the scaled matrix
+I + W^1/2 K W^1/2, W = gamma Omega (:func:`~bayes_maxmargin.inference.gp_gibbs.scaled_factor`),
+K through its (jittered) Cholesky factor.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import optax
+from jax import Array
+from jax.scipy.linalg import solve_triangular
+from jax.typing import ArrayLike
+
+from ..augmentation import expected_inv_lambda, gamma_cm_step, log_pseudo_likelihood
+from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
+from ..models.gp import GPHyper
+from ..predict import probit_predictive
+from .gp_gibbs import GPData, alpha_from_factor, gp_alpha, gp_data, pseudo_obs_scaled, scaled_factor
+
+__all__ = [
+    "GPECMResult",
+    "GPECMMLIIResult",
+    "MLIIResult",
+    "f_update",
+    "gp_ecm",
+    "gp_ecm_mlii",
+    "gp_log_marginal",
+    "gp_objective",
+    "gp_predict",
+    "gp_predict_proba",
+    "mlii_update",
+    "support_vector_mask",
+    "support_vectors",
+]
+
+_LOG_2PI = 1.8378770664093453
+
+
+# --------------------------------------------------------------------------- ECM at fixed theta
+class GPECMResult(NamedTuple):
+    """Output of :func:`gp_ecm`.
+
+    Attributes
+    ----------
+    f : Array, shape (n,)
+        MAP estimate of the latent function at the training inputs.
+    gamma : Array
+        MAP (or fixed value) of gamma.
+    inv_lam : Array, shape (n,)
+        omega = E[1 / lambda] of the E-step at the returned (f, gamma), eq. (8) (the input of
+        :func:`gp_predict` and of :func:`mlii_update`).
+    objective : Array, shape (max_iter + 1,)
+        Objective (:func:`gp_objective`) at the start and after every iteration; NaN after
+        convergence.
+    n_iter : Array
+        Iterations run.
+    """
+
+    f: Array
+    gamma: Array
+    inv_lam: Array
+    objective: Array
+    n_iter: Array
+
+
+def gp_objective(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_gamma: bool) -> Array:
+    """Log posterior of (f, gamma) with lambda integrated out, the quantity ECM increases.
+
+    log N(f | 0, K) + sum_n log_pseudo_likelihood(u_n) (eq. 4-6) [+ log Ga(gamma | a0, b0)], with
+    u = 1 - Y f; the Gaussian term through the Cholesky factor of K (``data.chol``).
+    """
+    n = f.shape[-1]
+    white = solve_triangular(data.chol, f, lower=True)
+    log_prior_f = -0.5 * jnp.sum(white**2) - jnp.sum(jnp.log(jnp.diagonal(data.chol))) - 0.5 * n * _LOG_2PI
+    u = 1.0 - data.y * f
+    lp = log_prior_f + jnp.sum(log_pseudo_likelihood(u, gamma, hyper.gamma0))
+    if estimate_gamma:
+        lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
+    return lp
+
+
+def f_update(data: GPData, inv_lam: Array, gamma: Array) -> Array:
+    """CM-step for f: f = K (K + Lambda / gamma)^-1 Y (1 + lambda), lambda = 1 / omega.
+
+    Derivation (Henao et al. 2014, eq. 5-8). The expected complete-data log posterior, with the
+    expectation over lambda | f^(i), gamma^(i) and omega_n = E[1 / lambda_n] (eq. 8), is in f
+
+        Q(f) = -1/2 f' K^-1 f - gamma/2 sum_n E[(1 + lambda_n - y_n f_n)^2 / lambda_n] + const
+             = -1/2 f' K^-1 f - gamma/2 sum_n (omega_n u_n^2 + 2 u_n) + const,   u_n = 1 - y_n f_n.
+
+    Expanding with y_n^2 = 1, omega_n u_n^2 + 2 u_n = omega_n f_n^2 - 2 y_n f_n (1 + omega_n) + const
+    = omega_n (f_n - t_n)^2 + const with t_n = y_n (1 + 1 / omega_n). So
+
+        Q(f) = -1/2 f' K^-1 f - 1/2 sum_n (gamma omega_n) (f_n - t_n)^2 + const,
+
+    the log posterior of GP regression on the pseudo-observations t = Y (1 + lambda) with
+    independent noise of variance 1 / (gamma omega_n) = lambda_n / gamma. Its maximiser is the
+    regression posterior mean
+
+        f = K (K + D)^-1 t,   D = Lambda / gamma = (gamma Omega)^-1,
+
+    the update after eq. (8). Computed as K alpha, alpha = :func:`gp_alpha` (the scaled Cholesky of
+    I + W^1/2 K W^1/2, W = gamma Omega; no inverse of K or of B = K + D is formed).
+    """
+    return data.K @ gp_alpha(data, inv_lam, gamma)
+
+
+def _ecm_step(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_gamma: bool):
+    u = 1.0 - data.y * f
+    inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)  # E-step, eq. (8)
+    f = f_update(data, inv_lam, gamma)  # CM-step for f
+    if estimate_gamma:  # CM-step for gamma, expectations from the E-step
+        u_new = 1.0 - data.y * f
+        gamma = gamma_cm_step(u_new, u, inv_lam, gamma, hyper.gamma0, hyper.a0, hyper.b0)
+    return f, gamma
+
+
+@partial(jax.jit, static_argnames=("max_iter", "estimate_gamma"))
+def gp_ecm(
+    f0: Array, data: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int, estimate_gamma: bool
+) -> GPECMResult:
+    """ECM for the MAP of (f, gamma) at fixed kernel parameters (Henao et al. 2014, Sec. 3, eq. 8).
+
+    Iterates E-step (eq. 8), :func:`f_update` and, with ``estimate_gamma``, the gamma CM-step,
+    until the relative change of :func:`gp_objective` is at most ``tol``.
+
+    Parameters
+    ----------
+    f0 : Array, shape (n,)
+        Initial latent function (zeros is a good default).
+    data : GPData
+        K (jitter included), its Cholesky factor and the +-1 labels (:func:`gp_data`).
+    hyper : GPHyper
+        Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
+    tol : ArrayLike
+        Stop when |objective_t - objective_{t-1}| <= tol * max(|objective_t|, 1).
+    max_iter : int
+        Maximum number of iterations.
+    estimate_gamma : bool
+        Whether gamma has a Gamma(a0, b0) prior and is updated by its CM-step (needs a0 > 1).
+
+    Returns
+    -------
+    GPECMResult
+    """
+    dtype = data.K.dtype
+    f0 = jnp.asarray(f0, dtype)
+    gamma0 = jnp.asarray(hyper.gamma, dtype)
+    tol = jnp.asarray(tol, dtype)
+    obj0 = gp_objective(f0, gamma0, data, hyper, estimate_gamma)
+    trace = jnp.full((max_iter + 1,), jnp.nan, dtype).at[0].set(obj0)
+
+    def cond_fn(carry):
+        _, _, _, i, delta = carry
+        return (i < max_iter) & (delta > tol)
+
+    def body(carry):
+        f, gamma, trace, i, _ = carry
+        f, gamma = _ecm_step(f, gamma, data, hyper, estimate_gamma)
+        obj = gp_objective(f, gamma, data, hyper, estimate_gamma)
+        delta = jnp.abs(obj - trace[i]) / jnp.maximum(jnp.abs(obj), 1.0)
+        return f, gamma, trace.at[i + 1].set(obj), i + 1, delta
+
+    init = (f0, gamma0, trace, jnp.asarray(0), jnp.asarray(jnp.inf, dtype))
+    f, gamma, trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
+    inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
+    return GPECMResult(f, gamma, inv_lam, trace, n_iter)
+
+
+# --------------------------------------------------------------------------- ML-II, eq. (9)
+def _covariance(kernel: KernelFn, params: Any, X: Array, jitter: float) -> Array:
+    K = kernel(params, X, X)
+    return K + jitter * jnp.eye(X.shape[0], dtype=K.dtype)
+
+
+def gp_log_marginal(
+    params: Any,
+    X: ArrayLike,
+    y: ArrayLike,
+    inv_lam: ArrayLike,
+    gamma: ArrayLike,
+    *,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+) -> Array:
+    """ML-II objective log Z = log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma), eq. (9).
+
+    With lambda = 1 / omega, W = gamma Omega, s = W^1/2 and B = K + W^-1 = S^-1 (I + S K S) S^-1:
+    log det B = log det(I + S K S) - 2 sum log s and t' B^-1 t = ||L^-1 (s t)||^2 with
+    L L' = I + S K S (:func:`~bayes_maxmargin.inference.gp_gibbs.scaled_factor`). Differentiable
+    in ``params``.
+
+    Parameters
+    ----------
+    params : NamedTuple
+        Kernel parameters theta.
+    X : ArrayLike, shape (n, d)
+        Training inputs.
+    y : ArrayLike, shape (n,)
+        Labels coded +-1.
+    inv_lam : ArrayLike, shape (n,)
+        omega = E[1 / lambda] from the current E-step.
+    gamma : ArrayLike
+        Hinge scale.
+    kernel : str or callable
+        Covariance function.
+    jitter : float
+        Diagonal jitter of the prior covariance (as in
+        :func:`~bayes_maxmargin.models.gp.prior_covariance`).
+    """
+    X = jnp.asarray(X)
+    if X.ndim == 1:
+        X = X[:, None]
+    K = _covariance(get_kernel(kernel), params, X, jitter)
+    y = jnp.asarray(y, K.dtype)
+    inv_lam = jnp.asarray(inv_lam, K.dtype)
+    gamma = jnp.asarray(gamma, K.dtype)
+    s, chol_b = scaled_factor(K, inv_lam, gamma)
+    white = solve_triangular(chol_b, pseudo_obs_scaled(y, inv_lam, gamma), lower=True)
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_b))) - 2.0 * jnp.sum(jnp.log(s))
+    n = y.shape[-1]
+    return -0.5 * jnp.sum(white**2) - 0.5 * logdet - 0.5 * n * _LOG_2PI
+
+
+class MLIIResult(NamedTuple):
+    """Output of :func:`mlii_update`.
+
+    Attributes
+    ----------
+    params : NamedTuple
+        Updated kernel parameters (the best iterate of the optimiser).
+    log_z_before, log_z_after : Array
+        log Z of eq. (9) at the initial and at the returned parameters (after >= before).
+    """
+
+    params: Any
+    log_z_before: Array
+    log_z_after: Array
+
+
+@partial(jax.jit, static_argnames=("kernel", "steps", "learning_rate", "jitter"))
+def mlii_update(
+    params: Any,
+    X: Array,
+    y: Array,
+    inv_lam: Array,
+    gamma: Array,
+    *,
+    kernel: str | KernelFn = "rbf",
+    steps: int = 50,
+    learning_rate: float = 0.05,
+    jitter: float = 1e-6,
+) -> MLIIResult:
+    """One ML-II step: move theta uphill on log Z of eq. (9) at fixed lambda = 1 / omega, gamma.
+
+    ``steps`` Adam steps (``optax.adam(learning_rate)``, in a ``lax.scan``) on the unconstrained
+    parameters (:func:`~bayes_maxmargin.kernels.to_unconstrained`); the best iterate seen is
+    returned, so log Z never decreases.
+
+    Parameters
+    ----------
+    params : NamedTuple
+        Current kernel parameters theta.
+    X, y : Array
+        Training inputs (n, d) and +-1 labels (n,).
+    inv_lam : Array, shape (n,)
+        omega = E[1 / lambda] from the current E-step.
+    gamma : Array
+        Hinge scale.
+    kernel : str or callable
+        Covariance function (static).
+    steps : int
+        Optimiser steps.
+    learning_rate : float
+        Adam step size in the unconstrained space.
+    jitter : float
+        Diagonal jitter of K.
+    """
+    raw0 = to_unconstrained(params)
+
+    def neg_log_z(raw):
+        return -gp_log_marginal(
+            from_unconstrained(raw, params), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter
+        )
+
+    value_and_grad = jax.value_and_grad(neg_log_z)
+    opt = optax.adam(learning_rate)
+    loss0, _ = value_and_grad(raw0)
+
+    def step(carry, _):
+        raw, state, best_raw, best_loss = carry
+        loss, grad = value_and_grad(raw)
+        better = loss < best_loss
+        best_raw = jax.tree.map(lambda a, b: jnp.where(better, a, b), raw, best_raw)
+        best_loss = jnp.where(better, loss, best_loss)
+        updates, state = opt.update(grad, state, raw)
+        return (optax.apply_updates(raw, updates), state, best_raw, best_loss), None
+
+    init = (raw0, opt.init(raw0), raw0, loss0)
+    (raw, _, best_raw, best_loss), _ = jax.lax.scan(step, init, None, length=steps)
+    last_loss = neg_log_z(raw)
+    better = last_loss < best_loss
+    best_raw = jax.tree.map(lambda a, b: jnp.where(better, a, b), raw, best_raw)
+    best_loss = jnp.where(better, last_loss, best_loss)
+    return MLIIResult(from_unconstrained(best_raw, params), -loss0, -best_loss)
+
+
+class GPECMMLIIResult(NamedTuple):
+    """Output of :func:`gp_ecm_mlii`.
+
+    Attributes
+    ----------
+    f, gamma, inv_lam : Array
+        Final ECM state at the final kernel parameters (as in :class:`GPECMResult`).
+    params : NamedTuple
+        Final kernel parameters theta.
+    objective : Array, shape (n_rounds + 1, mlii_every + 1)
+        ECM objective traces: row r is the ECM run of round r at the theta of that round (start
+        value first, NaN after early convergence); the last row is the final run at the final
+        theta. The objective never decreases within a row; it jumps between rows as theta moves.
+    log_z : Array, shape (n_rounds, 2)
+        log Z of eq. (9) before and after each ML-II step.
+    params_trace : NamedTuple of arrays, leading axis n_rounds
+        Kernel parameters after each ML-II step.
+    """
+
+    f: Array
+    gamma: Array
+    inv_lam: Array
+    params: Any
+    objective: Array
+    log_z: Array
+    params_trace: Any
+
+
+@partial(
+    jax.jit,
+    static_argnames=(
+        "kernel",
+        "max_iter",
+        "mlii_every",
+        "mlii_steps",
+        "learning_rate",
+        "estimate_gamma",
+        "jitter",
+    ),
+)
+def gp_ecm_mlii(
+    X: Array,
+    y: Array,
+    params0: Any,
+    hyper: GPHyper,
+    tol: ArrayLike = 1e-10,
+    *,
+    kernel: str | KernelFn = "rbf",
+    max_iter: int = 200,
+    mlii_every: int = 20,
+    mlii_steps: int = 50,
+    learning_rate: float = 0.05,
+    estimate_gamma: bool = False,
+    jitter: float = 1e-6,
+) -> GPECMMLIIResult:
+    """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3).
+
+    ``max_iter // mlii_every`` rounds, in a ``lax.scan``: K_theta is recomputed and factorised,
+    :func:`gp_ecm` runs for at most ``mlii_every`` iterations (warm-started from the previous f
+    and gamma), then :func:`mlii_update` moves theta uphill on log Z (eq. 9) with the E-step
+    lambda at the round's final f. A last ECM run of at most ``mlii_every`` iterations at the
+    final theta gives the returned f, gamma and omega. The paper's setting is ``max_iter = 200``,
+    ``mlii_every = 20``.
+
+    Parameters
+    ----------
+    X : Array, shape (n, d)
+        Training inputs.
+    y : Array, shape (n,)
+        Labels coded +-1.
+    params0 : NamedTuple
+        Initial kernel parameters theta.
+    hyper : GPHyper
+        Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
+    tol : ArrayLike
+        Relative-change tolerance of each ECM run.
+    kernel : str or callable
+        Covariance function (static).
+    max_iter, mlii_every, mlii_steps : int
+        Total ECM iterations before the final run, ECM iterations between ML-II steps, optimiser
+        steps per ML-II step.
+    learning_rate : float
+        Adam step size on the unconstrained kernel parameters.
+    estimate_gamma : bool
+        Whether gamma has a Gamma(a0, b0) prior and its CM-step is run.
+    jitter : float
+        Diagonal jitter of K.
+    """
+    X = jnp.asarray(X)
+    if X.ndim == 1:
+        X = X[:, None]
+    kfn = get_kernel(kernel)
+    y = jnp.asarray(y, X.dtype)
+    n_rounds = max(max_iter // mlii_every, 1)
+
+    def run_ecm(params, f, gamma):
+        data = gp_data(_covariance(kfn, params, X, jitter), y)
+        return gp_ecm(
+            f, data, hyper._replace(gamma=gamma), tol, max_iter=mlii_every, estimate_gamma=estimate_gamma
+        )
+
+    def round_fn(carry, _):
+        params, f, gamma = carry
+        res = run_ecm(params, f, gamma)
+        ml = mlii_update(
+            params,
+            X,
+            y,
+            res.inv_lam,
+            res.gamma,
+            kernel=kernel,
+            steps=mlii_steps,
+            learning_rate=learning_rate,
+            jitter=jitter,
+        )
+        out = (res.objective, jnp.stack([ml.log_z_before, ml.log_z_after]), ml.params)
+        return (ml.params, res.f, res.gamma), out
+
+    gamma_init = jnp.asarray(hyper.gamma, X.dtype)
+    f_init = jnp.zeros(X.shape[0], X.dtype)
+    params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
+    (params, f, gamma), (traces, log_z, params_trace) = jax.lax.scan(
+        round_fn, (params0, f_init, gamma_init), None, length=n_rounds
+    )
+    final = run_ecm(params, f, gamma)
+    objective = jnp.concatenate([traces, final.objective[None]], axis=0)
+    return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, params, objective, log_z, params_trace)
+
+
+# --------------------------------------------------------------------------- predictions
+@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+def gp_predict(
+    X_train: Array,
+    X_test: Array,
+    y: Array,
+    inv_lam: Array,
+    gamma: Array,
+    params: Any,
+    *,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+    chunk: int = 1024,
+) -> tuple[Array, Array]:
+    """Predictive mean and variance of f_* (Henao et al. 2014, eq. 11-12).
+
+    mean = k_*' alpha with alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) (:func:`gp_alpha`,
+    eq. 12), var = k(x_*, x_*) - k_*' (K + Lambda / gamma)^-1 k_* = k(x_*, x_*) - ||L^-1 (s k_*)||^2,
+    where L L' = I + S K S, s = sqrt(gamma omega) (eq. 11). Test rows are processed ``chunk`` at a
+    time (``lax.map``), bounding memory by n x chunk.
+
+    Parameters
+    ----------
+    X_train : Array, shape (n, d)
+        Training inputs.
+    X_test : Array, shape (m, d)
+        Test inputs.
+    y : Array, shape (n,)
+        Training labels coded +-1.
+    inv_lam : Array, shape (n,)
+        Final omega = E[1 / lambda] (e.g. :attr:`GPECMResult.inv_lam`).
+    gamma : Array
+        Final gamma.
+    params : NamedTuple
+        Kernel parameters theta.
+    kernel : str or callable
+        Covariance function (static).
+    jitter : float
+        Diagonal jitter of the training K (as in the fit); not added to k(x_*, x_*).
+    chunk : int
+        Test rows per block.
+
+    Returns
+    -------
+    mean, var : Array, shape (m,)
+    """
+    X_train = jnp.asarray(X_train)
+    X_test = jnp.asarray(X_test, X_train.dtype)
+    if X_train.ndim == 1:
+        X_train = X_train[:, None]
+    if X_test.ndim == 1:
+        X_test = X_test[:, None]
+    kfn = get_kernel(kernel)
+    K = _covariance(kfn, params, X_train, jitter)
+    y = jnp.asarray(y, K.dtype)
+    inv_lam = jnp.asarray(inv_lam, K.dtype)
+    gamma = jnp.asarray(gamma, K.dtype)
+    s, chol_b = scaled_factor(K, inv_lam, gamma)
+    alpha = alpha_from_factor(s, chol_b, y, inv_lam, gamma)
+
+    m = X_test.shape[0]
+    n_chunks = -(-m // chunk)
+    padded = jnp.concatenate([X_test, jnp.repeat(X_test[:1], n_chunks * chunk - m, axis=0)], axis=0)
+    blocks = padded.reshape(n_chunks, chunk, X_test.shape[1])
+
+    def one_block(Xb):
+        Kb = kfn(params, X_train, Xb)  # (n, chunk)
+        half = solve_triangular(chol_b, s[:, None] * Kb, lower=True)
+        mean = Kb.T @ alpha
+        var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
+        return mean, var
+
+    mean, var = jax.lax.map(one_block, blocks)
+    return mean.reshape(-1)[:m], var.reshape(-1)[:m]
+
+
+def gp_predict_proba(
+    X_train: ArrayLike,
+    X_test: ArrayLike,
+    y: ArrayLike,
+    inv_lam: ArrayLike,
+    gamma: ArrayLike,
+    params: Any,
+    *,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+    chunk: int = 1024,
+) -> np.ndarray:
+    """P(y_* = +1) = Phi(m / sqrt(1 + v)) from :func:`gp_predict` (eq. 11; the paper drops the
+    square root, :func:`~bayes_maxmargin.predict.probit_predictive` keeps it)."""
+    mean, var = gp_predict(
+        X_train, X_test, y, inv_lam, gamma, params, kernel=kernel, jitter=jitter, chunk=chunk
+    )
+    return probit_predictive(np.asarray(mean), np.asarray(var))
+
+
+def support_vector_mask(f: ArrayLike, y: ArrayLike, tol: float = 1e-3) -> Array:
+    """Support vectors of eq. (13): y_n f_n < 1 (inside the margin) or on it, |1 - y_n f_n| <= tol.
+
+    Equivalently y_n f_n <= 1 + tol; every other point has alpha_n = 0 at convergence with
+    gamma0 = 0.
+    """
+    f = jnp.asarray(f)
+    return jnp.asarray(y, f.dtype) * f <= 1.0 + tol
+
+
+def support_vectors(f: ArrayLike, y: ArrayLike, tol: float = 1e-3) -> np.ndarray:
+    """Indices of the support vectors (:func:`support_vector_mask`)."""
+    return np.flatnonzero(np.asarray(support_vector_mask(f, y, tol)))

@@ -1,0 +1,177 @@
+"""ECM, ML-II and predictions of the GP Bayesian SVM (Henao et al. 2014, Sec. 3, eq. 8-13)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_maxmargin import LinearBSVM
+from bayes_maxmargin.inference.gp_ecm import (
+    gp_ecm,
+    gp_ecm_mlii,
+    gp_log_marginal,
+    gp_predict,
+    gp_predict_proba,
+    mlii_update,
+    support_vector_mask,
+)
+from bayes_maxmargin.inference.gp_gibbs import gp_alpha, gp_data
+from bayes_maxmargin.kernels import SEParams, se
+from bayes_maxmargin.models.gp import GPHyper, prior_covariance
+
+KP = SEParams(lengthscale=0.7, amplitude=1.0)
+
+
+def _hyper(gamma0: float, gamma: float = 1.0) -> GPHyper:
+    return GPHyper(jnp.asarray(gamma), jnp.asarray(2.0), jnp.asarray(1.0), jnp.asarray(gamma0))
+
+
+@pytest.fixture(scope="module")
+def sine() -> tuple[np.ndarray, np.ndarray]:
+    """n = 60 1-D inputs, labels from a noisy sine (overlapping classes)."""
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(-3.0, 3.0, 60))
+    y = np.where(np.sin(1.5 * x) + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
+    return x[:, None], y
+
+
+def _finite(trace) -> np.ndarray:
+    trace = np.asarray(trace)
+    return trace[~np.isnan(trace)]
+
+
+@pytest.mark.parametrize("gamma0", [0.0, 0.3])
+@pytest.mark.parametrize("estimate_gamma", [False, True])
+def test_objective_monotone(sine, gamma0, estimate_gamma):
+    X, y = sine
+    with jax.enable_x64(True):
+        data = gp_data(prior_covariance(X, "rbf", KP), y)
+        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(gamma0), 1e-12, max_iter=400, estimate_gamma=estimate_gamma)
+        trace = _finite(res.objective)
+        assert len(trace) == int(res.n_iter) + 1 > 5
+        assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+        assert trace[-1] > trace[0]
+        assert np.all(np.isfinite(np.asarray(res.f))) and float(res.gamma) > 0
+
+
+def test_linear_kernel_matches_linear_em():
+    """K = sigma^2 X X' + s_b^2 11': the GP fixed point is X beta + b of the linear EM MAP."""
+    rng = np.random.default_rng(1)
+    n, d, sigma, s_b = 60, 3, 0.8, 2.0
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ np.array([1.0, -1.0, 0.5]) + 0.2 + rng.normal(size=n) > 0, 1, -1)
+    with jax.enable_x64(True):
+        est = LinearBSVM(inference="em", sigma=sigma, intercept_scale=s_b, tol=1e-14, max_iter=5000)
+        est.fit(X, y)
+        f_lin = X @ np.asarray(est.coef_)[0] + np.asarray(est.intercept_)[0]
+        K = sigma**2 * X @ X.T + s_b**2 + 1e-9 * np.eye(n)
+        data = gp_data(jnp.asarray(K), y.astype(float))
+        res = gp_ecm(jnp.zeros(n), data, _hyper(0.0), 1e-14, max_iter=5000, estimate_gamma=False)
+        f_gp = np.asarray(res.f)
+    np.testing.assert_allclose(f_gp, f_lin, rtol=1e-4, atol=1e-4 * np.abs(f_lin).max())
+
+
+def test_alpha_support_vector_structure(sine):
+    """Eq. (13) with gamma0 = 0: alpha_n = 2 gamma y_n inside the margin, 0 outside it."""
+    X, y = sine
+    gamma = 0.7
+    with jax.enable_x64(True):
+        data = gp_data(prior_covariance(X, "rbf", KP), y)
+        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0, gamma), 1e-15, max_iter=3000, estimate_gamma=False)
+        alpha = np.asarray(gp_alpha(data, res.inv_lam, res.gamma))
+        f = np.asarray(res.f)
+        np.testing.assert_allclose(np.asarray(data.K) @ alpha, f, atol=1e-5)
+    u = 1.0 - y * f
+    inside, outside = u > 1e-2, u < -1e-2
+    assert inside.sum() >= 3 and outside.sum() >= 3
+    np.testing.assert_allclose(alpha[inside], 2.0 * gamma * y[inside], rtol=1e-4)
+    np.testing.assert_allclose(alpha[outside], 0.0, atol=1e-4)
+    sv = np.asarray(support_vector_mask(f, y, tol=1e-2))
+    assert np.all(sv[inside]) and not np.any(sv[outside])
+    assert np.all(np.abs(alpha[~sv]) < 1e-4)  # sparse: alpha vanishes off the support vectors
+
+
+@pytest.fixture(scope="module")
+def smooth_boundary() -> tuple[np.ndarray, np.ndarray]:
+    """n = 60 1-D inputs, y = sign(sin(x)): a smooth boundary with zeros 3.14 apart."""
+    x = np.linspace(-6.0, 6.0, 60)
+    y = np.where(np.sin(x) > 0, 1.0, -1.0)
+    return x[:, None], y
+
+
+def test_mlii_step_increases_log_z(sine):
+    X, y = sine
+    with jax.enable_x64(True):
+        data = gp_data(prior_covariance(X, "rbf", SEParams(3.0, 1.0)), y)
+        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0), 1e-10, max_iter=20, estimate_gamma=False)
+        ml = mlii_update(SEParams(3.0, 1.0), jnp.asarray(X), jnp.asarray(y), res.inv_lam, res.gamma, kernel="rbf")
+        before = gp_log_marginal(SEParams(3.0, 1.0), X, y, res.inv_lam, res.gamma)
+        after = gp_log_marginal(ml.params, X, y, res.inv_lam, res.gamma)
+    assert float(ml.log_z_after) > float(ml.log_z_before) + 1e-3
+    np.testing.assert_allclose(float(before), float(ml.log_z_before), rtol=1e-12)
+    np.testing.assert_allclose(float(after), float(ml.log_z_after), rtol=1e-12)
+
+
+def test_log_marginal_matches_dense(sine):
+    X, y = sine
+    rng = np.random.default_rng(2)
+    inv_lam = rng.uniform(0.2, 50.0, len(y))
+    gamma = 0.8
+    with jax.enable_x64(True):
+        log_z = float(gp_log_marginal(KP, X, y, inv_lam, gamma))
+        K = np.asarray(prior_covariance(X, "rbf", KP))
+    B = K + np.diag(1.0 / (gamma * inv_lam))
+    t = y * (1.0 + 1.0 / inv_lam)
+    _, logdet = np.linalg.slogdet(B)
+    ref = -0.5 * t @ np.linalg.solve(B, t) - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
+    np.testing.assert_allclose(log_z, ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("lengthscale0", [0.2, 8.0])
+def test_ecm_mlii(smooth_boundary, lengthscale0):
+    """ML-II raises log Z at every step, ECM never decreases between them, and the lengthscale
+    ends at the order of magnitude of the boundary's scale."""
+    X, y = smooth_boundary
+    with jax.enable_x64(True):
+        res = gp_ecm_mlii(
+            jnp.asarray(X), jnp.asarray(y), SEParams(lengthscale0, 1.0), _hyper(0.0), 1e-12,
+            kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=40,
+        )
+        log_z = np.asarray(res.log_z)
+        assert np.all(log_z[:, 1] >= log_z[:, 0])
+        assert log_z[0, 1] > log_z[0, 0] + 1e-3
+        for row in np.asarray(res.objective):
+            row = _finite(row)
+            assert np.all(np.diff(row) >= -1e-9 * np.abs(row[1:]))
+        ell = float(res.params.lengthscale)
+        assert 0.4 < ell < 5.0, ell
+        f = np.asarray(res.f)
+    assert np.mean(np.sign(f) == y) > 0.95
+
+
+def test_predictions_match_dense(sine):
+    X, y = sine
+    rng = np.random.default_rng(3)
+    X_test = rng.uniform(-3.5, 3.5, (37, 1))
+    with jax.enable_x64(True):
+        data = gp_data(prior_covariance(X, "rbf", KP), y)
+        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0), 1e-12, max_iter=300, estimate_gamma=False)
+        inv_lam, gamma = np.asarray(res.inv_lam), float(res.gamma)
+        mean, var = gp_predict(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=8)
+        proba = gp_predict_proba(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=16)
+        mean_tr, _ = gp_predict(X, X, y, inv_lam, gamma, KP, kernel="rbf")
+        K = np.asarray(prior_covariance(X, "rbf", KP))
+        Ks = np.asarray(se(KP, X, X_test))
+    B = K + np.diag(1.0 / (gamma * inv_lam))
+    t = y * (1.0 + 1.0 / inv_lam)
+    ref_mean = Ks.T @ np.linalg.solve(B, t)
+    ref_var = 1.0 - np.sum(Ks * np.linalg.solve(B, Ks), axis=0)
+    np.testing.assert_allclose(np.asarray(mean), ref_mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(var), ref_var, rtol=1e-6, atol=1e-8)
+    assert np.all(np.asarray(var) > -1e-10)
+    assert proba.shape == (37,) and np.all((proba >= 0) & (proba <= 1))
+    np.testing.assert_array_equal(proba > 0.5, np.asarray(mean) > 0)
+    # training-input predictive mean is the ECM f (K alpha), up to the last iteration's change
+    np.testing.assert_allclose(np.asarray(mean_tr), np.asarray(res.f), atol=1e-3)
