@@ -22,21 +22,6 @@ def bmm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def bmm_in_process(*args: str, cwd: Path, monkeypatch, capsys) -> tuple[int, str, str]:
-    """Run `bmm` in this process (cheaper: no new interpreter, shared compilation cache)."""
-    from bayes_maxmargin.cli import main
-
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["bmm", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_default_job_writes_everything(tmp_path):
     out = tmp_path / "run"
     res = bmm(f"hydra.run.dir={out}", "inference.num_samples=300", "inference.num_warmup=150", cwd=tmp_path)
@@ -54,31 +39,32 @@ def test_default_job_writes_everything(tmp_path):
 
 
 @needs_data
-def test_em_on_a_shared_dataset(tmp_path, monkeypatch, capsys):
+def test_em_on_a_shared_dataset(tmp_path):
     out = tmp_path / "run"
-    args = (f"hydra.run.dir={out}", "model=linear", "inference=em", "data=pima", "plots=false")
-    code, stdout, stderr = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0, stderr
-    assert "test error" in stdout
+    res = bmm(f"hydra.run.dir={out}", "model=linear", "inference=em", "data=pima", "plots=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "test error" in res.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["dataset"] == "pima" and metrics["error"] < 0.3
 
 
-def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
-    code, _, err = bmm_in_process("inference=vb", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+def test_unknown_group_option_lists_valid_ones(tmp_path):
+    res = bmm("inference=vb", cwd=tmp_path)
+    code, err = res.returncode, res.stderr
     assert code != 0
     assert "inference/vb" in err and "em" in err and "gibbs" in err and "nuts" in err
 
 
-def test_unknown_key_lists_valid_ones(tmp_path, monkeypatch, capsys):
-    code, _, err = bmm_in_process("inference.num_sample=10", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+def test_unknown_key_lists_valid_ones(tmp_path):
+    res = bmm("inference.num_sample=10", cwd=tmp_path)
+    code, err = res.returncode, res.stderr
     assert code == 2
     assert "inference.num_sample" in err and "num_samples" in err and "num_warmup" in err
 
 
-def test_invalid_value_names_the_parameter(tmp_path, monkeypatch, capsys):
-    args = ("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}")
-    code, _, err = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+def test_invalid_value_names_the_parameter(tmp_path):
+    res = bmm("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    code, err = res.returncode, res.stderr
     assert code != 0
     assert "num_samples" in err and "-5" in err
 

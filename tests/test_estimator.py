@@ -15,7 +15,7 @@ from bayes_maxmargin import LinearBSVM, NonFiniteStateError
 
 @parametrize_with_checks(
     [
-        LinearBSVM(inference="em", max_iter=200),
+        LinearBSVM(inference="em", max_iter=200, tol=1e-6),
         LinearBSVM(num_samples=60, num_warmup=40, num_chains=2),
     ]
 )

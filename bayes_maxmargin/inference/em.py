@@ -15,7 +15,7 @@ With gamma0 = 0 and a flat intercept the fixed point is the SVM with C = 2 gamma
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +31,7 @@ from ..augmentation import (
 from ..models.linear import LinearHyper, log_prior
 from .gibbs import LinearData
 
-__all__ = ["EMResult", "linear_em", "linear_objective"]
+__all__ = ["EMResult", "ecm_loop", "linear_em", "linear_objective"]
 
 
 class EMResult(NamedTuple):
@@ -102,21 +102,45 @@ def linear_em(
         Whether gamma has a Gamma(a0, b0) prior and is updated by its CM-step (needs a0 > 1).
     """
     gamma0 = jnp.asarray(hyper.gamma, coef0.dtype)
-    obj0 = linear_objective(coef0, gamma0, data, hyper, estimate_gamma)
-    trace = jnp.full((max_iter + 1,), jnp.nan, coef0.dtype).at[0].set(obj0)
     _, _, cond0 = _em_step(coef0, gamma0, data, hyper, False)
+    coef, gamma, cond, trace, n_iter = ecm_loop(
+        lambda c, g: _em_step(c, g, data, hyper, estimate_gamma),
+        lambda c, g: linear_objective(c, g, data, hyper, estimate_gamma),
+        coef0, gamma0, cond0, tol, max_iter,
+    )
+    return EMResult(coef, gamma, trace, n_iter, cond)
+
+
+def ecm_loop(step, objective, x0: Any, gamma0: Array, aux0: Any, tol: Array, max_iter: int):
+    """The EM / ECM iteration every model shares, as one ``lax.while_loop``.
+
+    Repeats ``(x, gamma, aux) = step(x, gamma)`` until the relative change of ``objective(x, gamma)``
+    is at most ``tol`` (|o_t - o_{t-1}| <= tol max(|o_t|, 1)) or ``max_iter`` iterations ran.
+
+    Returns
+    -------
+    x, gamma, aux
+        The last iterate (``aux``: what the last step returned besides x and gamma).
+    trace : Array, shape (max_iter + 1,)
+        The objective at the start and after every iteration, NaN after the stop.
+    n_iter : Array
+        Iterations run.
+    """
+    dtype = jnp.asarray(gamma0).dtype
+    tol = jnp.asarray(tol, dtype)
+    trace = jnp.full((max_iter + 1,), jnp.nan, dtype).at[0].set(objective(x0, gamma0))
 
     def cond_fn(carry):
-        _, _, _, _, i, delta = carry
+        *_, i, delta = carry
         return (i < max_iter) & (delta > tol)
 
     def body(carry):
-        coef, gamma, trace, _, i, _ = carry
-        coef, gamma, cond = _em_step(coef, gamma, data, hyper, estimate_gamma)
-        obj = linear_objective(coef, gamma, data, hyper, estimate_gamma)
+        x, gamma, _, trace, i, _ = carry
+        x, gamma, aux = step(x, gamma)
+        obj = objective(x, gamma)
         delta = jnp.abs(obj - trace[i]) / jnp.maximum(jnp.abs(obj), 1.0)
-        return coef, gamma, trace.at[i + 1].set(obj), cond, i + 1, delta
+        return x, gamma, aux, trace.at[i + 1].set(obj), i + 1, delta
 
-    init = (coef0, gamma0, trace, cond0, jnp.asarray(0), jnp.asarray(jnp.inf, coef0.dtype))
-    coef, gamma, trace, cond, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
-    return EMResult(coef, gamma, trace, n_iter, cond)
+    init = (x0, gamma0, aux0, trace, jnp.asarray(0), jnp.asarray(jnp.inf, dtype))
+    x, gamma, aux, trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
+    return x, gamma, aux, trace, n_iter

@@ -50,6 +50,7 @@ from ..augmentation import expected_inv_lambda, gamma_cm_step, log_pseudo_likeli
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from ..models.gp import GPHyper
 from ..predict import probit_predictive
+from .em import ecm_loop
 from .gp_gibbs import GPData, alpha_from_factor, gp_alpha, gp_data, pseudo_obs_scaled, scaled_factor
 
 __all__ = [
@@ -179,25 +180,11 @@ def gp_ecm(
     GPECMResult
     """
     dtype = data.K.dtype
-    f0 = jnp.asarray(f0, dtype)
-    gamma0 = jnp.asarray(hyper.gamma, dtype)
-    tol = jnp.asarray(tol, dtype)
-    obj0 = gp_objective(f0, gamma0, data, hyper, estimate_gamma)
-    trace = jnp.full((max_iter + 1,), jnp.nan, dtype).at[0].set(obj0)
-
-    def cond_fn(carry):
-        _, _, _, i, delta = carry
-        return (i < max_iter) & (delta > tol)
-
-    def body(carry):
-        f, gamma, trace, i, _ = carry
-        f, gamma = _ecm_step(f, gamma, data, hyper, estimate_gamma)
-        obj = gp_objective(f, gamma, data, hyper, estimate_gamma)
-        delta = jnp.abs(obj - trace[i]) / jnp.maximum(jnp.abs(obj), 1.0)
-        return f, gamma, trace.at[i + 1].set(obj), i + 1, delta
-
-    init = (f0, gamma0, trace, jnp.asarray(0), jnp.asarray(jnp.inf, dtype))
-    f, gamma, trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
+    f, gamma, _, trace, n_iter = ecm_loop(
+        lambda f, g: (*_ecm_step(f, g, data, hyper, estimate_gamma), None),
+        lambda f, g: gp_objective(f, g, data, hyper, estimate_gamma),
+        jnp.asarray(f0, dtype), jnp.asarray(hyper.gamma, dtype), None, tol, max_iter,
+    )
     inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
     return GPECMResult(f, gamma, inv_lam, trace, n_iter)
 
