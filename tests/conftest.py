@@ -38,3 +38,12 @@ def wdbc_small() -> tuple[np.ndarray, np.ndarray]:
     X = ds.X[:, :5]
     X = (X - X.mean(0)) / X.std(0)
     return X, np.asarray(ds.y)
+
+
+@pytest.fixture(scope="session")
+def sine() -> tuple[np.ndarray, np.ndarray]:
+    """n = 60 1-D inputs, labels from a noisy sine (overlapping classes): the GP ECM / FITC problem."""
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(-3.0, 3.0, 60))
+    y = np.where(np.sin(1.5 * x) + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
+    return x[:, None], y

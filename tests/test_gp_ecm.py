@@ -19,27 +19,9 @@ from bayes_maxmargin.inference.gp_ecm import (
 )
 from bayes_maxmargin.inference.gp_gibbs import gp_alpha, gp_data
 from bayes_maxmargin.kernels import SEParams, se
-from bayes_maxmargin.models.gp import GPHyper, prior_covariance
+from bayes_maxmargin.models.gp import prior_covariance
 
-KP = SEParams(lengthscale=0.7, amplitude=1.0)
-
-
-def _hyper(gamma0: float, gamma: float = 1.0) -> GPHyper:
-    return GPHyper(jnp.asarray(gamma), jnp.asarray(2.0), jnp.asarray(1.0), jnp.asarray(gamma0))
-
-
-@pytest.fixture(scope="module")
-def sine() -> tuple[np.ndarray, np.ndarray]:
-    """n = 60 1-D inputs, labels from a noisy sine (overlapping classes)."""
-    rng = np.random.default_rng(0)
-    x = np.sort(rng.uniform(-3.0, 3.0, 60))
-    y = np.where(np.sin(1.5 * x) + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
-    return x[:, None], y
-
-
-def _finite(trace) -> np.ndarray:
-    trace = np.asarray(trace)
-    return trace[~np.isnan(trace)]
+from ._gp_problems import KP, finite, make_hyper
 
 
 @pytest.mark.parametrize("gamma0", [0.0, 0.3])
@@ -48,8 +30,8 @@ def test_objective_monotone(sine, gamma0, estimate_gamma):
     X, y = sine
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(gamma0), 1e-12, max_iter=400, estimate_gamma=estimate_gamma)
-        trace = _finite(res.objective)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(gamma0), 1e-12, max_iter=400, estimate_gamma=estimate_gamma)
+        trace = finite(res.objective)
         assert len(trace) == int(res.n_iter) + 1 > 5
         assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
         assert trace[-1] > trace[0]
@@ -68,7 +50,7 @@ def test_linear_kernel_matches_linear_em():
         f_lin = X @ np.asarray(est.coef_)[0] + np.asarray(est.intercept_)[0]
         K = sigma**2 * X @ X.T + s_b**2 + 1e-9 * np.eye(n)
         data = gp_data(jnp.asarray(K), y.astype(float))
-        res = gp_ecm(jnp.zeros(n), data, _hyper(0.0), 1e-14, max_iter=5000, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(n), data, make_hyper(0.0), 1e-14, max_iter=5000, estimate_gamma=False)
         f_gp = np.asarray(res.f)
     np.testing.assert_allclose(f_gp, f_lin, rtol=1e-4, atol=1e-4 * np.abs(f_lin).max())
 
@@ -79,7 +61,7 @@ def test_alpha_support_vector_structure(sine):
     gamma = 0.7
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0, gamma), 1e-15, max_iter=3000, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0, gamma), 1e-15, max_iter=3000, estimate_gamma=False)
         alpha = np.asarray(gp_alpha(data, res.inv_lam, res.gamma))
         f = np.asarray(res.f)
         np.testing.assert_allclose(np.asarray(data.K) @ alpha, f, atol=1e-5)
@@ -105,7 +87,7 @@ def test_mlii_step_increases_log_z(sine):
     X, y = sine
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", SEParams(3.0, 1.0)), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0), 1e-10, max_iter=20, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-10, max_iter=20, estimate_gamma=False)
         ml = mlii_update(SEParams(3.0, 1.0), jnp.asarray(X), jnp.asarray(y), res.inv_lam, res.gamma, kernel="rbf")
         before = gp_log_marginal(SEParams(3.0, 1.0), X, y, res.inv_lam, res.gamma)
         after = gp_log_marginal(ml.params, X, y, res.inv_lam, res.gamma)
@@ -136,14 +118,14 @@ def test_ecm_mlii(smooth_boundary, lengthscale0):
     X, y = smooth_boundary
     with jax.enable_x64(True):
         res = gp_ecm_mlii(
-            jnp.asarray(X), jnp.asarray(y), SEParams(lengthscale0, 1.0), _hyper(0.0), 1e-12,
+            jnp.asarray(X), jnp.asarray(y), SEParams(lengthscale0, 1.0), make_hyper(0.0), 1e-12,
             kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=40,
         )
         log_z = np.asarray(res.log_z)
         assert np.all(log_z[:, 1] >= log_z[:, 0])
         assert log_z[0, 1] > log_z[0, 0] + 1e-3
         for row in np.asarray(res.objective):
-            row = _finite(row)
+            row = finite(row)
             assert np.all(np.diff(row) >= -1e-9 * np.abs(row[1:]))
         ell = float(res.params.lengthscale)
         assert 0.4 < ell < 5.0, ell
@@ -157,7 +139,7 @@ def test_predictions_match_dense(sine):
     X_test = rng.uniform(-3.5, 3.5, (37, 1))
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, _hyper(0.0), 1e-12, max_iter=300, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-12, max_iter=300, estimate_gamma=False)
         inv_lam, gamma = np.asarray(res.inv_lam), float(res.gamma)
         mean, var = gp_predict(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=8)
         proba = gp_predict_proba(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=16)

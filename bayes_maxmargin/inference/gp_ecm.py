@@ -58,6 +58,9 @@ __all__ = [
     "GPECMMLIIResult",
     "MLIIResult",
     "f_update",
+    "adam_ascent",
+    "alternate_ecm_mlii",
+    "map_row_chunks",
     "gp_ecm",
     "gp_ecm_mlii",
     "gp_log_marginal",
@@ -298,33 +301,73 @@ def mlii_update(
     jitter : float
         Diagonal jitter of K.
     """
-    raw0 = to_unconstrained(params)
-
-    def neg_log_z(raw):
-        return -gp_log_marginal(
+    def log_z(raw):
+        return gp_log_marginal(
             from_unconstrained(raw, params), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter
         )
 
-    value_and_grad = jax.value_and_grad(neg_log_z)
+    best_raw, before, after = adam_ascent(log_z, to_unconstrained(params), steps, learning_rate)
+    return MLIIResult(from_unconstrained(best_raw, params), before, after)
+
+
+def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, Array]:
+    """Apply ``fn(X_block) -> (mean, var)`` to blocks of ``chunk`` rows (``lax.map``; the last
+    block padded with copies of the first row, which are dropped), bounding memory to chunk rows."""
+    m = X.shape[0]
+    n_chunks = -(-m // chunk)
+    padded = jnp.concatenate([X, jnp.repeat(X[:1], n_chunks * chunk - m, axis=0)], axis=0)
+    mean, var = jax.lax.map(fn, padded.reshape(n_chunks, chunk, X.shape[1]))
+    return mean.reshape(-1)[:m], var.reshape(-1)[:m]
+
+
+def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_rounds: int):
+    """Alternate ECM runs and ML-II steps for ``n_rounds`` rounds, then one final ECM run (Sec. 3).
+
+    ``run_ecm(theta, f, gamma)`` returns an ECM result (fields f, gamma, inv_lam, objective) started
+    from (f, gamma) at the kernel parameters ``theta``; ``mlii(theta, inv_lam, gamma)`` returns
+    (theta, log_z_before, log_z_after). Returns the final ECM result, the final theta, the objective
+    traces stacked by round (the final run last), log Z before / after each ML-II step, and theta
+    after each step.
+    """
+
+    def round_fn(carry, _):
+        theta, f, gamma = carry
+        res = run_ecm(theta, f, gamma)
+        theta, before, after = mlii(theta, res.inv_lam, res.gamma)
+        return (theta, res.f, res.gamma), (res.objective, jnp.stack([before, after]), theta)
+
+    (theta, f, gamma), (traces, log_z, theta_trace) = jax.lax.scan(
+        round_fn, (theta0, f0, gamma0), None, length=n_rounds
+    )
+    final = run_ecm(theta, f, gamma)
+    return final, theta, jnp.concatenate([traces, final.objective[None]], axis=0), log_z, theta_trace
+
+
+def adam_ascent(objective, x0: Any, steps: int, learning_rate: float) -> tuple[Any, Array, Array]:
+    """Maximise ``objective`` from ``x0`` by ``steps`` Optax Adam steps; keep the best iterate.
+
+    Returns the best point seen (so the objective never ends below its start; NaN values are
+    never best), the objective at ``x0`` and at the returned point.
+    """
+    value_and_grad = jax.value_and_grad(lambda x: -objective(x))
     opt = optax.adam(learning_rate)
-    loss0, _ = value_and_grad(raw0)
+    loss0, _ = value_and_grad(x0)
+
+    def keep_better(x, loss, best_x, best_loss):
+        better = loss < best_loss
+        return jax.tree.map(lambda a, b: jnp.where(better, a, b), x, best_x), jnp.where(better, loss, best_loss)
 
     def step(carry, _):
-        raw, state, best_raw, best_loss = carry
-        loss, grad = value_and_grad(raw)
-        better = loss < best_loss
-        best_raw = jax.tree.map(lambda a, b: jnp.where(better, a, b), raw, best_raw)
-        best_loss = jnp.where(better, loss, best_loss)
-        updates, state = opt.update(grad, state, raw)
-        return (optax.apply_updates(raw, updates), state, best_raw, best_loss), None
+        x, state, best_x, best_loss = carry
+        loss, grad = value_and_grad(x)
+        best_x, best_loss = keep_better(x, loss, best_x, best_loss)
+        updates, state = opt.update(grad, state, x)
+        return (optax.apply_updates(x, updates), state, best_x, best_loss), None
 
-    init = (raw0, opt.init(raw0), raw0, loss0)
-    (raw, _, best_raw, best_loss), _ = jax.lax.scan(step, init, None, length=steps)
-    last_loss = neg_log_z(raw)
-    better = last_loss < best_loss
-    best_raw = jax.tree.map(lambda a, b: jnp.where(better, a, b), raw, best_raw)
-    best_loss = jnp.where(better, last_loss, best_loss)
-    return MLIIResult(from_unconstrained(best_raw, params), -loss0, -best_loss)
+    (x, _, best_x, best_loss), _ = jax.lax.scan(step, (x0, opt.init(x0), x0, loss0), None, length=steps)
+    best_x, best_loss = keep_better(x, -objective(x), best_x, best_loss)
+    return best_x, -loss0, -best_loss
+
 
 
 class GPECMMLIIResult(NamedTuple):
@@ -428,31 +471,17 @@ def gp_ecm_mlii(
             f, data, hyper._replace(gamma=gamma), tol, max_iter=mlii_every, estimate_gamma=estimate_gamma
         )
 
-    def round_fn(carry, _):
-        params, f, gamma = carry
-        res = run_ecm(params, f, gamma)
-        ml = mlii_update(
-            params,
-            X,
-            y,
-            res.inv_lam,
-            res.gamma,
-            kernel=kernel,
-            steps=mlii_steps,
-            learning_rate=learning_rate,
-            jitter=jitter,
+    def mlii(params, inv_lam, gamma):
+        return mlii_update(
+            params, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps,
+            learning_rate=learning_rate, jitter=jitter,
         )
-        out = (res.objective, jnp.stack([ml.log_z_before, ml.log_z_after]), ml.params)
-        return (ml.params, res.f, res.gamma), out
 
-    gamma_init = jnp.asarray(hyper.gamma, X.dtype)
-    f_init = jnp.zeros(X.shape[0], X.dtype)
     params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
-    (params, f, gamma), (traces, log_z, params_trace) = jax.lax.scan(
-        round_fn, (params0, f_init, gamma_init), None, length=n_rounds
+    f_init = jnp.zeros(X.shape[0], X.dtype)
+    final, params, objective, log_z, params_trace = alternate_ecm_mlii(
+        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds
     )
-    final = run_ecm(params, f, gamma)
-    objective = jnp.concatenate([traces, final.objective[None]], axis=0)
     return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, params, objective, log_z, params_trace)
 
 
@@ -516,10 +545,6 @@ def gp_predict(
     s, chol_b = scaled_factor(K, inv_lam, gamma)
     alpha = alpha_from_factor(s, chol_b, y, inv_lam, gamma)
 
-    m = X_test.shape[0]
-    n_chunks = -(-m // chunk)
-    padded = jnp.concatenate([X_test, jnp.repeat(X_test[:1], n_chunks * chunk - m, axis=0)], axis=0)
-    blocks = padded.reshape(n_chunks, chunk, X_test.shape[1])
 
     def one_block(Xb):
         Kb = kfn(params, X_train, Xb)  # (n, chunk)
@@ -528,8 +553,7 @@ def gp_predict(
         var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
         return mean, var
 
-    mean, var = jax.lax.map(one_block, blocks)
-    return mean.reshape(-1)[:m], var.reshape(-1)[:m]
+    return map_row_chunks(one_block, X_test, chunk)
 
 
 def gp_predict_proba(
