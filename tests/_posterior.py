@@ -1,8 +1,9 @@
-"""Comparison of two posteriors from Monte Carlo draws (the sampler tests' criterion)."""
+"""Checks shared by the sampler tests: posterior agreement from draws, jit against eager."""
 
 from __future__ import annotations
 
 import arviz as az
+import jax
 import numpy as np
 
 
@@ -23,3 +24,12 @@ def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rt
     assert (dist < z).all(), f"means differ by {dist.max():.1f} MCSE\n{sa[['mean', 'sd']]}\n{sb[['mean', 'sd']]}"
     rel = np.abs(sa["sd"] / sb["sd"] - 1)
     assert (rel < sd_rtol).all(), f"sd differ by {rel.max():.1%}\n{sa['sd']}\n{sb['sd']}"
+
+
+def assert_jit_equals_eager(kernel, key, state, data, hyper) -> None:
+    """One step of ``kernel`` compiled and op by op give the same state."""
+    jitted, _ = jax.jit(kernel)(key, state, data, hyper)
+    with jax.disable_jit():
+        eager, _ = kernel(key, state, data, hyper)
+    for a, b in zip(jitted, eager):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -23,7 +23,7 @@ from bayes_maxmargin.inference.nuts import run_nuts
 from bayes_maxmargin.kernels import ARDParams, SEParams
 from bayes_maxmargin.models.gp import GPHyper, gp_bsvm, prior_covariance
 
-from ._posterior import assert_posteriors_agree
+from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 
 N = 12
 KERNEL_PARAMS = SEParams(lengthscale=0.8, amplitude=1.0)
@@ -101,14 +101,8 @@ def test_jit_equals_eager(tiny):
     X, y = tiny
     with jax.enable_x64(True):
         data, hyper, _ = _problem(X, y, 0.1, (2.0, 1.0))
-        kernel = build_gp_kernel(True)
         state = init_gp(jnp.zeros(N), data, hyper, True)
-        key = jax.random.PRNGKey(3)
-        jitted, _ = jax.jit(kernel)(key, state, data, hyper)
-        with jax.disable_jit():
-            eager, _ = kernel(key, state, data, hyper)
-    for a, b in zip(jitted, eager):
-        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        assert_jit_equals_eager(build_gp_kernel(True), jax.random.PRNGKey(3), state, data, hyper)
 
 
 def test_kernel_builder_is_cached():

@@ -18,7 +18,7 @@ from bayes_maxmargin.inference.em import linear_em
 from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear
 from bayes_maxmargin.models.linear import LinearHyper, linear_bsvm, prior_precision
 
-from ._posterior import assert_posteriors_agree
+from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 
 
 def _problem(X, y, gamma0=0.0, gamma_prior=None, intercept_scale=10.0):
@@ -81,14 +81,8 @@ def test_jit_equals_eager(synthetic_binary):
     X, y = synthetic_binary[0][:30], synthetic_binary[1][:30]
     with jax.enable_x64(True):
         data, hyper, _ = _problem(X, y, 0.1, (2.0, 1.0))
-        kernel = build_linear_kernel(True)
         state = init_linear(jnp.zeros(4), data, hyper, True)
-        key = jax.random.PRNGKey(3)
-        jitted, _ = jax.jit(kernel)(key, state, data, hyper)
-        with jax.disable_jit():
-            eager, _ = kernel(key, state, data, hyper)
-    for a, b in zip(jitted, eager):
-        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        assert_jit_equals_eager(build_linear_kernel(True), jax.random.PRNGKey(3), state, data, hyper)
 
 
 def test_second_fit_does_not_recompile(synthetic_binary):
