@@ -37,6 +37,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from .distributions import InverseGaussian
+from .linalg import LOG_2PI
 
 __all__ = [
     "GaussianConditional",
@@ -46,16 +47,14 @@ __all__ = [
     "expected_lambda",
     "gamma_cm_step",
     "gamma_conditional",
-    "log_lambda_prior",
     "gaussian_conditional",
     "hinge_c",
+    "log_lambda_prior",
     "log_pseudo_likelihood",
     "margin_floor",
     "sample_gaussian",
     "sample_inv_lambda",
 ]
-
-_LOG_2PI = 1.8378770664093453
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -95,7 +94,7 @@ def augmented_log_likelihood(u: Array, inv_lam: Array, gamma: Array) -> Array:
     Written in terms of ``inv_lam`` = 1 / lambda as 0.5 log(gamma inv_lam / 2 pi)
     - gamma / 2 (inv_lam u^2 + 2 u + lambda), which stays finite for lambda -> 0.
     """
-    return 0.5 * (jnp.log(gamma * inv_lam) - _LOG_2PI) - 0.5 * gamma * (
+    return 0.5 * (jnp.log(gamma * inv_lam) - LOG_2PI) - 0.5 * gamma * (
         inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
     )
 

@@ -21,7 +21,10 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.typing import ArrayLike
 
 __all__ = [
+    "LOG_2PI",
     "CholeskyError",
+    "gaussian_log_density",
+    "mvn_logpdf_chol",
     "jittered_cholesky",
     "cholesky_or_raise",
     "chol_solve",
@@ -31,6 +34,21 @@ __all__ = [
     "woodbury_solve",
     "woodbury_logdet",
 ]
+
+#: log(2 pi), the normalising constant of every Gaussian density in the library.
+LOG_2PI = 1.8378770664093453
+
+
+def gaussian_log_density(quad: ArrayLike, logdet: ArrayLike, n: int) -> Array:
+    """log N(x | m, S) = -(quad + logdet + n log 2 pi) / 2 from quad = (x - m)' S^-1 (x - m) and
+    logdet = log det S (both computed by the caller from a factorisation, never from S^-1)."""
+    return -0.5 * (quad + logdet + n * LOG_2PI)
+
+
+def mvn_logpdf_chol(x: ArrayLike, chol: ArrayLike) -> Array:
+    """log N(x | 0, L L') from the lower Cholesky factor L (one triangular solve)."""
+    white = solve_triangular(chol, x, lower=True)
+    return gaussian_log_density(jnp.sum(white**2), logdet_from_chol(chol), jnp.shape(x)[-1])
 
 Array: TypeAlias = jax.Array
 

@@ -37,18 +37,17 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro.distributions as dist
 from jax import Array
 from jax.scipy.linalg import solve_triangular
 from jax.typing import ArrayLike
 
-from ..augmentation import expected_inv_lambda, gamma_cm_step, log_pseudo_likelihood
+from ..augmentation import expected_inv_lambda, gamma_cm_step
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
-from ..linalg import woodbury_logdet, woodbury_solve
+from ..linalg import gaussian_log_density, woodbury_logdet, woodbury_solve
 from ..models.gp import GPHyper
 from ..predict import probit_predictive
 from .em import ecm_loop
-from .gp_ecm import adam_ascent, alternate_ecm_mlii, map_row_chunks
+from .gp_ecm import adam_ascent, alternate_ecm_mlii, map_row_chunks, marginal_log_posterior
 
 __all__ = [
     "FITCECMResult",
@@ -66,9 +65,6 @@ __all__ = [
     "fitc_predict_proba",
     "init_inducing",
 ]
-
-_LOG_2PI = 1.8378770664093453
-
 
 # --------------------------------------------------------------------------- FITC prior
 class FITCFactors(NamedTuple):
@@ -190,16 +186,10 @@ def fitc_objective(f: Array, gamma: Array, fac: FITCFactors, hyper: GPHyper, est
     log N(f | 0, Kf) + sum_n log_pseudo_likelihood(u_n) [+ log Ga(gamma | a0, b0)], u = 1 - Y f;
     log det Kf and f' Kf^-1 f by Woodbury (M x M factors only).
     """
-    n = f.shape[-1]
     eye = _eye_like(fac.U)
     quad = f @ woodbury_solve(fac.dq, fac.U, eye, f)
-    logdet = woodbury_logdet(fac.dq, fac.U, eye)
-    lp = -0.5 * quad - 0.5 * logdet - 0.5 * n * _LOG_2PI
-    u = 1.0 - fac.y * f
-    lp = lp + jnp.sum(log_pseudo_likelihood(u, gamma, hyper.gamma0))
-    if estimate_gamma:
-        lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
-    return lp
+    log_prior_f = gaussian_log_density(quad, woodbury_logdet(fac.dq, fac.U, eye), f.shape[-1])
+    return marginal_log_posterior(log_prior_f, f, fac.y, gamma, hyper, estimate_gamma)
 
 
 def fitc_f_update(fac: FITCFactors, inv_lam: Array, gamma: Array) -> Array:
@@ -306,7 +296,7 @@ def fitc_log_marginal(
     t = _pseudo_obs(fac.y, inv_lam)
     quad = t @ woodbury_solve(g, fac.U, eye, t)
     logdet = woodbury_logdet(g, fac.U, eye)
-    return -0.5 * quad - 0.5 * logdet - 0.5 * t.shape[-1] * _LOG_2PI
+    return gaussian_log_density(quad, logdet, t.shape[-1])
 
 
 class FITCMLIIResult(NamedTuple):
@@ -601,10 +591,10 @@ def fitc_predict(
     gamma = jnp.asarray(gamma, X_train.dtype)
     L = _chol_mm(kfn, params, V, jitter)
     g = fac.dq + 1.0 / (gamma * inv_lam)
-    alpha = woodbury_solve(g, fac.U, _eye_like(fac.U), _pseudo_obs(fac.y, inv_lam))
-    Ua = fac.U.T @ alpha  # (M,)
-    P = fac.U.T @ woodbury_solve(g, fac.U, _eye_like(fac.U), fac.U)  # (M, M)
-    P = 0.5 * (P + P.T)
+    # one Woodbury solve for both right-hand sides: [alpha, (Kf + Lambda / gamma)^-1 U]
+    rhs = jnp.column_stack([_pseudo_obs(fac.y, inv_lam), fac.U])
+    sol = fac.U.T @ woodbury_solve(g, fac.U, _eye_like(fac.U), rhs)  # (M, 1 + M)
+    Ua, P = sol[:, 0], 0.5 * (sol[:, 1:] + sol[:, 1:].T)
 
 
     def one_block(Xb):

@@ -48,7 +48,8 @@ from jax.typing import ArrayLike
 
 from ..augmentation import expected_inv_lambda, gamma_cm_step, log_pseudo_likelihood
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
-from ..models.gp import GPHyper
+from ..linalg import gaussian_log_density, mvn_logpdf_chol
+from ..models.gp import GPHyper, prior_covariance
 from ..predict import probit_predictive
 from .em import ecm_loop
 from .gp_gibbs import GPData, alpha_from_factor, gp_alpha, gp_data, pseudo_obs_scaled, scaled_factor
@@ -65,15 +66,13 @@ __all__ = [
     "gp_ecm_mlii",
     "gp_log_marginal",
     "gp_objective",
+    "marginal_log_posterior",
     "gp_predict",
     "gp_predict_proba",
     "mlii_update",
     "support_vector_mask",
     "support_vectors",
 ]
-
-_LOG_2PI = 1.8378770664093453
-
 
 # --------------------------------------------------------------------------- ECM at fixed theta
 class GPECMResult(NamedTuple):
@@ -108,11 +107,15 @@ def gp_objective(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_
     log N(f | 0, K) + sum_n log_pseudo_likelihood(u_n) (eq. 4-6) [+ log Ga(gamma | a0, b0)], with
     u = 1 - Y f; the Gaussian term through the Cholesky factor of K (``data.chol``).
     """
-    n = f.shape[-1]
-    white = solve_triangular(data.chol, f, lower=True)
-    log_prior_f = -0.5 * jnp.sum(white**2) - jnp.sum(jnp.log(jnp.diagonal(data.chol))) - 0.5 * n * _LOG_2PI
-    u = 1.0 - data.y * f
-    lp = log_prior_f + jnp.sum(log_pseudo_likelihood(u, gamma, hyper.gamma0))
+    return marginal_log_posterior(mvn_logpdf_chol(f, data.chol), f, data.y, gamma, hyper, estimate_gamma)
+
+
+def marginal_log_posterior(
+    log_prior_f: Array, f: Array, y: Array, gamma: Array, hyper: GPHyper, estimate_gamma: bool
+) -> Array:
+    """log p(f) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) [+ log Ga(gamma | a0, b0)]: the ECM
+    objective of any GP prior (full or FITC) given its log density ``log_prior_f`` at f."""
+    lp = log_prior_f + jnp.sum(log_pseudo_likelihood(1.0 - y * f, gamma, hyper.gamma0))
     if estimate_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
     return lp
@@ -193,11 +196,6 @@ def gp_ecm(
 
 
 # --------------------------------------------------------------------------- ML-II, eq. (9)
-def _covariance(kernel: KernelFn, params: Any, X: Array, jitter: float) -> Array:
-    K = kernel(params, X, X)
-    return K + jitter * jnp.eye(X.shape[0], dtype=K.dtype)
-
-
 def gp_log_marginal(
     params: Any,
     X: ArrayLike,
@@ -236,15 +234,14 @@ def gp_log_marginal(
     X = jnp.asarray(X)
     if X.ndim == 1:
         X = X[:, None]
-    K = _covariance(get_kernel(kernel), params, X, jitter)
+    K = prior_covariance(X, kernel, params, jitter)
     y = jnp.asarray(y, K.dtype)
     inv_lam = jnp.asarray(inv_lam, K.dtype)
     gamma = jnp.asarray(gamma, K.dtype)
     s, chol_b = scaled_factor(K, inv_lam, gamma)
     white = solve_triangular(chol_b, pseudo_obs_scaled(y, inv_lam, gamma), lower=True)
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_b))) - 2.0 * jnp.sum(jnp.log(s))
-    n = y.shape[-1]
-    return -0.5 * jnp.sum(white**2) - 0.5 * logdet - 0.5 * n * _LOG_2PI
+    return gaussian_log_density(jnp.sum(white**2), logdet, y.shape[-1])
 
 
 class MLIIResult(NamedTuple):
@@ -466,7 +463,7 @@ def gp_ecm_mlii(
     n_rounds = max(max_iter // mlii_every, 1)
 
     def run_ecm(params, f, gamma):
-        data = gp_data(_covariance(kfn, params, X, jitter), y)
+        data = gp_data(prior_covariance(X, kfn, params, jitter), y)
         return gp_ecm(
             f, data, hyper._replace(gamma=gamma), tol, max_iter=mlii_every, estimate_gamma=estimate_gamma
         )
@@ -538,7 +535,7 @@ def gp_predict(
     if X_test.ndim == 1:
         X_test = X_test[:, None]
     kfn = get_kernel(kernel)
-    K = _covariance(kfn, params, X_train, jitter)
+    K = prior_covariance(X_train, kfn, params, jitter)
     y = jnp.asarray(y, K.dtype)
     inv_lam = jnp.asarray(inv_lam, K.dtype)
     gamma = jnp.asarray(gamma, K.dtype)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 from jax import Array
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import cho_solve
 from jax.typing import ArrayLike
 
 from ..augmentation import (
@@ -33,7 +33,7 @@ from ..augmentation import (
     log_lambda_prior,
     sample_inv_lambda,
 )
-from ..linalg import jittered_cholesky
+from ..linalg import jittered_cholesky, mvn_logpdf_chol
 from ..models.gp import GPHyper
 
 __all__ = [
@@ -50,9 +50,6 @@ __all__ = [
     "sample_f",
     "scaled_factor",
 ]
-
-_LOG_2PI = 1.8378770664093453
-
 
 class GPData(NamedTuple):
     """The data of the GP sampler at fixed kernel parameters.
@@ -116,9 +113,7 @@ def gp_log_joint(
     [+ log Ga(gamma | a0, b0)]; the flat prior on lambda (gamma0 = 0) adds 0, as NumPyro's
     ``ImproperUniform`` does. The Gaussian term uses the Cholesky factor of K, never K^-1.
     """
-    n = f.shape[-1]
-    white = solve_triangular(data.chol, f, lower=True)
-    log_prior_f = -0.5 * jnp.sum(white**2) - jnp.sum(jnp.log(jnp.diagonal(data.chol))) - 0.5 * n * _LOG_2PI
+    log_prior_f = mvn_logpdf_chol(f, data.chol)
     u = 1.0 - data.y * f
     log_lik = jnp.sum(augmented_log_likelihood(u, inv_lam, gamma))
     lp = log_prior_f + log_lik + log_lambda_prior(inv_lam, hyper.gamma0)

@@ -26,10 +26,10 @@ from jax import Array
 from numpyro.distributions import constraints
 
 from .common import max_margin_likelihood
+from ..linalg import LOG_2PI
 
 __all__ = ["LinearHyper", "linear_bsvm", "log_prior", "prior_precision"]
 
-_LOG_2PI = 1.8378770664093453
 
 
 class LinearHyper(NamedTuple):
@@ -72,7 +72,7 @@ def log_prior(coef: Array, gamma: Array, hyper: LinearHyper, sample_gamma: bool)
     """
     prec = hyper.prior_prec
     proper = prec > 0
-    log_norm = jnp.where(proper, 0.5 * (jnp.log(jnp.where(proper, prec, 1.0)) - _LOG_2PI), 0.0)
+    log_norm = jnp.where(proper, 0.5 * (jnp.log(jnp.where(proper, prec, 1.0)) - LOG_2PI), 0.0)
     lp = jnp.sum(log_norm - 0.5 * prec * coef**2)
     if sample_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
