@@ -5,11 +5,15 @@ breast-cancer (diagnostic) data with a seeded stratified hold-out split, prints 
 balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and writes ``idata.nc``,
 ``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder.
 
-Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear),
-``inference`` (gibbs, em, nuts), ``data`` (every named dataset). Examples::
+Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear, gp),
+``inference`` (gibbs, em, nuts for the linear model; ecm, fitc, gibbs, nuts for the GP model),
+``data`` (every named dataset), and ``experiment`` (paper reproductions, selected with ``+``).
+Examples::
 
     bmm inference=em data=pima
     bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
+    bmm model=gp inference=ecm data=ionosphere
+    bmm +experiment=henao_table1
 """
 
 from __future__ import annotations
@@ -51,6 +55,20 @@ class LinearModelConfig:
 
 
 @dataclass
+class GPModelConfig:
+    """Schema of ``model=gp``: the arguments of :class:`GPBSVM` that define the model."""
+
+    name: str = "gp"
+    kernel: str = "rbf"
+    kernel_params: dict[str, Any] | None = None
+    learn_kernel: Any = True
+    gamma: float = 1.0
+    gamma_prior: list[float] | None = None
+    gamma0: float | None = None
+    jitter: float = 1e-6
+
+
+@dataclass
 class MCMCConfig:
     """Schema shared by the samplers: draws, warm-up, chains, thinning."""
 
@@ -86,6 +104,29 @@ class EMConfig:
 
 
 @dataclass
+class ECMConfig:
+    """Schema of ``inference=ecm`` (GP model): ECM with ML-II every ``mlii_every`` iterations."""
+
+    name: str = "ecm"
+    max_iter: int = 200
+    mlii_every: int = 20
+    mlii_steps: int = 10
+    optimizer: str = "lbfgs"
+    learning_rate: float = 0.05
+    tol: float = 1e-10
+
+
+@dataclass
+class FITCConfig(ECMConfig):
+    """Schema of ``inference=fitc`` (GP model): ECM and ML-II under the FITC prior."""
+
+    name: str = "fitc"
+    num_inducing: int = 100
+    inducing_init: str = "kmeans"
+    optimize_inducing: bool = True
+
+
+@dataclass
 class DataConfig:
     """Schema of ``data=<name>``: the dataset and how it is split and scaled."""
 
@@ -102,19 +143,24 @@ class Config:
     model: Any = MISSING
     inference: Any = MISSING
     data: Any = MISSING
+    experiment: Any = None
     seed: int = 0
     precision: str = "float64"
     progress_bar: bool = True
     plots: bool = True
 
 
+#: The schema of every option of the ``inference`` group.
+INFERENCE = {"gibbs": GibbsConfig, "nuts": NUTSConfig, "em": EMConfig, "ecm": ECMConfig, "fitc": FITCConfig}
+
+
 def _register() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="model", name="linear", node=LinearModelConfig)
-    cs.store(group="inference", name="gibbs", node=GibbsConfig)
-    cs.store(group="inference", name="nuts", node=NUTSConfig)
-    cs.store(group="inference", name="em", node=EMConfig)
+    cs.store(group="model", name="gp", node=GPModelConfig)
+    for name, schema in INFERENCE.items():
+        cs.store(group="inference", name=name, node=schema)
     for name in DATASETS:
         cs.store(group="data", name=name, node=DataConfig(name=name))
 
@@ -123,15 +169,30 @@ _register()
 
 
 def _estimator(cfg: DictConfig):
-    from .estimators import LinearBSVM
+    """The configured estimator. Options of the ``inference`` group that the model does not take
+    (e.g. the linear sampler's ``overrelaxation`` under ``model=gp``) are dropped while they keep
+    their defaults, and are an error when set."""
+    from .data.validation import InvalidParameterError
+    from .estimators import GPBSVM, LinearBSVM
 
     model = OmegaConf.to_container(cfg.model)
     inference = OmegaConf.to_container(cfg.inference)
-    model.pop("name")
+    cls = {"linear": LinearBSVM, "gp": GPBSVM}[model.pop("name")]
     if model.get("gamma_prior") is not None:
         model["gamma_prior"] = tuple(model["gamma_prior"])
-    return LinearBSVM(
-        inference=inference.pop("name"),
+    if isinstance(model.get("learn_kernel"), list):
+        model["learn_kernel"] = tuple(model["learn_kernel"])
+    name = inference.pop("name")
+    accepted = cls().get_params()
+    for key in [k for k in inference if k not in accepted]:
+        if inference[key] != getattr(INFERENCE[name](), key):
+            raise InvalidParameterError(
+                f"inference.{key} does not apply to model={cfg.model.name} (its {cls.__name__} has no "
+                f"{key!r} option)"
+            )
+        del inference[key]
+    return cls(
+        inference=name,
         **model,
         **inference,
         precision=cfg.precision,
@@ -223,8 +284,25 @@ def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
 @hydra.main(version_base=None, config_path="configs", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)
+    from .data.validation import InvalidParameterError
+
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     OmegaConf.save(cfg, output_dir / "config.yaml")
+    try:
+        _job(cfg, output_dir)
+    except InvalidParameterError as err:
+        print(f"bmm: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _job(cfg: DictConfig, output_dir: Path) -> None:
+    if cfg.get("experiment") is not None:
+        from .experiments import run as run_experiment
+
+        result = run_experiment(cfg, output_dir)
+        print(result.get("table", ""))
+        print(f"  outputs in {output_dir}")
+        return
     _print_metrics(run(cfg, output_dir), output_dir)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.linalg import cho_solve
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -17,6 +19,7 @@ from . import __version__
 from .augmentation import log_pseudo_likelihood
 from .data.validation import (
     BinaryLabelEncoder,
+    InvalidParameterError,
     check_array_2d,
     check_n_features,
     check_option,
@@ -27,11 +30,17 @@ from .diagnostics import to_inference_data
 from .inference.driver import NonFiniteStateError, run_chains
 from .inference.em import linear_em
 from .inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
+from .inference.fitc import fitc_alpha, fitc_ecm, fitc_factors, fitc_predict, init_inducing
+from .inference.gp_ecm import ML2_OPTIMIZERS, gp_ecm, gp_ecm_mlii, gp_predict, gp_predict_from_draws, support_vectors
+from .inference.gp_gibbs import build_gp_kernel, gp_alpha, gp_data, init_gp, record_gp
 from .inference.nuts import run_nuts
+from .kernels import ARDParams, SEParams, to_unconstrained
+from .linalg import CholeskyError, cholesky_or_raise
+from .models.gp import GPHyper, default_kernel_params, gp_bsvm, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
 from .predict import gaussian_latent_moments, latent_moments_from_draws, probit_margin, probit_predictive
 
-__all__ = ["LinearBSVM"]
+__all__ = ["GPBSVM", "LinearBSVM"]
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
@@ -91,9 +100,29 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
 
-def _pointwise_log_lik(design, coef_draws, gamma_draws, y, params) -> np.ndarray:
-    """Skewed Laplace log density of u = 1 - y f per draw and observation (gamma0 > 0 only)."""
-    f = np.einsum("np,cdp->cdn", design, coef_draws)
+def _check_gamma_prior(prior: Any, needs_mode: bool) -> tuple[float, float] | None:
+    """Validate ``gamma_prior``: None or a pair (a0, b0) > 0; a0 > 1 when the MAP is sought."""
+    if prior is None:
+        return None
+    if isinstance(prior, str) or not hasattr(prior, "__len__") or len(prior) != 2:
+        raise InvalidParameterError(
+            f"Invalid value for gamma_prior: {prior!r} (must be None or a pair (a0, b0) "
+            "of the Gamma prior's shape and rate)"
+        )
+    a0 = check_scalar_param("gamma_prior[0] (a0)", prior[0], low=0.0, low_inclusive=False)
+    b0 = check_scalar_param("gamma_prior[1] (b0)", prior[1], low=0.0, low_inclusive=False)
+    if needs_mode and a0 <= 1.0:
+        raise InvalidParameterError(
+            f"Invalid value for gamma_prior[0] (a0): {a0} (EM / ECM needs a0 > 1 so that the "
+            "posterior of gamma has a mode)"
+        )
+    return a0, b0
+
+
+def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
+    """Skewed Laplace log density of u = 1 - y f per draw and observation (gamma0 > 0 only).
+
+    ``f`` has shape (chain, draw, n); ``gamma_draws`` (chain, draw) or None for a fixed gamma."""
     gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
     with jax.enable_x64(True):
         return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
@@ -226,22 +255,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         }
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"Invalid value for fit_intercept: {self.fit_intercept!r} (must be a bool)")
-        prior = self.gamma_prior
-        if prior is not None:
-            if isinstance(prior, str) or len(prior) != 2:
-                raise ValueError(
-                    f"Invalid value for gamma_prior: {prior!r} (must be None or a pair (a0, b0) "
-                    "of the Gamma prior's shape and rate)"
-                )
-            a0 = check_scalar_param("gamma_prior[0] (a0)", prior[0], low=0.0, low_inclusive=False)
-            b0 = check_scalar_param("gamma_prior[1] (b0)", prior[1], low=0.0, low_inclusive=False)
-            if p["inference"] == "em" and a0 <= 1.0:
-                raise ValueError(
-                    f"Invalid value for gamma_prior[0] (a0): {a0} (EM needs a0 > 1 so that the "
-                    "posterior of gamma has a mode)"
-                )
-            prior = (a0, b0)
-        p["gamma_prior"] = prior
+        p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
         return p
 
     # ------------------------------------------------------------------ fitting
@@ -383,7 +397,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
         log_lik = None
         if params["gamma0"] > 0:
-            log_lik = {"y": _pointwise_log_lik(design, coef_draws, posterior.get("gamma"), y, params)}
+            f = np.einsum("np,cdp->cdn", design, coef_draws)
+            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
         self.idata_ = to_inference_data(
             posterior,
             sample_stats=stats,
@@ -403,3 +418,481 @@ class LinearBSVM(_BayesianSVMClassifier):
         if self.inference == "em":
             return gaussian_latent_moments(design, self._coef_mean, self._prec_chol)
         return latent_moments_from_draws(design, self._coef_draws)
+
+
+# ============================================================================ GP Bayesian SVM
+#: Inference options of :class:`GPBSVM`, and the gamma0 each uses when ``gamma0=None``: the
+#: paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for ECM and FITC.
+_GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1}
+_GP_KERNELS = ("rbf", "ard", "poly", "linear")
+
+
+def _median_distance(X: np.ndarray, max_rows: int = 1000) -> float:
+    """Median Euclidean distance between distinct rows (a seeded subsample of ``max_rows``)."""
+    from sklearn.metrics import pairwise_distances
+
+    if X.shape[0] > max_rows:
+        X = X[np.random.default_rng(0).choice(X.shape[0], max_rows, replace=False)]
+    d = pairwise_distances(X)[np.triu_indices(X.shape[0], k=1)]
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 1.0
+
+
+def _initial_kernel_params(kernel: str, user: Any, X: np.ndarray) -> Any:
+    """Kernel parameters theta to start from: the defaults (length-scale(s) at the median distance
+    between training points, unit amplitude) overridden by the user's ``kernel_params``."""
+    d = X.shape[1]
+    if kernel in ("rbf", "ard"):
+        ell = _median_distance(X)
+        params = SEParams(ell, 1.0) if kernel == "rbf" else ARDParams(np.full(d, ell), 1.0)
+    else:
+        params = default_kernel_params(kernel, d)
+    if user is None:
+        return params
+    if hasattr(user, "_asdict"):
+        user = user._asdict()
+    if not isinstance(user, Mapping):
+        raise InvalidParameterError(
+            f"Invalid value for kernel_params: {user!r} (must be None or a dict of the fields "
+            f"{', '.join(params._fields)} of the {kernel!r} kernel)"
+        )
+    values = {}
+    for name, value in user.items():
+        if name not in params._fields:
+            raise InvalidParameterError(
+                f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are "
+                f"{', '.join(params._fields)}"
+            )
+        values[name] = _check_kernel_value(kernel, name, value, d)
+    return params._replace(**values)
+
+
+def _check_kernel_value(kernel: str, name: str, value: Any, d: int) -> Any:
+    label = f"kernel_params[{name!r}]"
+    if name == "degree":
+        return check_scalar_param(label, value, kind="int", low=1)
+    arr = np.asarray(value, dtype=float) if not isinstance(value, (str, bytes)) else None
+    if name == "lengthscales" and arr is not None and arr.ndim == 1:
+        if arr.shape[0] != d:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: {arr.shape[0]} length-scales for {d} features"
+            )
+        bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+        if bad.size:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: entry {bad[0]} is {arr[bad[0]]} (must be positive and finite)"
+            )
+        return arr
+    low_inclusive = name == "offset"  # the polynomial offset may be 0 (homogeneous kernel)
+    value = check_scalar_param(label, value, low=0.0, low_inclusive=low_inclusive)
+    return np.full(d, value) if name == "lengthscales" else value
+
+
+def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
+    """The kernel fields ML-II moves (ECM, FITC), from ``learn_kernel``."""
+    positive = tuple(to_unconstrained(params))
+    if isinstance(learn_kernel, (bool, np.bool_)):
+        return positive if learn_kernel else ()
+    if isinstance(learn_kernel, str) or not hasattr(learn_kernel, "__iter__"):
+        raise InvalidParameterError(
+            f"Invalid value for learn_kernel: {learn_kernel!r} (must be True, False or a list of "
+            f"kernel fields among {', '.join(positive)})"
+        )
+    names = tuple(learn_kernel)
+    for name in names:
+        if name not in positive:
+            raise InvalidParameterError(
+                f"Invalid value for learn_kernel: {name!r} is not a learnable field of this kernel; "
+                f"valid fields are {', '.join(positive)}"
+            )
+    return names
+
+
+def _params_dict(params: Any) -> dict[str, Any]:
+    """Kernel parameters as a dict of floats / float arrays (the ``kernel_params_`` attribute)."""
+    out = {}
+    for name, value in params._asdict().items():
+        arr = np.asarray(value)
+        out[name] = int(arr) if name == "degree" else (float(arr) if arr.ndim == 0 else arr.astype(np.float64))
+    return out
+
+
+class GPBSVM(_BayesianSVMClassifier):
+    """Nonlinear Bayesian SVM with a Gaussian-process prior (Henao et al. 2014).
+
+    f ~ GP(0, k_theta), the hinge pseudo-likelihood exp(-2 gamma max(1 - y f, 0)) (``gamma0 = 0``)
+    or the skewed Laplace of eq. (4-5) (``gamma0 > 0``), lambda_n ~ Exp(gamma0) in the augmented
+    form (eq. 6), gamma fixed or ~ Ga(a0, b0).
+
+    Parameters
+    ----------
+    kernel : {"rbf", "ard", "poly", "linear"}
+        Covariance function: the paper's squared exponential amplitude * exp(-||x - x'||^2 /
+        lengthscale^2), its ARD version, polynomial or linear (:mod:`bayes_maxmargin.kernels`).
+    inference : {"ecm", "fitc", "gibbs", "nuts"}
+        ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
+        the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
+        sampler (eq. 7); or NUTS on the marginal program (the reference).
+    kernel_params : dict or None
+        Initial (ECM / FITC with ``learn_kernel``) or fixed kernel parameters, e.g.
+        ``{"lengthscale": 3.0, "amplitude": 1.0}``; fields not given take the defaults:
+        length-scale(s) at the median distance between training points, unit amplitude, degree 2,
+        offset 1, unit variance.
+    learn_kernel : bool or sequence of str
+        Which kernel parameters ML-II learns under ECM / FITC: all positive fields (True), none
+        (False), or the named ones (e.g. ``("lengthscale",)``: the paper's SE has no amplitude).
+        The samplers keep theta fixed at its initial value.
+    gamma : float
+        Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
+    gamma_prior : (float, float) or None
+        Shape and rate (a0, b0) of a Gamma prior on gamma; None keeps gamma fixed. ECM / FITC need
+        a0 > 1.
+    gamma0 : float or None
+        Rate of the exponential prior on lambda; 0 is the hinge. None: 0 for ECM and FITC (sparse
+        alpha, eq. 13), the paper's 0.1 for Gibbs and NUTS.
+    max_iter : int
+        ECM iterations in all (ECM, FITC); the paper uses 200.
+    mlii_every : int
+        ECM iterations between ML-II steps (the paper: 20).
+    mlii_steps : int
+        Optimiser iterations per ML-II step.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser of ML-II: L-BFGS with a line search (few iterations suffice for the
+        handful of kernel parameters) or Adam.
+    learning_rate : float
+        Adam step size on the unconstrained kernel parameters (and pseudo-inputs).
+    tol : float
+        Relative-change tolerance of each ECM run.
+    num_inducing : int
+        FITC: number M of pseudo-inputs, 1 <= M <= N.
+    inducing_init : {"kmeans", "random"}
+        FITC: initial pseudo-inputs, k-means++ centres or a random subset of the training rows.
+    optimize_inducing : bool
+        FITC: whether ML-II also moves the pseudo-inputs.
+    num_samples, num_warmup, num_chains, thin : int
+        Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
+    jitter : float
+        Diagonal jitter of the prior covariance, K + jitter I.
+    precision : {"float64", "float32"}
+        Floating-point precision (local; the global JAX setting is untouched).
+    progress_bar : bool
+        Show a progress bar for long MCMC runs.
+    random_state : int, RandomState or None
+        Seed of the sampler and of the pseudo-input initialisation.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    kernel_params_ : dict
+        Final kernel parameters (after ML-II) or the fixed ones.
+    gamma_ : float
+        MAP, posterior mean or fixed gamma.
+    f_ : ndarray of shape (n_samples,)
+        MAP (ECM, FITC) or posterior mean (MCMC) of f at the training inputs.
+    alpha_ : ndarray of shape (n_samples,)
+        Representer weights of the predictive mean: E[f_*] = sum_n alpha_n k(x_*, x_n) (eq. 12;
+        under FITC with k replaced by the Nystrom kernel Q). For MCMC, alpha = K^-1 E[f].
+    support_ : ndarray of int
+        Support vectors of eq. (13): the training points with y_n f_n <= 1 + 1e-3 (inside or on
+        the margin). Under ECM with gamma0 = 0 they are exactly the points with alpha_n != 0.
+    support_vectors_ : ndarray of shape (n_SV, n_features)
+    dual_coef_ : ndarray of shape (1, n_SV)
+        ``alpha_[support_]``: y_n gamma (1 + c) inside the margin, eq. (13) (exact for ECM with
+        gamma0 = 0; a truncation otherwise).
+    inducing_points_ : ndarray of shape (num_inducing, n_features)
+        FITC only: the final pseudo-inputs.
+    objective_ : ndarray
+        ECM / FITC: the log posterior after every ECM iteration, all rounds concatenated (it never
+        decreases within a round; it jumps when ML-II moves theta).
+    log_z_ : ndarray of shape (n_rounds, 2)
+        ECM / FITC: log Z of eq. (9) / (10) before and after each ML-II step.
+    idata_ : arviz.InferenceData
+        Draws of f (and gamma) for MCMC, the point estimate (chain = draw = 1) for ECM / FITC;
+        sample_stats with the log joint or the objective; log_likelihood when gamma0 > 0.
+    n_iter_ : int
+        ECM iterations run, or MCMC iterations per chain (warm-up included).
+    """
+
+    def __init__(
+        self,
+        kernel: str = "rbf",
+        inference: str = "ecm",
+        *,
+        kernel_params: Mapping[str, Any] | None = None,
+        learn_kernel: bool | tuple[str, ...] = True,
+        gamma: float = 1.0,
+        gamma_prior: tuple[float, float] | None = None,
+        gamma0: float | None = None,
+        max_iter: int = 200,
+        mlii_every: int = 20,
+        mlii_steps: int = 10,
+        optimizer: str = "lbfgs",
+        learning_rate: float = 0.05,
+        tol: float = 1e-10,
+        num_inducing: int = 100,
+        inducing_init: str = "kmeans",
+        optimize_inducing: bool = True,
+        num_samples: int = 1000,
+        num_warmup: int = 500,
+        num_chains: int = 4,
+        thin: int = 1,
+        jitter: float = 1e-6,
+        precision: str = "float64",
+        progress_bar: bool = True,
+        random_state: Any = None,
+    ) -> None:
+        self.kernel = kernel
+        self.inference = inference
+        self.kernel_params = kernel_params
+        self.learn_kernel = learn_kernel
+        self.gamma = gamma
+        self.gamma_prior = gamma_prior
+        self.gamma0 = gamma0
+        self.max_iter = max_iter
+        self.mlii_every = mlii_every
+        self.mlii_steps = mlii_steps
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.num_inducing = num_inducing
+        self.inducing_init = inducing_init
+        self.optimize_inducing = optimize_inducing
+        self.num_samples = num_samples
+        self.num_warmup = num_warmup
+        self.num_chains = num_chains
+        self.thin = thin
+        self.jitter = jitter
+        self.precision = precision
+        self.progress_bar = progress_bar
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    def _checked_params(self) -> dict[str, Any]:
+        inference = check_option("inference", self.inference, tuple(_GP_DEFAULT_GAMMA0))
+        p: dict[str, Any] = {
+            "inference": inference,
+            "kernel": check_option("kernel", self.kernel, _GP_KERNELS),
+            "precision": check_option("precision", self.precision, ("float32", "float64")),
+            "inducing_init": check_option("inducing_init", self.inducing_init, ("kmeans", "random")),
+            "optimizer": check_option("optimizer", self.optimizer, ML2_OPTIMIZERS),
+            "gamma": check_scalar_param("gamma", self.gamma, low=0.0, low_inclusive=False),
+            "gamma0": check_scalar_param("gamma0", self.gamma0, low=0.0, allow_none=True),
+            "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1),
+            "mlii_every": check_scalar_param("mlii_every", self.mlii_every, kind="int", low=1),
+            "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
+            "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
+            "tol": check_scalar_param("tol", self.tol, low=0.0),
+            "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1),
+            "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
+            "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
+            "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
+            "thin": check_scalar_param("thin", self.thin, kind="int", low=1),
+            "jitter": check_scalar_param("jitter", self.jitter, low=0.0),
+            "gamma_prior": _check_gamma_prior(self.gamma_prior, needs_mode=inference in ("ecm", "fitc")),
+        }
+        if p["gamma0"] is None:
+            p["gamma0"] = _GP_DEFAULT_GAMMA0[inference]
+        if not isinstance(self.optimize_inducing, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"Invalid value for optimize_inducing: {self.optimize_inducing!r} (must be a bool)"
+            )
+        return p
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, y: Any) -> "GPBSVM":
+        """Fit the MAP with ML-II (ECM, FITC) or the posterior at fixed theta (Gibbs, NUTS).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), two classes of any label type
+
+        Returns
+        -------
+        self
+        """
+        params = self._checked_params()
+        X, y = self._fit_input(X, y)
+        n = X.shape[0]
+        if params["inference"] == "fitc" and params["num_inducing"] > n:
+            raise InvalidParameterError(
+                f"Invalid value for num_inducing: {params['num_inducing']} (must be between 1 and the "
+                f"number of training points N = {n})"
+            )
+        theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
+        fixed = tuple(f for f in to_unconstrained(theta0) if f not in _free_kernel_fields(theta0, self.learn_kernel))
+        x64 = params["precision"] == "float64"
+        self._x64 = x64
+        dtype = np.float64 if x64 else np.float32
+        with jax.enable_x64(x64):
+            theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
+            Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
+            a0, b0 = params["gamma_prior"] or (2.0, 1.0)
+            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])))
+            key = _random_key(self.random_state)
+            if params["inference"] != "fitc":
+                self._check_kernel_matrix(Xj, theta0, params)
+            fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts}
+            posterior, stats = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
+        self._X_fit = X
+        self._y_fit = y
+        self._store(posterior, stats, y, params)
+        return self
+
+    def _check_kernel_matrix(self, X, theta, params) -> None:
+        """Factorise K + jitter I once on the host; raise a clear error if it stays singular."""
+        K = prior_covariance(X, params["kernel"], theta, params["jitter"])
+        try:
+            cholesky_or_raise(K)
+        except CholeskyError as err:
+            raise ValueError(
+                f"The {params['kernel']!r} kernel matrix of the training inputs at kernel_params = "
+                f"{_params_dict(theta)} is not positive definite even after jitter ({err}); increase "
+                f"jitter (now {params['jitter']}), check the kernel parameters, or use float64."
+            ) from None
+
+    def _fit_ecm(self, key, X, y, theta0, fixed, hyper, params):
+        estimate_gamma = params["gamma_prior"] is not None
+        tol = jnp.asarray(params["tol"], X.dtype)
+        if len(fixed) == len(to_unconstrained(theta0)) or params["mlii_steps"] == 0:
+            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+            res = gp_ecm(jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
+                         estimate_gamma=estimate_gamma)
+            objective, log_z, theta = res.objective[None], np.zeros((0, 2)), theta0
+        else:
+            res = gp_ecm_mlii(
+                X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
+                mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
+                optimizer=params["optimizer"], learning_rate=params["learning_rate"],
+                estimate_gamma=estimate_gamma, jitter=params["jitter"], fixed=fixed,
+            )
+            objective, log_z, theta = res.objective, res.log_z, res.params
+        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": theta}
+        self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
+                                          res.inv_lam, res.gamma), dtype=np.float64)
+        return self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma)
+
+    def _fit_fitc(self, key, X, y, theta0, fixed, hyper, params):
+        estimate_gamma = params["gamma_prior"] is not None
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing_init"], seed)
+        learns = len(fixed) < len(to_unconstrained(theta0)) or self.optimize_inducing
+        res = fitc_ecm(
+            X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
+            kernel=params["kernel"], max_iter=params["max_iter"],
+            mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
+            optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
+            optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], fixed=fixed,
+        )
+        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": res.params, "V": res.V}
+        self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
+        fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
+        self.alpha_ = np.asarray(fitc_alpha(fac, res.inv_lam, res.gamma), dtype=np.float64)
+        return self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma)
+
+    def _point_estimate(self, f, gamma, theta, objective, log_z, estimate_gamma):
+        objective = np.asarray(objective, dtype=np.float64)
+        finite = objective[np.isfinite(objective)]
+        if not np.all(np.isfinite(np.asarray(f))) or finite.size < np.count_nonzero(~np.isnan(objective)):
+            raise NonFiniteStateError(
+                f"ECM produced a non-finite latent function or objective at kernel_params = "
+                f"{_params_dict(theta)}, gamma = {float(gamma):.4g}; check the data scale, the kernel "
+                "parameters and the jitter (or use float64)."
+            )
+        self.objective_ = finite
+        self.log_z_ = np.asarray(log_z, dtype=np.float64)
+        self.n_iter_ = int(finite.size - objective.shape[0])  # one start value per ECM run
+        self._theta = theta
+        posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
+        if estimate_gamma:
+            posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in _params_dict(theta).items()
+                          if k != "degree"})
+        stats = {"log_joint": finite[None, None, -1:].reshape(1, 1), "objective": finite[None, None, :]}
+        return posterior, stats
+
+    def _fit_gibbs(self, key, X, y, theta0, fixed, hyper, params):
+        sample_gamma = params["gamma_prior"] is not None
+        data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+        k_init, k_run = jax.random.split(key)
+        f0 = 0.1 * jax.random.normal(k_init, (params["num_chains"], X.shape[0]), X.dtype)
+        state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
+        result = run_chains(
+            build_gp_kernel(sample_gamma), record_gp, state, k_run, data, hyper,
+            num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
+            progress_bar=self.progress_bar,
+        )
+        self.n_iter_ = result.num_iterations
+        s = result.samples
+        return self._draws(s["f"], s["gamma"] if sample_gamma else None, theta0, {"log_joint": s["log_joint"]})
+
+    def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
+        samples, stats = run_nuts(
+            gp_bsvm, key, (X, y),
+            {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
+             "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"]},
+            num_warmup=params["num_warmup"], num_samples=params["num_samples"],
+            num_chains=params["num_chains"], thin=params["thin"], progress_bar=False,
+        )
+        self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        return self._draws(samples["f"], samples.get("gamma"), theta0, stats)
+
+    def _draws(self, f, gamma, theta, stats):
+        f = np.asarray(f, dtype=np.float64)
+        self._theta = theta
+        self._f_draws = f.reshape(-1, f.shape[-1])
+        posterior = {"f": f}
+        if gamma is not None:
+            posterior["gamma"] = np.asarray(gamma, dtype=np.float64)
+        return posterior, stats
+
+    def _store(self, posterior, stats, y, params) -> None:
+        f = posterior["f"]
+        self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
+        self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
+        self.kernel_params_ = _params_dict(self._theta)
+        if params["inference"] in ("gibbs", "nuts"):
+            with jax.enable_x64(self._x64):
+                K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])
+                chol, _ = cholesky_or_raise(K)
+                self.alpha_ = np.asarray(cho_solve((chol, True), jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
+        self.support_ = support_vectors(self.f_, y)
+        self.support_vectors_ = self._X_fit[self.support_]
+        self.dual_coef_ = self.alpha_[self.support_][None, :]
+        log_lik = None
+        if params["gamma0"] > 0:
+            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
+        d = self.n_features_in_
+        names = getattr(self, "feature_names_in_", None)
+        features = list(names) if names is not None else [f"x{j}" for j in range(d)]
+        self.idata_ = to_inference_data(
+            posterior,
+            sample_stats=stats,
+            observed_data={"y": y},
+            log_likelihood=log_lik,
+            coords={"obs": np.arange(y.shape[0]), "feature": features},
+            dims={"f": ["obs"], "y": ["obs"], "lengthscales": ["feature"], "objective": ["ecm_iteration"]},
+            attrs={"model": "gp", "kernel": params["kernel"], "inference": params["inference"],
+                   "bayes_maxmargin_version": __version__},
+        )
+
+    # ------------------------------------------------------------------ prediction
+    def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kernel, jitter = self.kernel, self.jitter
+        with jax.enable_x64(self._x64):
+            dtype = jnp.float64 if self._x64 else jnp.float32
+            X_train, X = jnp.asarray(self._X_fit, dtype), jnp.asarray(X, dtype)
+            y = jnp.asarray(self._y_fit, dtype)
+            if self.inference == "ecm":
+                p = self._point
+                mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], kernel=kernel, jitter=jitter)
+            elif self.inference == "fitc":
+                p = self._point
+                mean, var = fitc_predict(X_train, X, y, p["V"], p["inv_lam"], p["gamma"], p["theta"],
+                                         kernel=kernel, jitter=jitter)
+            else:
+                mean, mean_sq, cond_var = gp_predict_from_draws(
+                    X_train, X, jnp.asarray(self._f_draws, dtype), self._theta, kernel=kernel, jitter=jitter
+                )
+                var = cond_var + jnp.maximum(mean_sq - mean**2, 0.0)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)

@@ -90,3 +90,22 @@ def test_readme_quick_start_runs(capsys):
     exec(compile(snippet, "README quick start", "exec"), {})
     printed = capsys.readouterr().out
     assert "intercept" in printed and "r_hat" in printed
+
+
+def test_gp_ecm_job(tmp_path):
+    """`bmm model=gp inference=ecm` fits the GP Bayesian SVM (here on a subsample-sized budget)."""
+    out = tmp_path / "run"
+    res = bmm(f"hydra.run.dir={out}", "model=gp", "inference=ecm", "inference.max_iter=20",
+              "inference.mlii_every=10", "inference.mlii_steps=5", "plots=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "gp" and metrics["inference"] == "ecm" and metrics["error"] < 0.1
+    idata = az.from_netcdf(str(out / "idata.nc"))
+    assert idata.posterior["f"].shape[:2] == (1, 1) and "lengthscale" in idata.posterior
+
+
+def test_option_of_another_model_is_an_error(tmp_path):
+    res = bmm("model=gp", "inference=gibbs", "inference.overrelaxation=0.5", "plots=false",
+              f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert res.returncode != 0
+    assert "inference.overrelaxation does not apply to model=gp" in res.stderr

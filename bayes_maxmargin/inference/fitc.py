@@ -23,7 +23,7 @@ One ECM iteration (eq. 8 and the updates after it, with K replaced by Kf):
 The objective log N(f | 0, Kf) + sum_n log sLa(u_n) [+ log Ga(gamma)] (:func:`fitc_objective`) is
 recorded and never decreases at fixed theta and V. Every ``mlii_every`` iterations, log Z of
 eq. (10), log N(Y (1 + lambda) | 0, Kf + Lambda / gamma), is maximised over the kernel parameters
-and the pseudo-inputs with Optax Adam (:func:`fitc_mlii_update`).
+and the pseudo-inputs with an Optax optimiser (:func:`fitc_mlii_update`).
 
 Predictions (FITC predictive, eq. 11-12 with Kf): q_* = Q_*n alpha, v_* = k_** - Q_*n (Kf +
 Lambda / gamma)^-1 Q_n*, P(y_* = 1) = Phi(q_* / sqrt(1 + v_*)) (:func:`fitc_predict`).
@@ -47,13 +47,14 @@ from ..linalg import gaussian_log_density, woodbury_logdet, woodbury_solve
 from ..models.gp import GPHyper
 from ..predict import probit_predictive
 from .em import ecm_loop
-from .gp_ecm import adam_ascent, alternate_ecm_mlii, map_row_chunks, marginal_log_posterior
+from .gp_ecm import ml2_ascent, alternate_ecm_mlii, hold_fixed, map_row_chunks, marginal_log_posterior
 
 __all__ = [
     "FITCECMResult",
     "FITCFactors",
     "FITCMLIIResult",
     "FITCResult",
+    "fitc_alpha",
     "fitc_ecm",
     "fitc_ecm_fixed",
     "fitc_f_update",
@@ -144,7 +145,7 @@ def _pseudo_obs(y: Array, inv_lam: Array) -> Array:
     return y * (1.0 + 1.0 / inv_lam)
 
 
-def _fitc_alpha(fac: FITCFactors, inv_lam: Array, gamma: Array) -> Array:
+def fitc_alpha(fac: FITCFactors, inv_lam: Array, gamma: Array) -> Array:
     """alpha = (Kf + Lambda / gamma)^-1 Y (1 + lambda), Woodbury on diag(g) + U U'."""
     g = fac.dq + 1.0 / (gamma * inv_lam)
     return woodbury_solve(g, fac.U, _eye_like(fac.U), _pseudo_obs(fac.y, inv_lam))
@@ -200,7 +201,7 @@ def fitc_f_update(fac: FITCFactors, inv_lam: Array, gamma: Array) -> Array:
     g = dq + lambda / gamma, Kf + Lambda / gamma = diag(g) + U U', so alpha comes from
     :func:`~bayes_maxmargin.linalg.woodbury_solve` and f = U (U' alpha) + dq alpha.
     """
-    return _kf_matvec(fac, _fitc_alpha(fac, inv_lam, gamma))
+    return _kf_matvec(fac, fitc_alpha(fac, inv_lam, gamma))
 
 
 def _ecm_step(f: Array, gamma: Array, fac: FITCFactors, hyper: GPHyper, estimate_gamma: bool):
@@ -318,7 +319,10 @@ class FITCMLIIResult(NamedTuple):
     log_z_after: Array
 
 
-@partial(jax.jit, static_argnames=("kernel", "steps", "learning_rate", "optimize_inducing", "jitter"))
+@partial(
+    jax.jit,
+    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "fixed"),
+)
 def fitc_mlii_update(
     params: Any,
     V: Array,
@@ -328,15 +332,18 @@ def fitc_mlii_update(
     gamma: Array,
     *,
     kernel: str | KernelFn = "rbf",
-    steps: int = 50,
+    steps: int = 10,
+    optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
     optimize_inducing: bool = True,
     jitter: float = 1e-6,
+    fixed: tuple[str, ...] = (),
 ) -> FITCMLIIResult:
-    """ML-II step of eq. (10): Adam on (unconstrained theta, V) uphill on :func:`fitc_log_marginal`.
+    """ML-II step of eq. (10): (unconstrained theta, V) uphill on :func:`fitc_log_marginal`.
 
-    ``steps`` ``optax.adam(learning_rate)`` steps in a ``lax.scan``; the best iterate seen is
-    returned, so log Z never decreases. With ``optimize_inducing=False`` V is held fixed.
+    ``steps`` Optax iterations (:func:`~bayes_maxmargin.inference.gp_ecm.ml2_ascent`, L-BFGS or
+    Adam) in a ``lax.scan``; the best iterate seen is returned, so log Z never decreases. With
+    ``optimize_inducing=False`` V is held fixed.
 
     Parameters
     ----------
@@ -353,22 +360,26 @@ def fitc_mlii_update(
     kernel : str or callable
         Covariance function (static).
     steps : int
-        Optimiser steps.
+        Optimiser iterations.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser.
     learning_rate : float
         Adam step size.
     optimize_inducing : bool
         Whether V is optimised along with theta.
     jitter : float
         Absolute jitter of K_mm and K_nn.
+    fixed : tuple of str
+        Kernel fields held at their current values.
     """
     def log_z(raw):
         Vr = raw["V"] if optimize_inducing else jax.lax.stop_gradient(V)
         return fitc_log_marginal(
-            from_unconstrained(raw["theta"], params), Vr, X, y, inv_lam, gamma, kernel=kernel, jitter=jitter
+            from_unconstrained(hold_fixed(raw["theta"], fixed), params), Vr, X, y, inv_lam, gamma, kernel=kernel, jitter=jitter
         )
 
     raw0 = {"theta": to_unconstrained(params), "V": V}
-    best_raw, before, after = adam_ascent(log_z, raw0, steps, learning_rate)
+    best_raw, before, after = ml2_ascent(log_z, raw0, steps, optimizer, learning_rate)
     V_out = best_raw["V"] if optimize_inducing else V
     return FITCMLIIResult(from_unconstrained(best_raw["theta"], params), V_out, before, after)
 
@@ -407,10 +418,12 @@ class FITCResult(NamedTuple):
         "max_iter",
         "mlii_every",
         "mlii_steps",
+        "optimizer",
         "learning_rate",
         "estimate_gamma",
         "optimize_inducing",
         "jitter",
+        "fixed",
     ),
 )
 def _fitc_ecm(
@@ -425,10 +438,12 @@ def _fitc_ecm(
     max_iter: int,
     mlii_every: int,
     mlii_steps: int,
+    optimizer: str,
     learning_rate: float,
     estimate_gamma: bool,
     optimize_inducing: bool,
     jitter: float,
+    fixed: tuple[str, ...],
 ) -> FITCResult:
     """Jitted body of :func:`fitc_ecm` (inputs already validated)."""
     dtype = X.dtype
@@ -451,7 +466,8 @@ def _fitc_ecm(
 
     def mlii(theta, inv_lam, gamma):
         ml = fitc_mlii_update(*theta, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps,
-                              learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter)
+                              optimizer=optimizer, learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter,
+                              fixed=fixed)
         return (ml.params, ml.V), ml.log_z_before, ml.log_z_after
 
     final, (params, V), objective, log_z, _ = alternate_ecm_mlii(
@@ -472,11 +488,13 @@ def fitc_ecm(
     kernel: str | KernelFn = "rbf",
     max_iter: int = 200,
     mlii_every: int = 20,
-    mlii_steps: int = 50,
+    mlii_steps: int = 10,
+    optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
     estimate_gamma: bool = False,
     optimize_inducing: bool = True,
     jitter: float = 1e-6,
+    fixed: tuple[str, ...] = (),
 ) -> FITCResult:
     """FITC ECM with ML-II over theta and the pseudo-inputs (Henao et al. 2014, Sec. 3, eq. 8-10).
 
@@ -504,7 +522,10 @@ def fitc_ecm(
     kernel : str or callable
         Covariance function.
     max_iter, mlii_every, mlii_steps : int
-        ECM iterations in all, ECM iterations between ML-II steps, Adam steps per ML-II step.
+        ECM iterations in all, ECM iterations between ML-II steps, optimiser iterations per ML-II
+        step.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser of the ML-II steps.
     learning_rate : float
         Adam step size (unconstrained theta and V).
     estimate_gamma : bool
@@ -513,6 +534,8 @@ def fitc_ecm(
         Whether ML-II also moves V.
     jitter : float
         Absolute jitter of K_mm and K_nn.
+    fixed : tuple of str
+        Kernel fields ML-II leaves at their initial values.
 
     Returns
     -------
@@ -525,8 +548,9 @@ def fitc_ecm(
     _check_num_inducing(V0.shape[0], X.shape[0])
     return _fitc_ecm(
         X, jnp.asarray(y), V0, params0, hyper, tol, kernel=kernel, max_iter=max_iter,
-        mlii_every=mlii_every, mlii_steps=mlii_steps, learning_rate=learning_rate,
+        mlii_every=mlii_every, mlii_steps=mlii_steps, optimizer=optimizer, learning_rate=learning_rate,
         estimate_gamma=estimate_gamma, optimize_inducing=optimize_inducing, jitter=jitter,
+        fixed=tuple(fixed),
     )
 
 

@@ -19,7 +19,8 @@ The objective, the log posterior of (f, gamma) with lambda integrated out,
 is recorded every iteration and never decreases (:func:`gp_objective`). Every ``mlii_every``
 iterations the kernel parameters theta are moved uphill on the ML-II marginal
 log Z = log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma) of eq. (9) (:func:`mlii_update`,
-Optax Adam on the unconstrained parameters of :mod:`bayes_maxmargin.kernels`).
+an Optax optimiser, L-BFGS by default, on the unconstrained parameters of
+:mod:`bayes_maxmargin.kernels`).
 
 Predictions (eq. 11-12) use alpha = B^-1 Y (1 + lambda): mean k_*' alpha, variance
 k(x_*, x_*) - k_*' B^-1 k_*, and P(y_* = 1) = Phi(m / sqrt(1 + v))
@@ -43,12 +44,12 @@ import numpy as np
 import numpyro.distributions as dist
 import optax
 from jax import Array
-from jax.scipy.linalg import solve_triangular
+from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.typing import ArrayLike
 
 from ..augmentation import expected_inv_lambda, gamma_cm_step, log_pseudo_likelihood
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
-from ..linalg import gaussian_log_density, mvn_logpdf_chol
+from ..linalg import gaussian_log_density, jittered_cholesky, mvn_logpdf_chol
 from ..models.gp import GPHyper, prior_covariance
 from ..predict import probit_predictive
 from .em import ecm_loop
@@ -59,7 +60,8 @@ __all__ = [
     "GPECMMLIIResult",
     "MLIIResult",
     "f_update",
-    "adam_ascent",
+    "ML2_OPTIMIZERS",
+    "ml2_ascent",
     "alternate_ecm_mlii",
     "map_row_chunks",
     "gp_ecm",
@@ -68,7 +70,9 @@ __all__ = [
     "gp_objective",
     "marginal_log_posterior",
     "gp_predict",
+    "gp_predict_from_draws",
     "gp_predict_proba",
+    "hold_fixed",
     "mlii_update",
     "support_vector_mask",
     "support_vectors",
@@ -260,7 +264,13 @@ class MLIIResult(NamedTuple):
     log_z_after: Array
 
 
-@partial(jax.jit, static_argnames=("kernel", "steps", "learning_rate", "jitter"))
+def hold_fixed(raw: dict[str, Array], fixed: tuple[str, ...]) -> dict[str, Array]:
+    """``raw`` with the fields named in ``fixed`` cut from the gradient (ML-II leaves them alone:
+    neither L-BFGS nor Adam moves a parameter whose gradient is always zero)."""
+    return {k: jax.lax.stop_gradient(v) if k in fixed else v for k, v in raw.items()}
+
+
+@partial(jax.jit, static_argnames=("kernel", "steps", "optimizer", "learning_rate", "jitter", "fixed"))
 def mlii_update(
     params: Any,
     X: Array,
@@ -269,13 +279,15 @@ def mlii_update(
     gamma: Array,
     *,
     kernel: str | KernelFn = "rbf",
-    steps: int = 50,
+    steps: int = 10,
+    optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
     jitter: float = 1e-6,
+    fixed: tuple[str, ...] = (),
 ) -> MLIIResult:
     """One ML-II step: move theta uphill on log Z of eq. (9) at fixed lambda = 1 / omega, gamma.
 
-    ``steps`` Adam steps (``optax.adam(learning_rate)``, in a ``lax.scan``) on the unconstrained
+    ``steps`` Optax iterations (:func:`ml2_ascent`, in a ``lax.scan``) on the unconstrained
     parameters (:func:`~bayes_maxmargin.kernels.to_unconstrained`); the best iterate seen is
     returned, so log Z never decreases.
 
@@ -292,29 +304,35 @@ def mlii_update(
     kernel : str or callable
         Covariance function (static).
     steps : int
-        Optimiser steps.
+        Optimiser iterations.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser (:data:`ML2_OPTIMIZERS`).
     learning_rate : float
-        Adam step size in the unconstrained space.
+        Adam step size in the unconstrained space (L-BFGS chooses its own by line search).
     jitter : float
         Diagonal jitter of K.
+    fixed : tuple of str
+        Kernel fields held at their current values (e.g. ``("amplitude",)``).
     """
     def log_z(raw):
         return gp_log_marginal(
-            from_unconstrained(raw, params), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter
+            from_unconstrained(hold_fixed(raw, fixed), params), X, y, inv_lam, gamma, kernel=kernel,
+            jitter=jitter,
         )
 
-    best_raw, before, after = adam_ascent(log_z, to_unconstrained(params), steps, learning_rate)
+    best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate)
     return MLIIResult(from_unconstrained(best_raw, params), before, after)
 
 
-def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, Array]:
-    """Apply ``fn(X_block) -> (mean, var)`` to blocks of ``chunk`` rows (``lax.map``; the last
-    block padded with copies of the first row, which are dropped), bounding memory to chunk rows."""
+def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
+    """Apply ``fn(X_block) -> (a, b, ...)``, each output of shape (chunk,), to blocks of ``chunk``
+    rows (``lax.map``; the last block padded with copies of the first row, which are dropped),
+    bounding memory to chunk rows."""
     m = X.shape[0]
     n_chunks = -(-m // chunk)
     padded = jnp.concatenate([X, jnp.repeat(X[:1], n_chunks * chunk - m, axis=0)], axis=0)
-    mean, var = jax.lax.map(fn, padded.reshape(n_chunks, chunk, X.shape[1]))
-    return mean.reshape(-1)[:m], var.reshape(-1)[:m]
+    out = jax.lax.map(fn, padded.reshape(n_chunks, chunk, X.shape[1]))
+    return tuple(a.reshape(-1)[:m] for a in out)
 
 
 def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_rounds: int):
@@ -340,31 +358,45 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_r
     return final, theta, jnp.concatenate([traces, final.objective[None]], axis=0), log_z, theta_trace
 
 
-def adam_ascent(objective, x0: Any, steps: int, learning_rate: float) -> tuple[Any, Array, Array]:
-    """Maximise ``objective`` from ``x0`` by ``steps`` Optax Adam steps; keep the best iterate.
+#: The Optax optimisers ML-II can use: L-BFGS with its zoom line search (the default: a few
+#: iterations converge on the handful of kernel parameters) or Adam with a fixed step size.
+ML2_OPTIMIZERS = ("lbfgs", "adam")
 
-    Returns the best point seen (so the objective never ends below its start; NaN values are
-    never best), the objective at ``x0`` and at the returned point.
+
+def ml2_ascent(
+    objective, x0: Any, steps: int, optimizer: str = "lbfgs", learning_rate: float = 0.05
+) -> tuple[Any, Array, Array]:
+    """Maximise ``objective`` from ``x0`` by ``steps`` Optax iterations; keep the best iterate.
+
+    ``optimizer`` is ``"lbfgs"`` (``optax.lbfgs()``: L-BFGS with a zoom line search, step size
+    chosen by the line search) or ``"adam"`` (``optax.adam(learning_rate)``). Returns the best point
+    seen (so the objective never ends below its start; NaN values are never best), the objective at
+    ``x0`` and at the returned point.
     """
-    value_and_grad = jax.value_and_grad(lambda x: -objective(x))
-    opt = optax.adam(learning_rate)
-    loss0, _ = value_and_grad(x0)
+    loss = lambda x: -objective(x)  # noqa: E731
+    if optimizer == "lbfgs":
+        opt = optax.lbfgs()
+    elif optimizer == "adam":
+        opt = optax.with_extra_args_support(optax.adam(learning_rate))
+    else:
+        raise ValueError(f"optimizer must be one of {ML2_OPTIMIZERS}, got {optimizer!r}")
+    value_and_grad = optax.value_and_grad_from_state(loss)
+    loss0 = loss(x0)
 
-    def keep_better(x, loss, best_x, best_loss):
-        better = loss < best_loss
-        return jax.tree.map(lambda a, b: jnp.where(better, a, b), x, best_x), jnp.where(better, loss, best_loss)
+    def keep_better(x, value, best_x, best_loss):
+        better = value < best_loss
+        return jax.tree.map(lambda a, b: jnp.where(better, a, b), x, best_x), jnp.where(better, value, best_loss)
 
     def step(carry, _):
         x, state, best_x, best_loss = carry
-        loss, grad = value_and_grad(x)
-        best_x, best_loss = keep_better(x, loss, best_x, best_loss)
-        updates, state = opt.update(grad, state, x)
+        value, grad = value_and_grad(x, state=state)
+        best_x, best_loss = keep_better(x, value, best_x, best_loss)
+        updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=loss)
         return (optax.apply_updates(x, updates), state, best_x, best_loss), None
 
     (x, _, best_x, best_loss), _ = jax.lax.scan(step, (x0, opt.init(x0), x0, loss0), None, length=steps)
-    best_x, best_loss = keep_better(x, -objective(x), best_x, best_loss)
+    best_x, best_loss = keep_better(x, loss(x), best_x, best_loss)
     return best_x, -loss0, -best_loss
-
 
 
 class GPECMMLIIResult(NamedTuple):
@@ -402,9 +434,11 @@ class GPECMMLIIResult(NamedTuple):
         "max_iter",
         "mlii_every",
         "mlii_steps",
+        "optimizer",
         "learning_rate",
         "estimate_gamma",
         "jitter",
+        "fixed",
     ),
 )
 def gp_ecm_mlii(
@@ -417,10 +451,12 @@ def gp_ecm_mlii(
     kernel: str | KernelFn = "rbf",
     max_iter: int = 200,
     mlii_every: int = 20,
-    mlii_steps: int = 50,
+    mlii_steps: int = 10,
+    optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
     estimate_gamma: bool = False,
     jitter: float = 1e-6,
+    fixed: tuple[str, ...] = (),
 ) -> GPECMMLIIResult:
     """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3).
 
@@ -447,13 +483,17 @@ def gp_ecm_mlii(
         Covariance function (static).
     max_iter, mlii_every, mlii_steps : int
         Total ECM iterations before the final run, ECM iterations between ML-II steps, optimiser
-        steps per ML-II step.
+        iterations per ML-II step.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser of the ML-II steps.
     learning_rate : float
         Adam step size on the unconstrained kernel parameters.
     estimate_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and its CM-step is run.
     jitter : float
         Diagonal jitter of K.
+    fixed : tuple of str
+        Kernel fields ML-II leaves at their initial values.
     """
     X = jnp.asarray(X)
     if X.ndim == 1:
@@ -470,8 +510,8 @@ def gp_ecm_mlii(
 
     def mlii(params, inv_lam, gamma):
         return mlii_update(
-            params, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps,
-            learning_rate=learning_rate, jitter=jitter,
+            params, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
+            learning_rate=learning_rate, jitter=jitter, fixed=fixed,
         )
 
     params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
@@ -549,6 +589,63 @@ def gp_predict(
         mean = Kb.T @ alpha
         var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
         return mean, var
+
+    return map_row_chunks(one_block, X_test, chunk)
+
+
+@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+def gp_predict_from_draws(
+    X_train: Array,
+    X_test: Array,
+    F: Array,
+    params: Any,
+    *,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+    chunk: int = 1024,
+) -> tuple[Array, Array, Array]:
+    """Moments of the posterior predictive of f_* from posterior draws of f at one theta.
+
+    Given f, f_* | f ~ N(k_*' K^-1 f, k_** - k_*' K^-1 k_*) (the GP conditional); over S draws
+    f^(s) of the posterior the predictive is the mixture of these Gaussians (Henao et al. 2014,
+    eq. 11 averaged over MCMC draws). K^-1 F' comes from one Cholesky factor of K (S right-hand
+    sides); test rows are processed ``chunk`` at a time.
+
+    Parameters
+    ----------
+    X_train : Array, shape (n, d)
+    X_test : Array, shape (m, d)
+    F : Array, shape (S, n)
+        Draws of f at the training inputs, all at the kernel parameters ``params``.
+    params : NamedTuple
+        Kernel parameters theta.
+    kernel, jitter, chunk
+        As in :func:`gp_predict`.
+
+    Returns
+    -------
+    mean : Array, shape (m,)
+        Average over draws of the conditional means.
+    mean_sq : Array, shape (m,)
+        Average over draws of the squared conditional means.
+    cond_var : Array, shape (m,)
+        The conditional variance k_** - k_*' K^-1 k_* (the same for every draw). The mixture's
+        variance is ``cond_var + mean_sq - mean**2``.
+    """
+    X_train = jnp.asarray(X_train)
+    if X_train.ndim == 1:
+        X_train = X_train[:, None]
+    X_test = jnp.asarray(X_test, X_train.dtype).reshape(-1, X_train.shape[1])
+    kfn = get_kernel(kernel)
+    chol, _ = jittered_cholesky(prior_covariance(X_train, kfn, params, jitter))
+    A = cho_solve((chol, True), jnp.asarray(F, X_train.dtype).T)  # (n, S)
+
+    def one_block(Xb):
+        Kb = kfn(params, X_train, Xb)  # (n, chunk)
+        means = Kb.T @ A  # (chunk, S)
+        half = solve_triangular(chol, Kb, lower=True)
+        cond_var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
+        return means.mean(axis=1), (means**2).mean(axis=1), cond_var
 
     return map_row_chunks(one_block, X_test, chunk)
 

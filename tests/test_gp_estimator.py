@@ -1,0 +1,175 @@
+"""GPBSVM as a scikit-learn estimator: it reproduces the inference functions it wraps, keeps the
+user's JAX settings, exposes the support vectors of eq. (13), and rejects bad input clearly."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from bayes_maxmargin import GPBSVM
+from bayes_maxmargin.data.validation import InvalidParameterError
+from bayes_maxmargin.inference.gp_ecm import gp_ecm_mlii, gp_predict
+from bayes_maxmargin.kernels import SEParams
+from bayes_maxmargin.models.gp import GPHyper
+from bayes_maxmargin.predict import probit_margin
+
+QUIET = dict(progress_bar=False, random_state=0)
+
+
+@parametrize_with_checks(
+    [
+        GPBSVM(inference="ecm", learn_kernel=False, max_iter=30, tol=1e-6),
+        GPBSVM(inference="ecm", max_iter=20, mlii_every=10, mlii_steps=5, tol=1e-6),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def moons() -> tuple[np.ndarray, np.ndarray]:
+    """80 points of two noisy interleaved half circles (a nonlinear boundary), labels 0 / 1."""
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(80, noise=0.25, random_state=0)
+    return X, y
+
+
+def test_ecm_is_gp_ecm_mlii(moons):
+    """The estimator's ECM fit and predictions are those of gp_ecm_mlii and gp_predict."""
+    X, y = moons
+    clf = GPBSVM(kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    with jax.enable_x64(True):
+        res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
+                          GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10)
+        mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
+                               res.params)
+    np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(clf.kernel_params_["lengthscale"], res.params.lengthscale, rtol=1e-10)
+    np.testing.assert_allclose(clf.decision_function(X[:7]), probit_margin(np.asarray(mean), np.asarray(var)),
+                               rtol=1e-8)
+    trace = clf.objective_
+    assert trace.ndim == 1 and np.all(np.isfinite(trace)) and clf.log_z_.shape == (4, 2)
+    assert np.all(clf.log_z_[:, 1] >= clf.log_z_[:, 0] - 1e-9)
+
+
+def test_support_vectors_follow_eq13(moons):
+    """ECM with gamma0 = 0: alpha_n = 2 gamma y_n strictly inside the margin, 0 outside it, and
+    dual_coef_ holds alpha at support_ (y f <= 1)."""
+    X, y = moons
+    clf = GPBSVM(learn_kernel=False, kernel_params={"lengthscale": 1.0}, gamma=0.5, max_iter=2000,
+                 **QUIET).fit(X, y)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    margin = ypm * clf.f_
+    inside, outside = margin < 1 - 1e-3, margin > 1 + 1e-3
+    assert inside.sum() >= 5 and outside.sum() >= 5
+    np.testing.assert_allclose(clf.alpha_[inside], 2 * 0.5 * ypm[inside], rtol=1e-3)
+    np.testing.assert_allclose(clf.alpha_[outside], 0.0, atol=1e-3)
+    np.testing.assert_array_equal(clf.support_, np.flatnonzero(margin <= 1 + 1e-3))
+    np.testing.assert_array_equal(clf.dual_coef_[0], clf.alpha_[clf.support_])
+    np.testing.assert_array_equal(clf.support_vectors_, X[clf.support_])
+    # the representer weights reproduce the predictive mean (eq. 12)
+    mean, _ = clf.predict_latent(X[:5])
+    from bayes_maxmargin.kernels import se
+
+    K = np.asarray(se(SEParams(1.0, 1.0), X[:5], X))
+    np.testing.assert_allclose(mean, K @ clf.alpha_, rtol=1e-6, atol=1e-8)
+
+
+def test_samplers_and_fitc_agree_with_ecm(moons):
+    """Gibbs, NUTS (fixed theta) and FITC with M = N classify like ECM and give sensible
+    probabilities; the MCMC posterior lands in idata_ with its chains."""
+    X, y = moons
+    kp = {"lengthscale": 1.0, "amplitude": 1.0}
+    ecm = GPBSVM(learn_kernel=False, kernel_params=kp, gamma0=0.1, **QUIET).fit(X, y)
+    fitc = GPBSVM(inference="fitc", num_inducing=len(X), inducing_init="random", learn_kernel=False,
+                  optimize_inducing=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
+    ecm8 = GPBSVM(learn_kernel=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
+    np.testing.assert_allclose(fitc.decision_function(X), ecm8.decision_function(X), atol=1e-4)
+    mc = dict(kernel_params=kp, num_samples=300, num_warmup=200, num_chains=2, **QUIET)
+    gibbs = GPBSVM(inference="gibbs", **mc).fit(X, y)
+    nuts = GPBSVM(inference="nuts", **mc).fit(X, y)
+    assert gibbs.idata_.posterior["f"].shape == (2, 300, len(X))
+    p_ecm, p_gibbs, p_nuts = (c.predict_proba(X)[:, 1] for c in (ecm, gibbs, nuts))
+    assert np.mean(np.abs(p_gibbs - p_nuts)) < 0.03
+    assert np.mean((p_gibbs > 0.5) == (p_ecm > 0.5)) > 0.9
+    assert np.mean(gibbs.predict(X) == y) > 0.8
+    assert "log_likelihood" in gibbs.idata_.groups()  # gamma0 > 0: normalised skewed Laplace
+
+
+def test_float64_by_default_without_touching_global_setting(moons):
+    X, y = moons
+    before = jax.config.jax_enable_x64
+    clf = GPBSVM(learn_kernel=False, max_iter=20, **QUIET).fit(X, y)
+    assert jax.config.jax_enable_x64 == before
+    assert clf.predict_proba(X).dtype == np.float64
+    f32 = GPBSVM(learn_kernel=False, max_iter=20, precision="float32", **QUIET).fit(X, y)
+    np.testing.assert_allclose(f32.f_, clf.f_, atol=1e-3)
+
+
+@pytest.mark.parametrize("kernel", ["ard", "poly", "linear"])
+def test_other_kernels(moons, kernel):
+    X, y = moons
+    clf = GPBSVM(kernel=kernel, max_iter=20, mlii_every=10, mlii_steps=10, **QUIET).fit(X, y)
+    assert np.all(np.isfinite(clf.predict_proba(X))) and np.mean(clf.predict(X) == y) > 0.75
+    if kernel == "ard":
+        assert clf.kernel_params_["lengthscales"].shape == (2,)
+
+
+def test_learn_kernel_subset_keeps_the_rest(moons):
+    X, y = moons
+    clf = GPBSVM(learn_kernel=("lengthscale",), kernel_params={"lengthscale": 0.3}, max_iter=40,
+                 mlii_every=10, **QUIET).fit(X, y)
+    assert clf.kernel_params_["amplitude"] == 1.0 and clf.kernel_params_["lengthscale"] != 0.3
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(kernel_params={"lengthscale": -1.0}), r"kernel_params\['lengthscale'\]: -1"),
+        (dict(kernel_params={"lengthscale": float("nan")}), r"kernel_params\['lengthscale'\]: nan"),
+        (dict(kernel_params={"amplitude": float("inf")}), r"kernel_params\['amplitude'\]: inf"),
+        (dict(kernel_params={"amplitude": 0.0}), r"kernel_params\['amplitude'\]: 0"),
+        (dict(kernel_params={"lengthscales": 1.0}), r"'lengthscales'.*valid keys are lengthscale, amplitude"),
+        (dict(kernel="ard", kernel_params={"lengthscales": [1.0, 2.0, 3.0]}), r"3 length-scales for 2 features"),
+        (dict(kernel="ard", kernel_params={"lengthscales": [1.0, -2.0]}), r"entry 1 is -2"),
+        (dict(learn_kernel=("degree",)), r"learn_kernel: 'degree'"),
+        (dict(inference="fitc", num_inducing=0), r"num_inducing: 0"),
+        (dict(inference="fitc", num_inducing=500), r"num_inducing: 500 .*N = 80"),
+        (dict(kernel="matern"), r"kernel: 'matern'"),
+        (dict(inference="em"), r"inference: 'em'"),
+        (dict(gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
+    ],
+)
+def test_bad_parameters_are_named(moons, kwargs, match):
+    X, y = moons
+    with pytest.raises(InvalidParameterError, match=match):
+        GPBSVM(**kwargs).fit(X, y)
+
+
+def test_kernel_matrix_singular_after_jitter_is_a_clear_error(moons):
+    X, y = moons
+    clf = GPBSVM(kernel="poly", kernel_params={"degree": 400, "offset": 1e3}, learn_kernel=False)
+    with pytest.raises(ValueError, match=r"kernel_params = .*degree.: 400.*not positive definite even after jitter"):
+        clf.fit(X * 1e3, y)
+
+
+@pytest.mark.parametrize("inference", ["ecm", "gibbs", "fitc"])
+def test_duplicates_and_separable_data_fit_without_nan(inference):
+    """Duplicated training points (singular K without jitter) and perfectly separable classes."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 2))
+    X = np.vstack([X, X[:10]])  # ten exact duplicates
+    y = (X[:, 0] > 0).astype(int)
+    X[:, 0] += np.where(y == 1, 2.0, -2.0)  # a wide gap: separable
+    kw = dict(num_samples=100, num_warmup=50, num_chains=2) if inference == "gibbs" else {}
+    if inference == "fitc":
+        kw["num_inducing"] = 10
+    clf = GPBSVM(inference=inference, **kw, **QUIET).fit(X, y)
+    assert np.all(np.isfinite(clf.f_)) and np.all(np.isfinite(clf.predict_proba(X)))
+    assert np.all(clf.predict(X) == y)
