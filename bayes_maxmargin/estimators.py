@@ -31,12 +31,21 @@ from .inference.driver import NonFiniteStateError, run_chains
 from .inference.em import linear_em
 from .inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
 from .inference.fitc import fitc_alpha, fitc_ecm, fitc_factors, fitc_predict, init_inducing
-from .inference.gp_ecm import ML2_OPTIMIZERS, gp_ecm, gp_ecm_mlii, gp_predict, gp_predict_from_draws, support_vectors
+from .inference.gp_ecm import (
+    ML2_OPTIMIZERS,
+    gp_ecm,
+    gp_ecm_mlii,
+    gp_predict,
+    gp_predict_from_draws,
+    gp_predict_from_theta_draws,
+    support_vectors,
+)
 from .inference.gp_gibbs import build_gp_kernel, gp_alpha, gp_data, init_gp, record_gp
+from .inference.gp_theta import build_gp_theta_kernel, build_gp_theta_record, gp_theta_data, init_gp_theta
 from .inference.nuts import run_nuts
 from .kernels import ARDParams, SEParams, to_unconstrained
 from .linalg import CholeskyError, cholesky_or_raise
-from .models.gp import GPHyper, default_kernel_params, gp_bsvm, prior_covariance
+from .models.gp import GPHyper, default_kernel_params, gp_bsvm, kernel_prior, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
 from .predict import gaussian_latent_moments, latent_moments_from_draws, probit_margin, probit_predictive
 
@@ -425,6 +434,8 @@ class LinearBSVM(_BayesianSVMClassifier):
 #: paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for ECM and FITC.
 _GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1}
 _GP_KERNELS = ("rbf", "ard", "poly", "linear")
+#: Joint draws of (theta, f) used for prediction when theta is sampled (one Cholesky each).
+_PREDICT_THETA_DRAWS = 200
 
 
 def _median_distance(X: np.ndarray, max_rows: int = 1000) -> float:
@@ -539,9 +550,14 @@ class GPBSVM(_BayesianSVMClassifier):
         length-scale(s) at the median distance between training points, unit amplitude, degree 2,
         offset 1, unit variance.
     learn_kernel : bool or sequence of str
-        Which kernel parameters ML-II learns under ECM / FITC: all positive fields (True), none
+        Which kernel parameters are learnt. ECM / FITC: ML-II over all positive fields (True), none
         (False), or the named ones (e.g. ``("lengthscale",)``: the paper's SE has no amplitude).
-        The samplers keep theta fixed at its initial value.
+        Gibbs / NUTS: True samples every positive field under an independent log-normal prior
+        centred at its initial value (:func:`~bayes_maxmargin.models.gp.kernel_prior`, standard
+        deviation ``kernel_prior_scale`` in log space; Gibbs by slice sampling,
+        :mod:`~bayes_maxmargin.inference.gp_theta`), False keeps theta fixed.
+    kernel_prior_scale : float
+        Gibbs / NUTS with ``learn_kernel``: standard deviation of log theta under its prior.
     gamma : float
         Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
     gamma_prior : (float, float) or None
@@ -620,6 +636,7 @@ class GPBSVM(_BayesianSVMClassifier):
         *,
         kernel_params: Mapping[str, Any] | None = None,
         learn_kernel: bool | tuple[str, ...] = True,
+        kernel_prior_scale: float = 1.0,
         gamma: float = 1.0,
         gamma_prior: tuple[float, float] | None = None,
         gamma0: float | None = None,
@@ -645,6 +662,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.inference = inference
         self.kernel_params = kernel_params
         self.learn_kernel = learn_kernel
+        self.kernel_prior_scale = kernel_prior_scale
         self.gamma = gamma
         self.gamma_prior = gamma_prior
         self.gamma0 = gamma0
@@ -688,6 +706,9 @@ class GPBSVM(_BayesianSVMClassifier):
             "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
             "thin": check_scalar_param("thin", self.thin, kind="int", low=1),
             "jitter": check_scalar_param("jitter", self.jitter, low=0.0),
+            "kernel_prior_scale": check_scalar_param(
+                "kernel_prior_scale", self.kernel_prior_scale, low=0.0, low_inclusive=False
+            ),
             "gamma_prior": _check_gamma_prior(self.gamma_prior, needs_mode=inference in ("ecm", "fitc")),
         }
         if p["gamma0"] is None:
@@ -720,7 +741,13 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"number of training points N = {n})"
             )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
-        fixed = tuple(f for f in to_unconstrained(theta0) if f not in _free_kernel_fields(theta0, self.learn_kernel))
+        free = _free_kernel_fields(theta0, self.learn_kernel)
+        fixed = tuple(f for f in to_unconstrained(theta0) if f not in free)
+        if params["inference"] in ("gibbs", "nuts") and free and fixed:
+            raise InvalidParameterError(
+                f"Invalid value for learn_kernel: {self.learn_kernel!r}; the samplers sample every kernel "
+                f"parameter ({', '.join(to_unconstrained(theta0))}) or none (True or False)"
+            )
         x64 = params["precision"] == "float64"
         self._x64 = x64
         dtype = np.float64 if x64 else np.float32
@@ -813,44 +840,68 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_gibbs(self, key, X, y, theta0, fixed, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
-        data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
         k_init, k_run = jax.random.split(key)
         f0 = 0.1 * jax.random.normal(k_init, (params["num_chains"], X.shape[0]), X.dtype)
-        state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
+        if fixed or not to_unconstrained(theta0):  # theta fixed: eq. (7) at theta0
+            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+            state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
+            kernel, record = build_gp_kernel(sample_gamma), record_gp
+        else:  # theta sampled too (slice steps on log theta given lambda, gamma)
+            data = gp_theta_data(X, y, kernel_prior(theta0, params["kernel_prior_scale"]), params["jitter"])
+            state = jax.vmap(lambda f: init_gp_theta(f, theta0, data, hyper, kernel=params["kernel"],
+                                                     sample_gamma=sample_gamma))(f0)
+            kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
+            record = build_gp_theta_record(theta0)
         result = run_chains(
-            build_gp_kernel(sample_gamma), record_gp, state, k_run, data, hyper,
+            kernel, record, state, k_run, data, hyper,
             num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
             progress_bar=self.progress_bar,
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        return self._draws(s["f"], s["gamma"] if sample_gamma else None, theta0, {"log_joint": s["log_joint"]})
+        return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"]})
 
     def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
+        sample_theta = not fixed and bool(to_unconstrained(theta0))
+        prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
         samples, stats = run_nuts(
             gp_bsvm, key, (X, y),
             {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
-             "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"]},
+             "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"],
+             "kernel_prior": prior, "noncentered": sample_theta},
             num_warmup=params["num_warmup"], num_samples=params["num_samples"],
             num_chains=params["num_chains"], thin=params["thin"], progress_bar=False,
         )
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
-        return self._draws(samples["f"], samples.get("gamma"), theta0, stats)
+        return self._draws(samples, "gamma" in samples, theta0, stats)
 
-    def _draws(self, f, gamma, theta, stats):
-        f = np.asarray(f, dtype=np.float64)
-        self._theta = theta
+    def _draws(self, samples, sample_gamma, theta, stats):
+        """Posterior draws for idata_, and what prediction needs: the draws of f and, when theta
+        was sampled, its draws (at most ``_PREDICT_THETA_DRAWS`` of them, evenly spaced)."""
+        f = np.asarray(samples["f"], dtype=np.float64)
         self._f_draws = f.reshape(-1, f.shape[-1])
         posterior = {"f": f}
-        if gamma is not None:
-            posterior["gamma"] = np.asarray(gamma, dtype=np.float64)
+        if sample_gamma:
+            posterior["gamma"] = np.asarray(samples["gamma"], dtype=np.float64)
+        sampled = [name for name in to_unconstrained(theta) if name in samples]
+        self._theta_draws = None
+        if sampled:
+            draws = {k: np.asarray(samples[k], dtype=np.float64) for k in sampled}
+            posterior.update(draws)
+            keep = np.unique(np.linspace(0, self._f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
+            self._f_draws = self._f_draws[keep]
+            self._theta_draws = theta._replace(
+                **{k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()}
+            )
+            theta = theta._replace(**{k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
+        self._theta = theta
         return posterior, stats
 
     def _store(self, posterior, stats, y, params) -> None:
         f = posterior["f"]
         self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
         self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
-        self.kernel_params_ = _params_dict(self._theta)
+        self.kernel_params_ = _params_dict(self._theta)  # the posterior mean when theta is sampled
         if params["inference"] in ("gibbs", "nuts"):
             with jax.enable_x64(self._x64):
                 K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])
@@ -890,6 +941,11 @@ class GPBSVM(_BayesianSVMClassifier):
                 p = self._point
                 mean, var = fitc_predict(X_train, X, y, p["V"], p["inv_lam"], p["gamma"], p["theta"],
                                          kernel=kernel, jitter=jitter)
+            elif self._theta_draws is not None:
+                theta = jax.tree.map(lambda a: jnp.asarray(a, dtype), self._theta_draws)
+                mean, var = gp_predict_from_theta_draws(
+                    X_train, X, jnp.asarray(self._f_draws, dtype), theta, kernel=kernel, jitter=jitter
+                )
             else:
                 mean, mean_sq, cond_var = gp_predict_from_draws(
                     X_train, X, jnp.asarray(self._f_draws, dtype), self._theta, kernel=kernel, jitter=jitter

@@ -90,7 +90,7 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
                   optimize_inducing=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
     ecm8 = GPBSVM(learn_kernel=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
     np.testing.assert_allclose(fitc.decision_function(X), ecm8.decision_function(X), atol=1e-4)
-    mc = dict(kernel_params=kp, num_samples=300, num_warmup=200, num_chains=2, **QUIET)
+    mc = dict(kernel_params=kp, learn_kernel=False, num_samples=300, num_warmup=200, num_chains=2, **QUIET)
     gibbs = GPBSVM(inference="gibbs", **mc).fit(X, y)
     nuts = GPBSVM(inference="nuts", **mc).fit(X, y)
     assert gibbs.idata_.posterior["f"].shape == (2, 300, len(X))
@@ -99,6 +99,23 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
     assert np.mean((p_gibbs > 0.5) == (p_ecm > 0.5)) > 0.9
     assert np.mean(gibbs.predict(X) == y) > 0.8
     assert "log_likelihood" in gibbs.idata_.groups()  # gamma0 > 0: normalised skewed Laplace
+
+
+def test_samplers_with_kernel_parameters_sampled(moons):
+    """learn_kernel=True under Gibbs and NUTS: theta is sampled (its invariance is tested against
+    NUTS in test_gp_theta.py); the draws land in idata_ and predictions average over them."""
+    X, y = moons[0][:30], moons[1][:30]
+    mc = dict(kernel_params={"lengthscale": 1.0, "amplitude": 1.0}, num_samples=60, num_warmup=40,
+              num_chains=1, **QUIET)
+    for inference in ("gibbs", "nuts"):
+        clf = GPBSVM(inference=inference, **mc).fit(X, y)
+        ell = clf.idata_.posterior["lengthscale"].values
+        assert ell.shape == (1, 60) and np.unique(ell).size > 10
+        assert clf.kernel_params_["lengthscale"] == pytest.approx(ell.mean())
+        p = clf.predict_proba(X)[:, 1]
+        assert np.all(np.isfinite(p)) and np.mean((p > 0.5) == y) > 0.7
+    with pytest.raises(InvalidParameterError, match="sample every kernel parameter"):
+        GPBSVM(inference="gibbs", learn_kernel=("lengthscale",)).fit(X, y)
 
 
 def test_float64_by_default_without_touching_global_setting(moons):

@@ -395,7 +395,7 @@ class FITCResult(NamedTuple):
         Final kernel parameters.
     V : Array, shape (M, d)
         Final pseudo-inputs.
-    objective : Array, shape (n_rounds + 1, mlii_every + 1)
+    objective : Array, shape (n_rounds + 1, max(max_iter, mlii_every) + 1)
         ECM objective traces per round (row r at the (theta, V) of round r; NaN after early
         convergence); the last row is the final run. Non-decreasing within a row.
     log_z : Array, shape (n_rounds, 2)
@@ -471,8 +471,8 @@ def _fitc_ecm(
         return (ml.params, ml.V), ml.log_z_before, ml.log_z_after
 
     final, (params, V), objective, log_z, _ = alternate_ecm_mlii(
-        lambda theta, f, gamma: run_ecm(*theta, f, gamma, mlii_every), mlii, (params0, V0), f_init,
-        gamma_init, n_rounds,
+        lambda theta, f, gamma, iters: run_ecm(*theta, f, gamma, iters), mlii, (params0, V0), f_init,
+        gamma_init, n_rounds, mlii_every, max_iter,
     )
     return FITCResult(final.f, final.gamma, final.inv_lam, params, V, objective, log_z)
 

@@ -71,6 +71,7 @@ __all__ = [
     "marginal_log_posterior",
     "gp_predict",
     "gp_predict_from_draws",
+    "gp_predict_from_theta_draws",
     "gp_predict_proba",
     "hold_fixed",
     "mlii_update",
@@ -335,27 +336,31 @@ def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
     return tuple(a.reshape(-1)[:m] for a in out)
 
 
-def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_rounds: int):
+def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_rounds: int, every: int, final: int):
     """Alternate ECM runs and ML-II steps for ``n_rounds`` rounds, then one final ECM run (Sec. 3).
 
-    ``run_ecm(theta, f, gamma)`` returns an ECM result (fields f, gamma, inv_lam, objective) started
-    from (f, gamma) at the kernel parameters ``theta``; ``mlii(theta, inv_lam, gamma)`` returns
-    (theta, log_z_before, log_z_after). Returns the final ECM result, the final theta, the objective
-    traces stacked by round (the final run last), log Z before / after each ML-II step, and theta
-    after each step.
+    ``run_ecm(theta, f, gamma, iters)`` returns an ECM result (fields f, gamma, inv_lam, objective)
+    of at most ``iters`` iterations started from (f, gamma) at the kernel parameters ``theta``;
+    ``mlii(theta, inv_lam, gamma)`` returns (theta, log_z_before, log_z_after). Each round runs
+    ``every`` ECM iterations; the final run, at the final theta, up to ``final`` iterations (to the
+    ECM fixed point, where eq. 13 holds). Returns the final ECM result, the final theta, the
+    objective traces by round (the final run last; rows NaN-padded to ``final + 1``), log Z before
+    / after each ML-II step, and theta after each step.
     """
 
     def round_fn(carry, _):
         theta, f, gamma = carry
-        res = run_ecm(theta, f, gamma)
+        res = run_ecm(theta, f, gamma, every)
         theta, before, after = mlii(theta, res.inv_lam, res.gamma)
         return (theta, res.f, res.gamma), (res.objective, jnp.stack([before, after]), theta)
 
     (theta, f, gamma), (traces, log_z, theta_trace) = jax.lax.scan(
         round_fn, (theta0, f0, gamma0), None, length=n_rounds
     )
-    final = run_ecm(theta, f, gamma)
-    return final, theta, jnp.concatenate([traces, final.objective[None]], axis=0), log_z, theta_trace
+    last = run_ecm(theta, f, gamma, final)
+    width = max(final, every) + 1
+    pad = lambda t: jnp.pad(t, [(0, 0)] * (t.ndim - 1) + [(0, width - t.shape[-1])], constant_values=jnp.nan)  # noqa: E731
+    return last, theta, jnp.concatenate([pad(traces), pad(last.objective[None])], axis=0), log_z, theta_trace
 
 
 #: The Optax optimisers ML-II can use: L-BFGS with its zoom line search (the default: a few
@@ -376,11 +381,13 @@ def ml2_ascent(
     loss = lambda x: -objective(x)  # noqa: E731
     if optimizer == "lbfgs":
         opt = optax.lbfgs()
+        value_and_grad = optax.value_and_grad_from_state(loss)  # reuses the line search's values
     elif optimizer == "adam":
         opt = optax.with_extra_args_support(optax.adam(learning_rate))
+        plain = jax.value_and_grad(loss)
+        value_and_grad = lambda x, state: plain(x)  # noqa: E731
     else:
         raise ValueError(f"optimizer must be one of {ML2_OPTIMIZERS}, got {optimizer!r}")
-    value_and_grad = optax.value_and_grad_from_state(loss)
     loss0 = loss(x0)
 
     def keep_better(x, value, best_x, best_loss):
@@ -408,7 +415,7 @@ class GPECMMLIIResult(NamedTuple):
         Final ECM state at the final kernel parameters (as in :class:`GPECMResult`).
     params : NamedTuple
         Final kernel parameters theta.
-    objective : Array, shape (n_rounds + 1, mlii_every + 1)
+    objective : Array, shape (n_rounds + 1, max(max_iter, mlii_every) + 1)
         ECM objective traces: row r is the ECM run of round r at the theta of that round (start
         value first, NaN after early convergence); the last row is the final run at the final
         theta. The objective never decreases within a row; it jumps between rows as theta moves.
@@ -463,8 +470,9 @@ def gp_ecm_mlii(
     ``max_iter // mlii_every`` rounds, in a ``lax.scan``: K_theta is recomputed and factorised,
     :func:`gp_ecm` runs for at most ``mlii_every`` iterations (warm-started from the previous f
     and gamma), then :func:`mlii_update` moves theta uphill on log Z (eq. 9) with the E-step
-    lambda at the round's final f. A last ECM run of at most ``mlii_every`` iterations at the
-    final theta gives the returned f, gamma and omega. The paper's setting is ``max_iter = 200``,
+    lambda at the round's final f. A last ECM run at the final theta, to convergence (``tol``) or
+    at most ``max_iter`` iterations, gives the returned f, gamma and omega, so that they are an ECM
+    fixed point (where the alpha structure of eq. 13 holds). The paper's setting is ``max_iter = 200``,
     ``mlii_every = 20``.
 
     Parameters
@@ -502,11 +510,9 @@ def gp_ecm_mlii(
     y = jnp.asarray(y, X.dtype)
     n_rounds = max(max_iter // mlii_every, 1)
 
-    def run_ecm(params, f, gamma):
+    def run_ecm(params, f, gamma, iters):
         data = gp_data(prior_covariance(X, kfn, params, jitter), y)
-        return gp_ecm(
-            f, data, hyper._replace(gamma=gamma), tol, max_iter=mlii_every, estimate_gamma=estimate_gamma
-        )
+        return gp_ecm(f, data, hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma)
 
     def mlii(params, inv_lam, gamma):
         return mlii_update(
@@ -517,7 +523,7 @@ def gp_ecm_mlii(
     params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
     f_init = jnp.zeros(X.shape[0], X.dtype)
     final, params, objective, log_z, params_trace = alternate_ecm_mlii(
-        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds
+        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds, mlii_every, max_iter
     )
     return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, params, objective, log_z, params_trace)
 
@@ -648,6 +654,47 @@ def gp_predict_from_draws(
         return means.mean(axis=1), (means**2).mean(axis=1), cond_var
 
     return map_row_chunks(one_block, X_test, chunk)
+
+
+@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+def gp_predict_from_theta_draws(
+    X_train: Array,
+    X_test: Array,
+    F: Array,
+    params: Any,
+    *,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+    chunk: int = 1024,
+) -> tuple[Array, Array]:
+    """Mean and variance of the posterior predictive of f_* from joint draws of (theta, f).
+
+    The mixture over draws s of N(k_*' K_s^-1 f^(s), k_** - k_*' K_s^-1 k_*), each term at its own
+    theta^(s) (:func:`gp_predict_from_draws` with one draw, in a ``lax.map``: one Cholesky per draw).
+
+    Parameters
+    ----------
+    X_train : Array, shape (n, d)
+    X_test : Array, shape (m, d)
+    F : Array, shape (S, n)
+        Draws of f.
+    params : NamedTuple of arrays with leading axis S
+        The kernel parameters of each draw.
+    kernel, jitter, chunk
+        As in :func:`gp_predict`.
+
+    Returns
+    -------
+    mean, var : Array, shape (m,)
+    """
+
+    def one(draw):
+        theta, f = draw
+        return gp_predict_from_draws(X_train, X_test, f[None], theta, kernel=kernel, jitter=jitter, chunk=chunk)
+
+    mean, mean_sq, cond_var = jax.lax.map(one, (params, F))
+    m = mean.mean(axis=0)
+    return m, jnp.maximum((mean_sq + cond_var).mean(axis=0) - m**2, 0.0)
 
 
 def gp_predict_proba(

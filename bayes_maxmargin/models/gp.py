@@ -1,13 +1,21 @@
-"""The nonlinear (Gaussian-process) Bayesian SVM of Henao et al. (2014), at fixed kernel parameters.
+"""The nonlinear (Gaussian-process) Bayesian SVM of Henao et al. (2014).
 
+    theta_j ~ LogNormal(loc_j, scale_j^2) on every positive kernel field (optional, see below),
     f ~ N(0, K),  K_ij = k(x_i, x_j; theta)                             (Henao et al. 2014, eq. 6),
     gamma fixed, or gamma ~ Ga(a0, b0),
     p(y_n | f_n) proportional to exp(-2 gamma max(1 - y_n f_n, 0))   (gamma0 = 0, eq. 3),
     or the skewed Laplace sLa(1 - y_n f_n | gamma, gamma0)           (gamma0 > 0, eq. 4-5),
     lambda_n ~ Exp(gamma0) in the augmented form                       (eq. 5-6).
 
-The kernel parameters theta are fixed here; the latent function f at the training inputs is the
-sample site ``"f"`` with prior covariance ``K + jitter I`` (:func:`prior_covariance`).
+The latent function f at the training inputs is the sample site ``"f"`` with prior covariance
+``K + jitter I`` (:func:`prior_covariance`). The kernel parameters theta are fixed unless a
+:class:`KernelPrior` is given: then every positive field of the kernel's parameter container
+(``lengthscale`` and ``amplitude`` of the SE kernel, ...) is a sample site of that name with an
+independent log-normal prior, and K is built from the sampled theta (the posterior that the slice
+updates of :mod:`bayes_maxmargin.inference.gp_theta` target; Henao et al. 2014, Sec. 3).
+With ``noncentered=True`` the program samples ``"z" ~ N(0, I)`` and records f = L_theta z as the
+deterministic site ``"f"`` (the same posterior, a geometry NUTS explores more easily when theta
+moves).
 
 Two forms of the same program, as for :func:`~bayes_maxmargin.models.linear.linear_bsvm`:
 
@@ -31,6 +39,7 @@ from jax.typing import ArrayLike
 from .common import max_margin_likelihood
 from ..kernels import (
     ARDParams,
+    _free_fields,
     KernelFn,
     LinearParams,
     PolyParams,
@@ -42,7 +51,17 @@ from ..kernels import (
     se,
 )
 
-__all__ = ["GPHyper", "default_kernel_params", "gp_bsvm", "prior_covariance"]
+__all__ = [
+    "GPHyper",
+    "KernelPrior",
+    "default_kernel_params",
+    "default_kernel_prior",
+    "gp_bsvm",
+    "kernel_prior",
+    "positive_fields",
+    "prior_covariance",
+    "sample_kernel_params",
+]
 
 
 class GPHyper(NamedTuple):
@@ -76,6 +95,85 @@ def default_kernel_params(kernel: str | KernelFn, n_features: int) -> Any:
     if fn is linear:
         return LinearParams()
     raise ValueError("kernel_params must be given for a user-supplied kernel function")
+
+
+class KernelPrior(NamedTuple):
+    """Independent log-normal prior on the positive kernel parameters: log theta_j ~ N(loc_j, scale_j^2).
+
+    Attributes
+    ----------
+    loc : dict of str to Array
+        Mean of log theta for every positive field of the kernel's parameter container (keys as in
+        :func:`positive_fields`), each broadcast to the field's shape (``(d,)`` for ARD).
+    scale : dict of str to Array
+        Standard deviation of log theta, same keys and shapes.
+    """
+
+    loc: dict[str, Array]
+    scale: dict[str, Array]
+
+
+def positive_fields(params: Any) -> tuple[str, ...]:
+    """The positive (sampled) fields of a kernel parameter container, in declaration order.
+
+    ``("lengthscale", "amplitude")`` for :class:`~bayes_maxmargin.kernels.SEParams`,
+    ``("lengthscales", "amplitude")`` for ARD, ``("offset",)`` for the polynomial kernel (its degree
+    is fixed) and ``("variance",)`` for the linear kernel.
+    """
+    return _free_fields(type(params))
+
+
+def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
+    """Log-normal prior centred at ``params``: log theta_j ~ N(log params_j, scale^2).
+
+    Parameters
+    ----------
+    params : NamedTuple
+        Kernel parameters (any container of :mod:`bayes_maxmargin.kernels`); the prior's median.
+    scale : ArrayLike
+        Standard deviation of log theta_j, the same for every field (1: a factor e either way
+        within one standard deviation).
+
+    Returns
+    -------
+    KernelPrior
+        ``loc`` and ``scale`` per positive field, broadcast to the field's shape.
+    """
+    loc, sd = {}, {}
+    for name in positive_fields(params):
+        value = jnp.asarray(getattr(params, name), dtype=jnp.result_type(float))
+        loc[name] = jnp.log(value)
+        sd[name] = jnp.broadcast_to(jnp.asarray(scale, value.dtype), value.shape)
+    return KernelPrior(loc, sd)
+
+
+def default_kernel_prior(kernel: str | KernelFn, n_features: int, scale: float = 1.0) -> KernelPrior:
+    """Default prior on theta: log-normal with standard deviation ``scale`` around a typical value.
+
+    The median is :func:`default_kernel_params` except that (ARD) lengthscales are sqrt(d): with
+    standardised inputs E||x - x'||^2 = 2 d, so k(x, x') is about a e^-2 for a typical pair and the
+    prior GP is neither constant nor white noise whatever the dimension d.
+    """
+    params = default_kernel_params(kernel, n_features)
+    root_d = float(n_features) ** 0.5
+    if isinstance(params, SEParams):
+        params = params._replace(lengthscale=root_d)
+    elif isinstance(params, ARDParams):
+        params = params._replace(lengthscales=jnp.full((n_features,), root_d))
+    return kernel_prior(params, scale)
+
+
+def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
+    """NumPyro sites for theta: ``numpyro.sample(name, LogNormal(loc, scale))`` per positive field.
+
+    Returns ``params`` with its positive fields replaced by the sampled values (the other fields,
+    e.g. the polynomial degree, are kept).
+    """
+    sampled = {}
+    for name in positive_fields(params):
+        loc, scale = jnp.asarray(prior.loc[name]), jnp.asarray(prior.scale[name])
+        sampled[name] = numpyro.sample(name, dist.LogNormal(loc, scale).to_event(loc.ndim))
+    return params._replace(**sampled)
 
 
 def prior_covariance(
@@ -118,8 +216,10 @@ def gp_bsvm(
     gamma0: float = 0.1,
     jitter: float = 1e-6,
     augmented: bool = False,
+    kernel_prior: KernelPrior | None = None,
+    noncentered: bool = False,
 ) -> Array:
-    """NumPyro program of the GP Bayesian SVM at fixed kernel parameters (Henao et al. 2014, eq. 6).
+    """NumPyro program of the GP Bayesian SVM (Henao et al. 2014, eq. 6).
 
     Parameters
     ----------
@@ -131,7 +231,9 @@ def gp_bsvm(
     kernel : str or callable
         Covariance function (``"rbf"``, ``"ard"``, ``"poly"``, ``"linear"`` or a callable).
     kernel_params : NamedTuple, optional
-        Fixed kernel parameters theta; :func:`default_kernel_params` when omitted.
+        Kernel parameters theta; :func:`default_kernel_params` when omitted. With
+        ``kernel_prior`` only their container type and fixed fields (the polynomial degree) are
+        used.
     gamma : float
         Fixed hinge scale (ignored when ``gamma_prior`` is given).
     gamma_prior : (a0, b0), optional
@@ -143,6 +245,12 @@ def gp_bsvm(
         Diagonal jitter of the prior covariance, ``f ~ N(0, K + jitter I)``.
     augmented : bool
         If True, lambda is an explicit sample site ``"lam"`` (the joint of the Gibbs kernel, eq. 7).
+    kernel_prior : KernelPrior, optional
+        If given, every positive kernel field is a sample site of its name (e.g. ``"lengthscale"``,
+        ``"amplitude"``) with prior log theta_j ~ N(loc_j, scale_j^2), and K is built from it.
+    noncentered : bool
+        If True, f = L z with ``"z" ~ N(0, I)`` and L L' = K + jitter I; ``"f"`` is then a
+        deterministic site. The same posterior as the centred program.
 
     Returns
     -------
@@ -153,8 +261,16 @@ def gp_bsvm(
     if X.ndim == 1:
         X = X[:, None]
     n = X.shape[0]
+    if kernel_prior is not None:
+        if kernel_params is None:
+            kernel_params = default_kernel_params(kernel, X.shape[1])
+        kernel_params = sample_kernel_params(kernel_prior, kernel_params)
     cov = prior_covariance(X, kernel, kernel_params, jitter)
-    f = numpyro.sample("f", dist.MultivariateNormal(jnp.zeros(n, cov.dtype), covariance_matrix=cov))
+    if noncentered:
+        z = numpyro.sample("z", dist.Normal(jnp.zeros(n, cov.dtype), 1.0).to_event(1))
+        f = numpyro.deterministic("f", jnp.linalg.cholesky(cov) @ z)
+    else:
+        f = numpyro.sample("f", dist.MultivariateNormal(jnp.zeros(n, cov.dtype), covariance_matrix=cov))
     if gamma_prior is not None:
         gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
     if y is None:

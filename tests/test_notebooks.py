@@ -1,0 +1,115 @@
+"""The notebooks run from top to bottom with small settings (``BMM_NOTEBOOK_QUICK=1``), and what they
+show holds.
+
+Every code cell is executed in order in one namespace (no Jupyter needed), with the Agg backend, in a
+temporary working directory; a per-notebook check then looks at the namespace. A notebook added to
+``notebooks/`` needs an entry in ``CHECKS`` (and a line in ``notebooks/README.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _load(name: str) -> dict[str, Any]:
+    nb = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))
+    assert nb.get("nbformat") == 4, f"{name} is not an nbformat 4 notebook"
+    return nb
+
+
+def _source(cell: dict[str, Any]) -> str:
+    src = cell["source"]
+    return src if isinstance(src, str) else "".join(src)
+
+
+def execute_notebook(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+    """Run the code cells of ``notebooks/<name>`` in order in one namespace and return it."""
+    import matplotlib.pyplot as plt
+
+    nb = _load(name)
+    monkeypatch.setenv("BMM_NOTEBOOK_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)
+    matplotlib.use("Agg")
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    try:
+        for i, cell in enumerate(nb["cells"]):
+            if cell["cell_type"] == "code":
+                exec(compile(_source(cell), f"{name}, cell {i}", "exec"), namespace)
+    finally:
+        plt.close("all")
+    return namespace
+
+
+# ---------------------------------------------------------------------------- per-notebook checks
+def check_henao2014_gp_bsvm(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["N_TRAIN"] <= 100
+    # ECM with ML-II: monotone within rounds, learns a sensible kernel, separates the moons
+    assert ns["objective_monotone_in_rounds"]
+    assert len(ns["ecm"].log_z_) == ns["ECM_ITER"] // ns["MLII_EVERY"]
+    assert 0.1 < ns["ecm"].kernel_params_["lengthscale"] < 10.0
+    assert ns["ecm_accuracy"] > 0.8
+    # eq. (13): 2 gamma y_n inside the margin, 0 beyond; eq. (12) from the support vectors alone
+    assert ns["eq13_holds"]
+    assert ns["inside"].sum() >= 3 and ns["outside"].sum() >= 3
+    assert ns["eq12_error"] < 1e-6 and ns["sv_only_error"] < 1e-3
+    svm = ns["svm"]
+    assert 0 < svm.support_.size < ns["N_TRAIN"]
+    np.testing.assert_array_equal(svm.support_vectors_, ns["X_train"][svm.support_])
+    # Gibbs: the expected draws, a summary with R-hat and ESS, probabilities close to ECM's
+    idata = ns["idata"]
+    assert idata.posterior.sizes["chain"] == ns["NUM_CHAINS"] >= 2
+    assert idata.posterior.sizes["draw"] == ns["NUM_SAMPLES"]
+    assert set(idata.posterior.data_vars) == {"f", "gamma"}
+    summary = ns["summary"]
+    assert len(summary) == 4 and {"r_hat", "ess_bulk", "ess_tail"} <= set(summary.columns)
+    assert np.all(np.isfinite(summary["r_hat"]))
+    assert ns["gibbs_accuracy"] > 0.8
+    assert np.mean(np.abs(ns["p_gibbs"] - ns["p_ecm"])) < 0.2
+    # the gamma0 effect: gamma mixes far better with a proper prior on lambda than with the hinge
+    table = ns["gamma0_table"]
+    assert tuple(table.index) == tuple(ns["GAMMA0_GRID"])
+    assert np.all(np.isfinite(table["ESS bulk"]))
+    assert table.loc[0.0, "ESS bulk"] < table.loc[1.0, "ESS bulk"]
+    # calibration: probabilities and scores on the held-out set
+    for name, s in ns["scores"].items():
+        assert s["error"] < 0.2, name
+        assert 0.0 < s["Brier"] < 0.2, name
+
+
+CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
+}
+
+
+def test_every_notebook_is_checked_and_listed():
+    found = {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+    assert found == set(CHECKS), "every notebook in notebooks/ needs an entry in CHECKS"
+    readme = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    for name in CHECKS:
+        assert name in readme, f"{name} is not listed in notebooks/README.md"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_notebook_is_clean(name):
+    """Valid nbformat 4 structure, stored without outputs, with one settings cell reading the
+    quick-mode switch."""
+    nb = _load(name)
+    assert nb["cells"] and all(c["cell_type"] in ("markdown", "code", "raw") for c in nb["cells"])
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("outputs") == [] and c.get("execution_count") is None for c in code)
+    assert sum("BMM_NOTEBOOK_QUICK" in _source(c) for c in code) == 1
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_notebook_runs(name, monkeypatch, tmp_path):
+    CHECKS[name](execute_notebook(name, monkeypatch, tmp_path))
