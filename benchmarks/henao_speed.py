@@ -10,14 +10,14 @@ y = sign(sin(1.5 x_1) cos(1.5 x_2) + 0.25 e), e ~ N(0, 1) (a 2 x 2-cell checkerb
 noise), SE kernel k = exp(-||x - x'||^2 / theta^2) at the fixed theta = 1 (amplitude 1, jitter 1e-6).
 
 ``gibbs_time``
-    Seconds per Gibbs iteration (eq. 7: 1/lambda | f, f | lambda; gamma = 1 fixed, gamma0 = 0.1)
-    for N = 250, 500, 1000, 2000, one chain, through ``run_chains`` (``lax.scan`` under ``jit``) in
-    compiled blocks continuing from the previous state (the first block compiles and is not timed;
-    400 ... 20 iterations by N, or fewer if a setting passes 20 s; the JSON keeps the count), wall
-    time and process CPU time (less sensitive to other load); in float64 and float32, each with
-    the BLAS (LAPACK) thread
-    pool as found and limited to one thread (``threadpoolctl``; jaxlib's CPU LAPACK kernels come
-    from scipy's OpenBLAS, whose spinning threads collapse when other processes share the cores).
+    Milliseconds per Gibbs iteration (eq. 7: 1/lambda | f, f | lambda; gamma = 1 fixed, gamma0 =
+    0.1) for N = 250, 500, 1000, 2000, one chain, through ``run_chains`` (``lax.scan`` under
+    ``jit``) in compiled blocks continuing from the previous state (the first block compiles and is
+    not timed; 400 ... 20 iterations by N, or fewer if a setting passes 20 s; the JSON keeps the
+    count); wall time, and process CPU time (less sensitive to other load); in float64 and float32,
+    each with the BLAS (LAPACK) thread pool as found and limited to one thread (``threadpoolctl``;
+    jaxlib's CPU LAPACK kernels come from scipy's OpenBLAS, whose spinning threads collapse when
+    other processes share the cores).
     A breakdown at float64 with one BLAS thread times (process CPU time) nested stages of one
     sweep inside a compiled loop (random draws; + forming I + W^1/2 K W^1/2 and its Cholesky;
     + the solves and matrix-vector products of the f draw; + the log joint = the whole kernel)
@@ -46,9 +46,8 @@ noise), SE kernel k = exp(-||x - x'||^2 / theta^2) at the fixed theta = 1 (ampli
 ``fitc``
     FITC ECM (``fitc_ecm``, max_iter = 200, mlii_every = 20, the library's defaults otherwise, i.e.
     its ML-II optimiser and steps per round, recorded in the JSON; gamma = 1, gamma0 = 0, ML-II over
-    theta and the pseudo-inputs) on USPS 4 vs non-4, the N = 7291
-    training split, M = 100 k-means pseudo-inputs, SE kernel with theta^2 initialised at the
-    median squared distance. Each measurement runs in a fresh subprocess: a baseline that imports
+    theta and the pseudo-inputs) on USPS 4 vs non-4, the N = 7291 training split, M = 100 k-means
+    pseudo-inputs, SE kernel with theta^2 initialised at the median squared distance. Each measurement runs in a fresh subprocess: a baseline that imports
     jax and the package, loads the data and initialises the backend, and the fit, which calls
     ``fitc_ecm`` twice (compile + run, then run only) and predicts the 2007 test digits, and a
     third that only compiles the same fit ahead of time (its peak RSS, and XLA's temporary buffer
@@ -60,8 +59,8 @@ noise), SE kernel k = exp(-||x - x'||^2 / theta^2) at the fixed theta = 1 (ampli
 
 Commands (from the repository root; ``BMM_DATA_DIR`` must point at the datasets for ``fitc``)::
 
-    python benchmarks/henao_speed.py --part all
-    python benchmarks/henao_speed.py --part gibbs_time|gamma0|vs_nuts|fitc
+    BMM_DATA_DIR=/path/to/datasets python benchmarks/henao_speed.py --part all
+    python benchmarks/henao_speed.py --part gibbs_time|gamma0|vs_nuts|fitc [--blas-threads 1]
     python benchmarks/henao_speed.py --part gibbs_time --quick --out /tmp/results   # seconds
 
 ``--blas-threads K`` limits the BLAS thread pools for the whole run (default: as found).
@@ -235,8 +234,9 @@ def breakdown(data, hyper) -> dict[str, float]:
 
     Process CPU time (less sensitive to other load than the wall time, which is reported for the
     whole sweep as ``sweep_wall_ms``). Four nested stages of the sweep each run ``reps`` times in a
-    jitted ``lax.fori_loop`` with the data as runtime arguments (as in ``run_chains``, so XLA may hoist the same loop-invariant work
-    and nothing is constant-folded); the differences between stages are the marginal costs:
+    jitted ``lax.fori_loop`` with the data as runtime arguments (as in ``run_chains``, so XLA may
+    hoist the same loop-invariant work and nothing is constant-folded); the differences between
+    stages are the marginal costs (noisy when the machine is busy; a negative one reads as ~0):
 
     1. ``rng``: the inverse-Gaussian draw of 1 / lambda and the 2 N normals of the f draw;
     2. ``+ form + Cholesky``: I + W^1/2 K W^1/2 and its Cholesky factor (``scaled_factor``);

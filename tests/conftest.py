@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import matplotlib
-import numpy as np
-import pytest
+# One BLAS (OpenBLAS / LAPACK) thread per process, set before numpy, scipy or jax load it: the suite
+# runs as two pytest-xdist workers on two cores, and OpenBLAS's spinning threads in both make
+# Cholesky factorisations of a few hundred rows hundreds of times slower. Kept if already set.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import matplotlib  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 matplotlib.use("Agg")
 

@@ -105,7 +105,6 @@ def test_second_fit_does_not_recompile(synthetic_binary):
     [
         ("synthetic", 0.0, None, 0.0),
         ("synthetic", 0.5, (2.0, 2.0), -0.9),
-        ("wdbc", 0.0, None, -0.9),
         ("wdbc", 0.5, (2.0, 2.0), -0.9),
     ],
 )
