@@ -42,11 +42,24 @@ from .inference.gp_ecm import (
 )
 from .inference.gp_gibbs import build_gp_kernel, gp_alpha, gp_data, init_gp, record_gp
 from .inference.gp_theta import build_gp_theta_kernel, build_gp_theta_record, gp_theta_data, init_gp_theta
+from .inference.luts_gibbs import (
+    build_laplace_zero_kernel,
+    build_missing_kernel,
+    build_mixed_kernel,
+    init_laplace_zero,
+    init_missing,
+    init_mixed,
+    record_laplace_zero,
+    record_missing,
+    record_mixed,
+)
 from .inference.nuts import run_nuts
+from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 from .kernels import ARDParams, SEParams, to_unconstrained
 from .linalg import CholeskyError, cholesky_or_raise
 from .models.gp import GPHyper, default_kernel_params, gp_bsvm, kernel_prior, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
+from .models.luts import ImputationHyper, LutsHyper
 from .predict import gaussian_latent_moments, latent_moments_from_draws, probit_margin, probit_predictive
 
 __all__ = ["GPBSVM", "LinearBSVM"]
@@ -58,7 +71,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     Subclasses implement ``fit`` and ``_latent_moments(X) -> (mean, var)`` of the latent f.
     """
 
-    def _fit_input(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _fit_input(
+        self, X: Any, y: Any, allow_nan: bool = False, nan_hint: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         name = type(self).__name__
         if y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None.")
@@ -66,7 +81,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        X, y = check_X_y(X, y, estimator_name=name)
+        X, y = check_X_y(X, y, allow_nan=allow_nan, estimator_name=name, nan_hint=nan_hint)
         self._encoder = BinaryLabelEncoder().fit(y)
         self.classes_ = self._encoder.classes_
         self.n_features_in_ = X.shape[1]
@@ -150,10 +165,41 @@ class LinearBSVM(_BayesianSVMClassifier):
     Laplace (``gamma0 > 0``). The EM solution with a flat intercept prior is the SVM with
     C = 2 gamma sigma^2.
 
+    Luts & Ormerod (2014) extensions (``prior``, ``groups=``, ``missing="model"``) use their
+    hinge with unit scale (``gamma = 1``, ``gamma0 = 0``) and are fitted by their mean-field VB
+    (Algorithms 1-4, ``inference="vb"``) or their Gibbs samplers (Appendices A-C,
+    ``inference="gibbs"``):
+
+    * ``prior="gaussian"`` (default): beta ~ N(0, sigma^2 I) as above; with ``inference="vb"``
+      Algorithm 1; with ``fit(X, y, groups=g)`` a random intercept per group, u_g ~ N(0, sigma_u^2),
+      sigma_u^2 ~ IG(A_u, B_u) (Sec. 3.1, Example 2; Algorithm 2 / Appendix A);
+    * ``prior="penalty"``: beta ~ N(0, sigma_u^2 I) with sigma_u^2 ~ IG(A_u, B_u), i.e. the SVM
+      penalty alpha = 1 / (4 sigma_u^2) inferred (Sec. 3.1, Example 1; Algorithm 2 / Appendix A);
+      with ``missing="model"`` NaN entries of X are imputed under d_i ~ N(mu, Sigma) (Sec. 3.3;
+      Algorithm 4 / Appendix C);
+    * ``prior="laplace_zero"``: beta_k = gamma_k v_k, v_k ~ Laplace(0, sigma_u), gamma_k ~
+      Bernoulli(rho) (Sec. 3.2; Algorithm 3 / Appendix B); ``inclusion_probabilities_`` after fit.
+
+    The intercept of these models has prior N(0, intercept_scale^2) (1e8 when None, the paper's
+    sigma_beta^2).
+
     Parameters
     ----------
-    inference : {"gibbs", "em", "nuts"}
-        Conjugate Gibbs sampler, EM / ECM for the MAP, or NUTS on the marginal program.
+    inference : {"gibbs", "em", "nuts", "vb"}
+        Conjugate Gibbs sampler, EM / ECM for the MAP, NUTS on the marginal program (these three
+        for ``prior="gaussian"`` without groups or missing values; Gibbs for every model), or
+        mean-field VB (Luts & Ormerod 2014, Algorithms 1-4).
+    prior : {"gaussian", "penalty", "laplace_zero"}
+        Prior of the feature coefficients (see above).
+    rho : float
+        Prior inclusion probability of the Laplace-zero prior, in (0, 1) (paper: 0.01).
+    A_u, B_u : float
+        Shape and scale of the IG prior on sigma_u^2 (paper: 0.01, 0.01).
+    missing : {"error", "model"}
+        NaN in X is rejected ("error") or modelled ("model", with ``prior="penalty"``): missing
+        at random given the observed predictors (MCAR / MAR), imputed under the normal /
+        inverse-Wishart model with the paper's sigma_mu^2 = 1e8, Psi = 0.01 I and
+        nu = max(3, d) (the paper's 3; at least d so that the inverse Wishart is proper).
     sigma : float
         Prior standard deviation of the coefficients.
     intercept_scale : float or None
@@ -196,9 +242,21 @@ class LinearBSVM(_BayesianSVMClassifier):
         Posterior draws (MAP with chain = draw = 1 for EM), sample_stats with the log joint (and the
         EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``.
     n_iter_ : int
-        EM iterations run, or MCMC iterations per chain (warm-up included).
+        EM iterations run, VB sweeps run, or MCMC iterations per chain (warm-up included).
     objective_ : ndarray
         Log posterior after every EM iteration (EM only).
+    lower_bound_ : ndarray
+        The VB lower bound log p(y; q) after every sweep (VB only).
+    sigma_u2_ : float
+        Posterior mean of sigma_u^2 (penalty, Laplace-zero, random-intercept and missing-data fits).
+    inclusion_probabilities_ : ndarray of shape (n_features,)
+        P(gamma_k = 1 | y) (``prior="laplace_zero"``).
+    groups_ : ndarray
+        The group labels seen in ``fit(..., groups=)``.
+    random_effects_ : ndarray of shape (n_groups,)
+        Posterior means of the random intercepts, aligned with ``groups_``.
+    X_imputed_ : ndarray of shape (n_samples, n_features)
+        Training X with posterior means at the missing entries (``missing="model"``).
     """
 
     def __init__(
@@ -221,8 +279,18 @@ class LinearBSVM(_BayesianSVMClassifier):
         precision: str = "float64",
         progress_bar: bool = True,
         random_state: Any = None,
+        prior: str = "gaussian",
+        rho: float = 0.01,
+        A_u: float = 0.01,
+        B_u: float = 0.01,
+        missing: str = "error",
     ) -> None:
         self.inference = inference
+        self.prior = prior
+        self.rho = rho
+        self.A_u = A_u
+        self.B_u = B_u
+        self.missing = missing
         self.sigma = sigma
         self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
@@ -243,7 +311,12 @@ class LinearBSVM(_BayesianSVMClassifier):
     # ------------------------------------------------------------------ parameters
     def _checked_params(self) -> dict[str, Any]:
         p: dict[str, Any] = {
-            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts")),
+            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts", "vb")),
+            "prior": check_option("prior", self.prior, ("gaussian", "penalty", "laplace_zero")),
+            "missing": check_option("missing", self.missing, ("error", "model")),
+            "rho": check_scalar_param("rho", self.rho, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False),
+            "A_u": check_scalar_param("A_u", self.A_u, low=0.0, low_inclusive=False),
+            "B_u": check_scalar_param("B_u", self.B_u, low=0.0, low_inclusive=False),
             "precision": check_option("precision", self.precision, ("float32", "float64")),
             "sigma": check_scalar_param("sigma", self.sigma, low=0.0, low_inclusive=False),
             "intercept_scale": check_scalar_param(
@@ -265,23 +338,80 @@ class LinearBSVM(_BayesianSVMClassifier):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"Invalid value for fit_intercept: {self.fit_intercept!r} (must be a bool)")
         p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
+        if p["missing"] == "model" and p["prior"] != "penalty":
+            raise InvalidParameterError(
+                f"Invalid value for missing: 'model' needs prior='penalty' (got prior={p['prior']!r}); "
+                "the missing-predictor model of Luts & Ormerod (2014, Sec. 3.3) extends the penalty model"
+            )
         return p
 
+    def _check_luts(self, params: dict[str, Any], reason: str) -> None:
+        """The Luts & Ormerod models: unit hinge scale, an intercept, VB or Gibbs."""
+        if params["inference"] not in ("vb", "gibbs"):
+            raise InvalidParameterError(
+                f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by "
+                "inference='vb' or 'gibbs')"
+            )
+        if params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+            raise InvalidParameterError(
+                f"Invalid value for gamma / gamma_prior / gamma0: {reason} uses Luts & Ormerod's hinge "
+                "exp(-2 (1 - y f)_+) (gamma=1, gamma_prior=None, gamma0=0); scale the prior instead"
+            )
+        if not self.fit_intercept and reason != "inference='vb'":
+            raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
+
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, y: Any) -> "LinearBSVM":
-        """Fit the posterior (Gibbs, NUTS) or the MAP (EM) of the linear Bayesian SVM.
+    def fit(self, X: Any, y: Any, groups: Any = None) -> "LinearBSVM":
+        """Fit the posterior (Gibbs, NUTS, VB) or the MAP (EM) of the linear Bayesian SVM.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            NaN entries only with ``missing="model"``.
         y : array-like of shape (n_samples,), two classes of any label type
+        groups : array-like of shape (n_samples,), optional
+            Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
+            Example 2).
 
         Returns
         -------
         self
         """
         params = self._checked_params()
-        X, y = self._fit_input(X, y)
+        X, y = self._fit_input(
+            X, y, allow_nan=params["missing"] == "model",
+            nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
+        )
+        for attr in ("groups_", "random_effects_", "inclusion_probabilities_", "X_imputed_", "lower_bound_",
+                     "sigma_u2_", "objective_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self._luts = None
+        Z = self._group_design_fit(groups, X.shape[0])
+        nan = np.isnan(X)
+        if nan.any():
+            empty = np.flatnonzero(nan.all(axis=0))
+            if empty.size:
+                raise ValueError(
+                    f"Input X has no observed value in column(s) {list(empty)}; an entirely missing "
+                    "column cannot be imputed (drop it)"
+                )
+        reason = None
+        if params["prior"] != "gaussian":
+            reason = f"prior={params['prior']!r}"
+        elif Z is not None:
+            reason = "fit(..., groups=)"
+        elif params["inference"] == "vb":
+            reason = "inference='vb'"
+        if Z is not None and params["prior"] != "gaussian":
+            raise InvalidParameterError(
+                f"Invalid value for prior: {params['prior']!r} with groups= (the random intercept model "
+                "of Luts & Ormerod 2014, Example 2, has prior='gaussian' fixed effects)"
+            )
+        if reason is not None:
+            self._check_luts(params, reason)
+            self._fit_luts(X, y, Z, nan, params)
+            return self
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
@@ -418,12 +548,237 @@ class LinearBSVM(_BayesianSVMClassifier):
             attrs={"model": "linear", "inference": params["inference"], "bayes_maxmargin_version": __version__},
         )
 
+    # ------------------------------------------------------------------ Luts & Ormerod models
+    def _group_design_fit(self, groups: Any, n: int) -> np.ndarray | None:
+        """Validate ``groups`` and return the group indicator matrix Z (n, m), or None."""
+        if groups is None:
+            return None
+        g = np.asarray(groups, dtype=object) if not hasattr(groups, "to_numpy") else groups.to_numpy(dtype=object)
+        if g.ndim != 1 or g.shape[0] != n:
+            raise ValueError(f"groups has shape {g.shape}; expected one label per sample, shape ({n},)")
+        import pandas as pd
+
+        if pd.isna(g).any():
+            raise ValueError(f"groups contains missing (NaN / None) labels at rows {list(np.flatnonzero(pd.isna(g))[:10])}")
+        try:
+            labels = np.unique(np.asarray(g.tolist()))  # sorted labels
+        except TypeError:  # labels of mixed, unorderable types: first appearance
+            labels = np.asarray(pd.unique(g), dtype=object)
+        self.groups_ = labels
+        self._group_index = {lab: j for j, lab in enumerate(labels.tolist())}
+        codes = np.array([self._group_index[v] for v in g.tolist()])
+        return np.eye(len(self.groups_))[codes]
+
+    def _group_design_predict(self, groups: Any, n: int) -> np.ndarray:
+        """Indicators of the known groups; rows of unseen groups (or groups=None) are zero, i.e. the
+        population-level prediction (the random intercept at its prior mean 0)."""
+        m = len(self.groups_)
+        Z = np.zeros((n, m))
+        if groups is None:
+            return Z
+        g = np.asarray(groups, dtype=object)
+        if g.ndim != 1 or g.shape[0] != n:
+            raise ValueError(f"groups has shape {g.shape}; expected one label per sample, shape ({n},)")
+        for i, v in enumerate(g.tolist()):
+            j = self._group_index.get(v)
+            if j is not None:
+                Z[i, j] = 1.0
+        return Z
+
+    def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> None:
+        """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]."""
+        x64 = params["precision"] == "float64"
+        dtype = np.float64 if x64 else np.float32
+        n, d = X.shape
+        s_int = params["intercept_scale"]
+        sb2_int = 1e8 if s_int is None else s_int**2
+        vb = params["inference"] == "vb"
+        key = _random_key(self.random_state)
+        chains = params["num_chains"]
+        run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
+                   progress_bar=self.progress_bar)
+        tol, max_iter = params["tol"], params["max_iter"]
+        out: dict[str, Any] = {}
+        order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
+        with jax.enable_x64(x64):
+            yj = jnp.asarray(y, dtype)
+
+            def hyper(sigma_beta2):
+                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")))
+
+            if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
+                obs = (~nan).astype(dtype)
+                data = MissingData(jnp.asarray(np.where(nan, 0.0, X), dtype), jnp.asarray(obs), yj)
+                imp = ImputationHyper(jnp.asarray(1e8, dtype), jnp.asarray(0.01 * np.eye(d), dtype),
+                                      jnp.asarray(max(3.0, float(d)), dtype))
+                h = hyper(sb2_int)
+                if vb:
+                    res = vb_missing(data, h, imp, tol, max_iter=max_iter)
+                    st = res.state
+                    out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               X_imputed=np.asarray(st.D_mean), res=res)
+                else:
+                    coef0 = 0.1 * jax.random.normal(key, (chains, d + 1), dtype)
+                    state = jax.vmap(init_missing, (0, None, None, None))(coef0, data, h, imp)
+                    r = run_chains(build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
+                    s = r.samples
+                    out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
+                               n_iter=r.num_iterations, log_joint=s["log_joint"])
+            elif params["prior"] == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
+                data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
+                h = hyper(sb2_int)
+                if vb:
+                    res = vb_laplace_zero(data, h, None, tol, max_iter=max_iter)
+                    st = res.state
+                    g = np.r_[1.0, np.asarray(st.mu_gamma)]
+                    Om_g = np.diag(g * (1 - g)) + np.outer(g, g)
+                    mean = g * np.asarray(st.mean)
+                    cov = Om_g * (np.asarray(st.cov) + np.outer(st.mean, st.mean)) - np.outer(mean, mean)
+                    out.update(mean=mean[order], cov=cov[np.ix_(order, order)], inclusion=np.asarray(st.mu_gamma),
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               res=res)
+                else:
+                    v0 = 0.1 * jax.random.normal(key, (chains, d), dtype)
+                    state = jax.vmap(init_laplace_zero, (None, 0, None, None, None, None))(
+                        jnp.zeros(1, dtype), v0, jnp.ones(d, dtype), 1.0, data, h)
+                    r = run_chains(build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
+                    s = r.samples
+                    out.update(draws=np.concatenate([s["u"], s["beta"]], axis=-1), inclusion_draws=s["gamma"],
+                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"])
+            elif params["prior"] == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
+                if Z is None:  # Example 1: X = 1, Z = features
+                    data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
+                    h = hyper(sb2_int)
+                    perm = order
+                else:  # Example 2: X = [features, 1], Z = group indicators
+                    data = MixedData(jnp.asarray(np.hstack([X, np.ones((n, 1))]), dtype), jnp.asarray(Z, dtype), yj)
+                    h = hyper(np.r_[np.full(d, params["sigma"] ** 2), sb2_int])
+                    perm = np.arange(d + 1 + Z.shape[1])
+                m = data.Z.shape[1]
+                if vb:
+                    res = vb_penalty(data, h, tol, max_iter=max_iter)
+                    st = res.state
+                    L = np.asarray(st.prec_chol, dtype=np.float64)
+                    half = np.linalg.solve(L, np.eye(L.shape[0]))  # small: (d + 1 + m) square
+                    cov = half.T @ half
+                    out.update(mean=np.asarray(st.mean)[perm], cov=cov[np.ix_(perm, perm)],
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
+                               res=res)
+                else:
+                    coef0 = 0.1 * jax.random.normal(key, (chains, data.X.shape[1] + m), dtype)
+                    state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
+                    r = run_chains(build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
+                    s = r.samples
+                    out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
+                               log_joint=s["log_joint"])
+            else:  # Algorithm 1: prior="gaussian", inference="vb"
+                design = self._design(X)
+                prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
+                res = vb_gaussian(LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol,
+                                  max_iter=max_iter)
+                st = res.state
+                L = np.asarray(st.prec_chol, dtype=np.float64)
+                half = np.linalg.solve(L, np.eye(L.shape[0]))
+                out.update(mean=np.asarray(st.mean), cov=half.T @ half, res=res)
+        self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
+
+    def _store_luts(self, out: dict[str, Any], y: np.ndarray, params, n_groups: int) -> None:
+        d = self.n_features_in_
+        names = getattr(self, "feature_names_in_", None)
+        features = list(names) if names is not None else [f"x{j}" for j in range(d)]
+        coords = {"feature": features, "obs": np.arange(y.shape[0])}
+        dims = {"beta": ["feature"], "y": ["obs"], "lower_bound": ["vb_iteration"], "inclusion": ["feature"]}
+        if n_groups:
+            coords["group"] = [str(g) for g in self.groups_]
+            dims["random_effects"] = ["group"]
+        stats: dict[str, np.ndarray] = {}
+        if "res" in out:  # VB: variational means, chain = draw = 1
+            res = out["res"]
+            self.n_iter_ = int(res.n_iter)
+            self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
+            if not np.all(np.isfinite(self.lower_bound_)):
+                raise NonFiniteStateError("VB produced a non-finite lower bound; check the data scale (or use float64).")
+            if self.n_iter_ == params["max_iter"]:
+                warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
+                              ConvergenceWarning, stacklevel=3)
+            mean = np.asarray(out["mean"], dtype=np.float64)
+            self._luts = {"mean": mean, "cov": np.asarray(out["cov"], dtype=np.float64)}
+            draws = mean[None, None]
+            stats = {"lower_bound": self.lower_bound_[None, None]}
+            inclusion = out.get("inclusion")
+            sigma_u2 = out.get("sigma_u2")
+        else:
+            self.n_iter_ = out["n_iter"]
+            draws = np.asarray(out["draws"], dtype=np.float64)
+            self._luts = {"draws": draws.reshape(-1, draws.shape[-1])}
+            mean = self._luts["draws"].mean(axis=0)
+            stats = {"log_joint": np.asarray(out["log_joint"])}
+            inclusion = out["inclusion_draws"].mean(axis=(0, 1)) if "inclusion_draws" in out else None
+            sigma_u2 = out.get("sigma_u2")
+        self._coef_mean = mean
+        self.coef_ = mean[None, :d]
+        self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
+        posterior = {"beta": draws[..., :d]}
+        if self.fit_intercept:
+            posterior["intercept"] = draws[..., d]
+        if n_groups:
+            self.random_effects_ = mean[d + 1 :]
+            posterior["random_effects"] = draws[..., d + 1 :]
+        if sigma_u2 is not None:
+            s2 = np.asarray(sigma_u2, dtype=np.float64)
+            self.sigma_u2_ = float(s2.mean())
+            posterior["sigma_u2"] = s2 if s2.ndim == 2 else s2.reshape(1, 1)
+        if inclusion is not None:
+            self.inclusion_probabilities_ = np.asarray(inclusion, dtype=np.float64)
+            posterior["inclusion"] = (
+                np.asarray(out["inclusion_draws"], dtype=np.float64) if "inclusion_draws" in out
+                else self.inclusion_probabilities_[None, None]
+            )
+        if "X_imputed" in out:
+            self.X_imputed_ = np.asarray(out["X_imputed"], dtype=np.float64)
+        self.gamma_ = 1.0
+        self.idata_ = to_inference_data(
+            posterior, sample_stats=stats, observed_data={"y": y}, coords=coords, dims=dims,
+            attrs={"model": f"linear-{params['prior']}", "inference": params["inference"],
+                   "bayes_maxmargin_version": __version__},
+        )
+
     # ------------------------------------------------------------------ prediction
+    def predict_latent(self, X: Any, groups: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior predictive mean and variance of f at ``X``; ``groups`` adds the random intercept
+        of known groups (unseen groups, or None: the population level)."""
+        X = self._predict_input(X)
+        if np.isnan(X).any():
+            raise ValueError("Input X contains NaN; predictions need complete predictors")
+        return self._latent_moments(X, groups)
+
+    def decision_function(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Probit-scale margin m / sqrt(1 + v) (see the base class); ``groups`` as in ``predict_latent``."""
+        return probit_margin(*self.predict_latent(X, groups))
+
+    def predict_proba(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Class probabilities Phi(m / sqrt(1 + v)), columns as ``classes_``."""
+        p = probit_predictive(*self.predict_latent(X, groups))
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Class labels: ``classes_[1]`` where the posterior mean of f is positive."""
+        signs = np.where(self.decision_function(X, groups) > 0, 1.0, -1.0)
+        return self._encoder.inverse_transform(signs)
+
     def _design(self, X: np.ndarray) -> np.ndarray:
         return np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
 
-    def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _latent_moments(self, X: np.ndarray, groups: Any = None) -> tuple[np.ndarray, np.ndarray]:
         design = self._design(X)
+        luts = getattr(self, "_luts", None)
+        if luts is not None:
+            if hasattr(self, "groups_"):
+                design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
+            if "cov" in luts:
+                return design @ luts["mean"], np.sum((design @ luts["cov"]) * design, axis=1)
+            return latent_moments_from_draws(design, luts["draws"])
         if self.inference == "em":
             return gaussian_latent_moments(design, self._coef_mean, self._prec_chol)
         return latent_moments_from_draws(design, self._coef_draws)

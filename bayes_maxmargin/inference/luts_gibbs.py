@@ -141,7 +141,7 @@ def build_mixed_kernel(overrelaxation: float = 0.0):
         dtype = C.dtype
         inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ state.coef), 1.0, 0.0)
         prior_prec = jnp.concatenate(
-            [jnp.full((p,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((m,), 1.0 / state.sigma_u2, dtype)]
+            [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / state.sigma_u2, dtype)]
         )
         cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
         coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
@@ -235,7 +235,7 @@ def build_laplace_zero_kernel():
         f = X @ state.beta + Z @ (state.gamma * state.v)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * f, 1.0, 0.0)
         g = jnp.concatenate([jnp.ones((p,), dtype), state.gamma])
-        prior_prec = jnp.concatenate([jnp.full((p,), 1.0 / hyper.sigma_beta2, dtype), state.b / state.sigma_u2])
+        prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), state.b / state.sigma_u2])
         cond = gaussian_conditional(_design(data) * g, y, inv_lam, 1.0, prior_prec)
         coef = sample_gaussian(k_coef, cond)
         beta, v = coef[:p], coef[p:]

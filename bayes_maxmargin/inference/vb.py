@@ -176,6 +176,19 @@ def _ig_bound(A_u: Array, B_u: Array, B_q: Array, m: int) -> Array:
     return A_u * jnp.log(B_u) - gammaln(A_u) - (A_u + 0.5 * m) * jnp.log(B_q) + gammaln(A_u + 0.5 * m)
 
 
+def _beta_prec(hyper: LutsHyper, p: int, dtype) -> Array:
+    """Prior precisions of beta: sigma_beta^-2 for each of the p columns of X (``sigma_beta2`` a
+    scalar as in the paper, or one variance per column)."""
+    return jnp.broadcast_to(1.0 / jnp.asarray(hyper.sigma_beta2, dtype), (p,))
+
+
+def _beta_prior_terms(hyper: LutsHyper, second_moment: Array) -> Array:
+    """-p/2 log sigma_beta^2 - (||mu_q(beta)||^2 + tr Sigma_q(beta)) / (2 sigma_beta^2) of the
+    bounds of Algorithms 2-3, summed per coefficient (so a vector ``sigma_beta2`` is allowed)."""
+    s2 = jnp.broadcast_to(hyper.sigma_beta2, second_moment.shape)
+    return jnp.sum(-0.5 * jnp.log(s2) - 0.5 * second_moment / s2)
+
+
 # ============================================================================ Algorithm 1
 class GaussianVBState(NamedTuple):
     """Variational parameters of Algorithm 1: q(beta) = N(mean, (L L')^-1), q(a_i) = GIG(1/2, 1, chi_i).
@@ -288,9 +301,7 @@ def _alg2_step(state: PenaltyVBState, data: MixedData, hyper: LutsHyper) -> Pena
     dtype = C.dtype
     W = vb_inv_lambda(state.chi)
     mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
-    prior_prec = jnp.concatenate(
-        [jnp.full((p,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((m,), mu_inv_s2, dtype)]
-    )
+    prior_prec = jnp.concatenate([_beta_prec(hyper, p, dtype), jnp.full((m,), mu_inv_s2, dtype)])
     cond = gaussian_conditional(C, data.y, W, 1.0, prior_prec)  # step 2, 3
     chi = _chi_gaussian(C, data.y, cond.mean, cond.prec_chol)  # step 3
     tr_u = jnp.sum(_cov_diag(cond.prec_chol)[p:])
@@ -307,14 +318,12 @@ def penalty_lower_bound(state: PenaltyVBState, data: MixedData, hyper: LutsHyper
         + y' C mu_q(beta,u) + 1/4 1' log chi + 1' log K_{1/2}(sqrt chi).
     """
     p, m = data.X.shape[1], data.Z.shape[1]
-    mean_b = state.mean[:p]
-    tr_b = jnp.sum(_cov_diag(state.prec_chol)[:p])
+    second_b = state.mean[:p] ** 2 + _cov_diag(state.prec_chol)[:p]
     margin = data.y * (_design(data) @ state.mean)
     return (
         0.5 * (p + m)
-        - 0.5 * p * jnp.log(hyper.sigma_beta2)
         - 0.5 * logdet_from_chol(state.prec_chol)
-        - 0.5 * (jnp.sum(mean_b**2) + tr_b) / hyper.sigma_beta2
+        + _beta_prior_terms(hyper, second_b)
         + _ig_bound(hyper.A_u, hyper.B_u, state.B_sigma, m)
         + vb_hinge_bound(state.chi, margin)
     )
@@ -392,7 +401,7 @@ def _alg3_step(state: LaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> 
     W = vb_inv_lambda(state.chi)  # step 2
     mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
     g, Om_g = _gamma_tilde_moments(state.mu_gamma, p)
-    prior_prec = jnp.concatenate([jnp.full((p,), 1.0 / hyper.sigma_beta2, dtype), mu_inv_s2 * state.mu_b])
+    prior_prec = jnp.concatenate([_beta_prec(hyper, p, dtype), mu_inv_s2 * state.mu_b])
     prec = (C.T @ (C * W[:, None])) * Om_g + jnp.diag(prior_prec)
     L = jnp.linalg.cholesky(prec)
     mean = cho_solve((L, True), g * (C.T @ (y * (1.0 + W))))  # step 3
@@ -437,15 +446,13 @@ def laplace_zero_lower_bound(state: LaplaceZeroVBState, data: MixedData, hyper: 
     margin = data.y * (_design(data) @ (g * state.mean))
     mg, rho = state.mu_gamma, hyper.rho
     kl_gamma = jnp.sum(xlogy(mg, mg) - mg * jnp.log(rho) + xlogy(1.0 - mg, 1.0 - mg) - (1.0 - mg) * jnp.log1p(-rho))
-    mean_b = state.mean[:p]
-    tr_b = jnp.trace(state.cov[:p, :p])
+    second_b = state.mean[:p] ** 2 + jnp.diagonal(state.cov)[:p]
     return (
         vb_hinge_bound(state.chi, margin)
         - m * jnp.log(2.0) + 0.5 * m * LOG_2PI
         + 0.5 * (p + m)
         + 0.5 * state.logdet_cov
-        - 0.5 * p * jnp.log(hyper.sigma_beta2)
-        - 0.5 * (jnp.sum(mean_b**2) + tr_b) / hyper.sigma_beta2
+        + _beta_prior_terms(hyper, second_b)
         - 0.5 * jnp.sum(1.0 / state.mu_b)
         + _ig_bound(hyper.A_u, hyper.B_u, state.B_sigma, m)
         - kl_gamma

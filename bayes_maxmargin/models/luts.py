@@ -55,7 +55,8 @@ class LutsHyper(NamedTuple):
     Attributes
     ----------
     sigma_beta2 : Array
-        Prior variance sigma_beta^2 of the unpenalised coefficients beta (paper: 1e8).
+        Prior variance sigma_beta^2 of the unpenalised coefficients beta (paper: 1e8); a scalar,
+        or one variance per column of X (e.g. a wider prior on the intercept).
     A_u, B_u : Array
         Shape and scale of the IG prior on sigma_u^2 (paper: 0.01, 0.01).
     rho : Array
