@@ -163,7 +163,9 @@ def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
     # u = gamma v under NUTS, drawn from P(gamma | beta, v, sigma_u2, y) per draw
     rng = np.random.default_rng(0)
     nuts["u"] = nuts["v"] * (rng.uniform(size=nuts["v"].shape) < nuts["inclusion"])
-    assert_posteriors_agree(gibbs, nuts, ["beta", "u", "sigma_u2", "inclusion"], sd_rtol=0.2)
+    assert_posteriors_agree(gibbs, nuts, ["beta", "u", "sigma_u2"], sd_rtol=0.2)
+    # Gibbs records gamma itself, NUTS its conditional probability: equal means, different spreads
+    assert_posteriors_agree(gibbs, nuts, ["inclusion"], sd_rtol=np.inf)
 
 
 @pytest.mark.slow
