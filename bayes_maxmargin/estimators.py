@@ -607,6 +607,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")))
 
             if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
+                out.update(nan=nan, X=X)
                 obs = (~nan).astype(dtype)
                 data = MissingData(jnp.asarray(np.where(nan, 0.0, X), dtype), jnp.asarray(obs), yj)
                 imp = ImputationHyper(jnp.asarray(1e8, dtype), jnp.asarray(0.01 * np.eye(d), dtype),
@@ -736,7 +737,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else self.inclusion_probabilities_[None, None]
             )
         if "X_imputed" in out:
-            self.X_imputed_ = np.asarray(out["X_imputed"], dtype=np.float64)
+            self.X_imputed_ = np.where(out["nan"], np.asarray(out["X_imputed"], dtype=np.float64), out["X"])
         self.gamma_ = 1.0
         self.idata_ = to_inference_data(
             posterior, sample_stats=stats, observed_data={"y": y}, coords=coords, dims=dims,

@@ -48,8 +48,8 @@ def test_random_intercepts(grouped, inference):
     clf = LinearBSVM(inference, **FAST).fit(X, y, groups=labels)
     assert list(clf.groups_) == ["w", "x", "y", "z"]
     assert clf.random_effects_.shape == (4,)
-    # the generating intercepts increase with the group: so do the fitted ones (y = "b" is positive)
-    assert np.all(np.diff(clf.random_effects_) > -0.3) and clf.random_effects_[3] > clf.random_effects_[0]
+    # generating intercepts -1 (group w) and +1 (group z); y = "b" is the positive class
+    assert clf.random_effects_[3] > clf.random_effects_[0] + 0.5
     m_known, _ = clf.predict_latent(X, groups=labels)
     m_pop, _ = clf.predict_latent(X)
     m_new, _ = clf.predict_latent(X, groups=["unseen"] * len(X))
