@@ -112,7 +112,7 @@ def test_non_numeric_data_names_the_column(synthetic_binary):
 @pytest.mark.parametrize(
     "param,value,match",
     [
-        ("inference", "vb", r"inference.*'vb'.*'em', 'gibbs', 'nuts'"),
+        ("inference", "svi", r"inference.*'svi'.*'em', 'gibbs', 'nuts', 'vb'"),
         ("sigma", -1.0, r"sigma.*-1"),
         ("gamma", 0.0, r"gamma.*0"),
         ("gamma0", -0.1, r"gamma0.*-0.1"),
