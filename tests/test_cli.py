@@ -22,6 +22,20 @@ def bmm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def bmm_in_process(*args: str, cwd: Path, monkeypatch, capsys) -> tuple[int, str]:
+    """Run `bmm` in this process (for the fast error paths): exit code and stderr."""
+    from bayes_maxmargin.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["bmm", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
 def test_default_job_writes_everything(tmp_path):
     out = tmp_path / "run"
     res = bmm(f"hydra.run.dir={out}", "inference.num_samples=300", "inference.num_warmup=150", cwd=tmp_path)
@@ -48,23 +62,21 @@ def test_em_on_a_shared_dataset(tmp_path):
     assert metrics["dataset"] == "pima" and metrics["error"] < 0.3
 
 
-def test_unknown_group_option_lists_valid_ones(tmp_path):
-    res = bmm("inference=vb", cwd=tmp_path)
-    code, err = res.returncode, res.stderr
+def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
+    code, err = bmm_in_process("inference=vb", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     assert code != 0
     assert "inference/vb" in err and "em" in err and "gibbs" in err and "nuts" in err
 
 
-def test_unknown_key_lists_valid_ones(tmp_path):
-    res = bmm("inference.num_sample=10", cwd=tmp_path)
-    code, err = res.returncode, res.stderr
+def test_unknown_key_lists_valid_ones(tmp_path, monkeypatch, capsys):
+    code, err = bmm_in_process("inference.num_sample=10", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2
     assert "inference.num_sample" in err and "num_samples" in err and "num_warmup" in err
 
 
-def test_invalid_value_names_the_parameter(tmp_path):
-    res = bmm("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    code, err = res.returncode, res.stderr
+def test_invalid_value_names_the_parameter(tmp_path, monkeypatch, capsys):
+    code, err = bmm_in_process("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}",
+                               cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     assert code != 0
     assert "num_samples" in err and "-5" in err
 
@@ -104,8 +116,9 @@ def test_gp_ecm_job(tmp_path):
     assert idata.posterior["f"].shape[:2] == (1, 1) and "lengthscale" in idata.posterior
 
 
-def test_option_of_another_model_is_an_error(tmp_path):
-    res = bmm("model=gp", "inference=gibbs", "inference.overrelaxation=0.5", "plots=false",
-              f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode != 0
-    assert "inference.overrelaxation does not apply to model=gp" in res.stderr
+def test_option_of_another_model_is_an_error(tmp_path, monkeypatch, capsys):
+    code, err = bmm_in_process("model=gp", "inference=gibbs", "inference.overrelaxation=0.5", "plots=false",
+                               f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, monkeypatch=monkeypatch,
+                               capsys=capsys)
+    assert code != 0
+    assert "inference.overrelaxation does not apply to model=gp" in err
