@@ -1,44 +1,21 @@
-"""Helpers shared by the benchmark scripts: machine description and result files."""
+"""Helpers shared by the benchmark scripts: result files (with the machine description) and tables."""
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 from pathlib import Path
 from typing import Any
+
+from bayes_maxmargin.experiments import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def machine_info() -> dict[str, Any]:
-    """CPU model, core count, accelerator and library versions of this run."""
-    import jax
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    devices = jax.devices()
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [d.device_kind for d in devices],
-    }
-
-
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` plus the machine description to ``benchmarks/results/<name>.json``."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_results(name: str, payload: dict[str, Any], out_dir: Path = RESULTS) -> Path:
+    """Write ``payload`` plus the machine description to ``<out_dir>/<name>.json`` (by default
+    ``benchmarks/results/``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
     path.write_text(json.dumps({"machine": machine_info(), **payload}, indent=2, default=float))
     return path
 

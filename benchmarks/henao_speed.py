@@ -69,7 +69,6 @@ Commands (from the repository root; ``BMM_DATA_DIR`` must point at the datasets 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
 import math
@@ -85,10 +84,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
 from bayes_maxmargin.kernels import SEParams
 from bayes_maxmargin.models.gp import GPHyper, prior_covariance
 
-from _common import RESULTS, machine_info, markdown_table
+from _common import RESULTS, markdown_table, write_results
 
 KP = SEParams(lengthscale=1.0, amplitude=1.0)
 JITTER = 1e-6
@@ -146,15 +146,6 @@ class CompileClock:
 
     def __exit__(self, *exc: Any) -> None:
         CompileClock._active.remove(self)
-
-
-def blas_limit(threads: int | None):
-    """Context limiting the BLAS pools (scipy's OpenBLAS carries jaxlib's CPU LAPACK); None: as found."""
-    if threads is None:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads, user_api="blas")
 
 
 def blas_info() -> list[dict[str, Any]]:
@@ -340,7 +331,7 @@ def part_gibbs_time(quick: bool) -> dict[str, Any]:
         for dname in dtypes:
             _, _, data, hyper = gp_problem(n, getattr(jnp, dname))
             for label, limit in threads:
-                with blas_limit(limit):
+                with limit_blas_threads(limit):
                     try:
                         ms, cpu, done = ms_per_iteration(data, hyper, iters, block, budget_s=5.0 if quick else 20.0)
                     except FloatingPointError as err:  # a non-finite state (float32)
@@ -353,13 +344,13 @@ def part_gibbs_time(quick: bool) -> dict[str, Any]:
         if quick and n != ns[-1]:
             continue
         _, _, data, hyper = gp_problem(n, jnp.float64)
-        with blas_limit(1):
+        with limit_blas_threads(1):
             b = breakdown(data, hyper)
         brows.append({"n": n, **b})
         print(brows[-1], flush=True)
         if not quick:  # a partial result survives an interrupted run
-            write(OUT, "henao_gibbs_time_partial", {"rows": rows, "breakdown": brows, "load": load(),
-                                                     "blas": blas_info()})
+            write_results("henao_gibbs_time_partial", {"rows": rows, "breakdown": brows, "load": load(),
+                                                       "blas": blas_info()}, OUT)
     cols = ["n"] + [f"{d}{t}{c}_ms" for d in dtypes for t, _ in threads for c in ("", "_cpu") if c == "" or t]
     print("\nms per Gibbs iteration, one chain (compiled; blank = BLAS threads as found, _1blas = one; "
           "_cpu = process CPU time):")
@@ -585,13 +576,6 @@ def part_fitc(quick: bool) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- main
-def write(out_dir: Path, name: str, payload: dict[str, Any]) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine_info(), **payload}, indent=2, default=float))
-    return path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=PARTS + ("all",), default="all")
@@ -607,7 +591,7 @@ def main() -> None:
     BLAS_THREADS, OUT = args.blas_threads, args.out
     parts = PARTS if args.part == "all" else (args.part,)
     funcs = {"gibbs_time": part_gibbs_time, "gamma0": part_gamma0, "vs_nuts": part_vs_nuts, "fitc": part_fitc}
-    with jax.enable_x64(True), blas_limit(args.blas_threads):
+    with jax.enable_x64(True), limit_blas_threads(args.blas_threads):
         for part in parts:
             print(f"\n## {part}{' (quick)' if args.quick else ''}  load {load()}", flush=True)
             before = load()
@@ -617,7 +601,7 @@ def main() -> None:
                 continue
             payload.update({"load_before": before, "load_after": load(), "part_seconds": time.perf_counter() - t0,
                             "blas": blas_info(), "blas_threads_limit": args.blas_threads, "quick": args.quick})
-            path = write(args.out, f"henao_{part}" + ("_quick" if args.quick else ""), payload)
+            path = write_results(f"henao_{part}" + ("_quick" if args.quick else ""), payload, args.out)
             print(f"written {path}", flush=True)
 
 

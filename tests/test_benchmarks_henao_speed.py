@@ -25,5 +25,7 @@ def test_gibbs_time_quick_writes_results(tmp_path):
         for key in ("float64_ms", "float64_1blas_ms"):
             assert math.isfinite(row[key]) and row[key] > 0
     for row in result["breakdown"]:
-        assert all(math.isfinite(v) and v > 0 for v in row.values())
+        assert all(math.isfinite(v) for v in row.values())
+        # stage differences (form_and_cholesky_ms, ...) may dip below 0 on a busy machine; totals may not
+        assert all(row[k] > 0 for k in ("rng_ms", "sweep_ms", "sweep_wall_ms", "cholesky_call_ms"))
     assert "| n |" in proc.stdout

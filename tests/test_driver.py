@@ -50,9 +50,17 @@ def test_draws_do_not_depend_on_chunking():
     kwargs = dict(num_warmup=7, num_samples=20, thin=2, progress_bar=False)
     args = (count_kernel, record_count, _init(2), jax.random.PRNGKey(1), {"limit": 10**6}, 0.5)
     whole = run_chains(*args, chunk_size=100, **kwargs)
-    pieces = run_chains(*args, chunk_size=3, **kwargs)
+    from bayes_maxmargin.inference import driver
+
+    size = driver._run_chunk._cache_size()
+    pieces = run_chains(*args, chunk_size=3, **kwargs)  # 24 blocks: 8 chunks of 3, one program
+    assert driver._run_chunk._cache_size() == size + 1
     np.testing.assert_array_equal(whole.samples["x"], pieces.samples["x"])
     np.testing.assert_array_equal(whole.final_state.x, pieces.final_state.x)
+    np.testing.assert_array_equal(pieces.final_state.count, 48)  # 4 warm-up blocks + 20 draws, x 2: no extra
+    odd = run_chains(*args, chunk_size=5, **kwargs)  # chunks of 5, the last one of 4
+    np.testing.assert_array_equal(whole.samples["x"], odd.samples["x"])
+    np.testing.assert_array_equal(odd.final_state.count, 48)
 
 
 def test_nonfinite_state_names_chain_iteration_and_variable():

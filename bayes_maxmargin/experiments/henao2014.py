@@ -73,6 +73,7 @@ __all__ = [
     "TABLE1_DATASETS",
     "TABLE2_TASKS",
     "UNSCALED_DATASETS",
+    "limit_blas_threads",
     "median_distance",
     "table1",
     "table2",
@@ -148,7 +149,7 @@ GPC_NOTE = (
 
 # --------------------------------------------------------------------------- helpers
 @contextlib.contextmanager
-def _blas_threads(n: int | None) -> Iterator[None]:
+def limit_blas_threads(n: int | None) -> Iterator[None]:
     """Limit OpenBLAS (numpy, scipy and JAX's CPU LAPACK) to ``n`` threads; None: leave as is."""
     if n is None:
         yield
@@ -378,7 +379,7 @@ def table1(
         scale = _standardize_flag(name, standardize)
         folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y))
         out: dict[str, dict[str, list]] = {m: {"err": [], "time": [], "params": []} for m in methods}
-        with _blas_threads(blas_threads):
+        with limit_blas_threads(blas_threads):
             for k, (tr, te) in enumerate(folds):
                 Xtr, Xte = _scale(X[tr], X[te], scale)
                 ytr, yte = y[tr], y[te]
@@ -547,7 +548,7 @@ def table2(
         Xtr, ytr = _subset(Xtr, ytr, max_train, seed)
         Xte, yte = _subset(Xte, yte, max_test, seed)
         errors, times, params = [], [], []
-        with _blas_threads(blas_threads):
+        with limit_blas_threads(blas_threads):
             for r in range(repetitions):
                 pred, fit_s, _, clf = _fit_bsvm(Xtr, ytr, Xte, settings, precision, seed + r)
                 errors.append(_error(yte, pred))

@@ -67,7 +67,10 @@ def _first_nonfinite(state: Any) -> tuple[Array, Array]:
 
 
 @partial(jax.jit, static_argnames=("kernel", "record", "thin", "n_blocks"))
-def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, bad, data, hyper):
+def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper):
+    """``n_blocks`` blocks of ``thin`` iterations, of which the first ``n_active`` (dynamic) run and
+    the rest leave the state as it is: one compiled program serves every chunk of a run, the
+    shorter last one included."""
     step = jax.vmap(kernel, in_axes=(0, 0, None, None))
 
     def one_iteration(i, carry):
@@ -83,7 +86,12 @@ def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, bad, da
 
     def one_block(carry, b):
         first = start + b * thin
-        carry = jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), carry)
+        carry = jax.lax.cond(
+            b < n_active,
+            lambda c: jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), c),
+            lambda c: c,
+            carry,
+        )
         return carry, jax.vmap(record)(carry[0])
 
     (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks))
@@ -148,16 +156,17 @@ def run_chains(
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
     state, kept, done, bar = init_state, [], 0, None
+    length = min(chunk_size, total_blocks)  # the compiled chunk length
     while done < total_blocks:
-        n_blocks = min(chunk_size, total_blocks - done)
+        n_blocks = min(length, total_blocks - done)
         t0 = time.perf_counter()
         state, bad, records = _run_chunk(
-            kernel, record, thin, n_blocks, state, chain_keys, done * thin, bad, data, hyper
+            kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper
         )
         _check_finite(bad, state._fields)
         lo = max(warm_blocks - done, 0)
         if lo < n_blocks:
-            kept.append(jax.tree_util.tree_map(lambda r, lo=lo: np.asarray(r[lo:]), records))
+            kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
         done += n_blocks
         if bar is not None:
             bar.update(n_blocks * thin)
