@@ -393,7 +393,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             empty = np.flatnonzero(nan.all(axis=0))
             if empty.size:
                 raise ValueError(
-                    f"Input X has no observed value in column(s) {list(empty)}; an entirely missing "
+                    f"Input X has no observed value in column(s) {empty.tolist()}; an entirely missing "
                     "column cannot be imputed (drop it)"
                 )
         reason = None
@@ -559,7 +559,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         import pandas as pd
 
         if pd.isna(g).any():
-            raise ValueError(f"groups contains missing (NaN / None) labels at rows {list(np.flatnonzero(pd.isna(g))[:10])}")
+            raise ValueError(f"groups contains missing (NaN / None) labels at rows {np.flatnonzero(pd.isna(g))[:10].tolist()}")
         try:
             labels = np.unique(np.asarray(g.tolist()))  # sorted labels
         except TypeError:  # labels of mixed, unorderable types: first appearance

@@ -3,6 +3,8 @@ with NUTS on the marginal programs, and their posterior means are close to the V
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,10 +24,13 @@ from bayes_maxmargin.inference.luts_gibbs import (
     record_mixed,
 )
 from bayes_maxmargin.inference.nuts import run_nuts
-from bayes_maxmargin.inference.vb import MissingData, MixedData, vb_laplace_zero, vb_missing, vb_penalty
+from bayes_maxmargin.inference.vb import MissingData, MixedData, vb_missing, vb_penalty
 from bayes_maxmargin.models.luts import ImputationHyper, LutsHyper, laplace_zero_bsvm, missing_bsvm, mixed_bsvm
 
-from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
+from ._posterior import assert_posteriors_agree
+
+# the chains below are shared by several tests: keep the module on one xdist worker
+pytestmark = pytest.mark.xdist_group("luts_gibbs")
 
 H = dict(sigma_beta2=25.0, A_u=3.0, B_u=2.0)
 
@@ -74,42 +79,60 @@ def x64():
 
 def _chains(kernel, record, state, data, hyper, *, num_samples, num_warmup=500, seed=0):
     return run_chains(kernel, record, state, jax.random.PRNGKey(seed), data, hyper,
-                      num_warmup=num_warmup, num_samples=num_samples, progress_bar=False).samples
+                      num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
 
 
-def _mixed_chains(data, num_samples=2000, chains=4):
+# Each problem's chains are run once and shared by the tests below (x64 is on while they run).
+@functools.cache
+def _mixed_run(example):
+    data = _penalty_problem()[2] if example == "penalty" else _intercept_problem()
     p, m = data.X.shape[1], data.Z.shape[1]
-    coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(5), (chains, p + m))
+    coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(5), (4, p + m))
     state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, _hyper())
-    return _chains(build_mixed_kernel(), record_mixed, state, data, _hyper(), num_samples=num_samples)
+    return data, _chains(build_mixed_kernel(), record_mixed, state, data, _hyper(), num_samples=2000)
+
+
+@functools.cache
+def _laplace_zero_run():
+    data = _penalty_problem(n=40)[2]
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    v0 = 0.3 * jax.random.normal(keys[0], (4, 2))
+    g0 = jnp.tile(jnp.array([1.0, 0.0]), (4, 1))
+    state = jax.vmap(init_laplace_zero, (None, 0, 0, None, None, None))(jnp.zeros(1), v0, g0, 1.0, data, _hyper())
+    return data, _chains(build_laplace_zero_kernel(), record_laplace_zero, state, data, _hyper(),
+                         num_samples=6000, num_warmup=1000)
+
+
+@functools.cache
+def _missing_run():
+    mdata, obs = _missing_problem()
+    coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(4), (4, 3))
+    state = jax.vmap(init_missing, (0, None, None, None))(coef0, mdata, _hyper(), _imp())
+    return mdata, obs, _chains(build_missing_kernel(), record_missing, state, mdata, (_hyper(), _imp()), num_samples=3000)
+
+
+def _last(state):
+    """Chain 0's final state."""
+    return jax.tree_util.tree_map(lambda a: a[0], state)
 
 
 # ---------------------------------------------------------------------------------------- targets
 def test_kernels_target_the_augmented_programs(x64):
-    """Each kernel's log joint equals NumPyro's log density of the augmented program."""
-    _, _, data = _penalty_problem()
-    hyper = _hyper(0.3)
+    """Each kernel's log joint, at the final state of its chains, equals NumPyro's log density of
+    the augmented program."""
     kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], augmented=True)
-    state = init_mixed(jnp.full(3, 0.1), 1.0, data, hyper)
-    kernel = jax.jit(build_mixed_kernel())
-    lz_state = init_laplace_zero(jnp.zeros(1), jnp.full(2, 0.1), jnp.array([1.0, 0.0]), 1.0, data, hyper)
-    lz_kernel = jax.jit(build_laplace_zero_kernel())
-    mdata, obs = _missing_problem()
-    m_state = init_missing(jnp.zeros(3), mdata, hyper, _imp())
-    m_kernel = jax.jit(build_missing_kernel())
-    for i in range(3):
-        key = jax.random.PRNGKey(i)
-        state, _ = kernel(key, state, data, hyper)
-        lz_state, _ = lz_kernel(key, lz_state, data, hyper)
-        m_state, _ = m_kernel(key, m_state, mdata, (hyper, _imp()))
+    data, run = _mixed_run("penalty")
+    s = _last(run.final_state)
     lp, _ = log_density(mixed_bsvm, (data.X, data.Z, data.y), kw,
-                        {"beta": state.coef[:1], "u": state.coef[1:], "sigma_u2": state.sigma_u2, "lam": 1 / state.inv_lam})
-    np.testing.assert_allclose(state.log_joint, lp, rtol=1e-10)
-    s = lz_state
-    lp, _ = log_density(laplace_zero_bsvm, (data.X, data.Z, data.y), {**kw, "rho": 0.3},
+                        {"beta": s.coef[:1], "u": s.coef[1:], "sigma_u2": s.sigma_u2, "lam": 1 / s.inv_lam})
+    np.testing.assert_allclose(s.log_joint, lp, rtol=1e-10)
+    data, run = _laplace_zero_run()
+    s = _last(run.final_state)
+    lp, _ = log_density(laplace_zero_bsvm, (data.X, data.Z, data.y), {**kw, "rho": 0.5},
                         {"beta": s.beta, "v": s.v, "gamma": s.gamma, "b": s.b, "sigma_u2": s.sigma_u2, "lam": 1 / s.inv_lam})
     np.testing.assert_allclose(s.log_joint, lp, rtol=1e-10)
-    s = m_state
+    mdata, obs, run = _missing_run()
+    s = _last(run.final_state)
     rows, cols = np.nonzero(obs == 0)
     np.testing.assert_array_equal(np.asarray(s.D)[obs > 0], np.asarray(mdata.D)[obs > 0])  # observed entries kept
     lp, _ = log_density(missing_bsvm, (mdata.D, obs > 0, mdata.y), {**kw, "sigma_mu2": IMP["sigma_mu2"], "nu": IMP["nu"], "Psi": jnp.eye(2)},
@@ -118,45 +141,36 @@ def test_kernels_target_the_augmented_programs(x64):
     np.testing.assert_allclose(s.log_joint, lp, rtol=1e-10)
 
 
-def test_jit_equals_eager(x64):
-    """The Appendix B kernel (the one with a sequential loop over the inclusion indicators)."""
-    _, _, data = _penalty_problem(n=20)
-    hyper = _hyper(0.3)
-    lz = init_laplace_zero(jnp.zeros(1), jnp.full(2, 0.1), jnp.array([1.0, 0.0]), 1.0, data, hyper)
-    assert_jit_equals_eager(build_laplace_zero_kernel(), jax.random.PRNGKey(1), lz, data, hyper)
-
-
 # ---------------------------------------------------------------------------------------- against NUTS
+NUTS_WARMUP, NUTS_SAMPLES = 400, 800
+
+
 def _nuts(model, args, kwargs, num_samples=1000, seed=1):
-    samples, _ = run_nuts(model, jax.random.PRNGKey(seed), args, kwargs, num_warmup=500,
+    samples, _ = run_nuts(model, jax.random.PRNGKey(seed), args, kwargs, num_warmup=NUTS_WARMUP,
                           num_samples=num_samples, num_chains=4, target_accept_prob=0.9)
     return samples
+
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", ["penalty", "random_intercept"])
 def test_appendix_a_agrees_with_nuts(x64, example):
-    data = _penalty_problem()[2] if example == "penalty" else _intercept_problem()
+    data, run = _mixed_run(example)
     p = data.X.shape[1]
-    g = _mixed_chains(data)
+    g = run.samples
     gibbs = {"beta": g["coef"][..., :p], "u": g["coef"][..., p:], "sigma_u2": g["sigma_u2"]}
     kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], noncentred=True)
-    nuts = _nuts(mixed_bsvm, (data.X, data.Z, data.y), kw)
+    nuts = _nuts(mixed_bsvm, (data.X, data.Z, data.y), kw, num_samples=NUTS_SAMPLES)
     assert_posteriors_agree(gibbs, nuts, ["beta", "u", "sigma_u2"], sd_rtol=0.15)
+
 
 
 @pytest.mark.slow
 def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
     """Laplace-zero: NUTS on the program with gamma summed out exactly (m = 2) and b integrated out;
     the inclusion probabilities are compared through NUTS's Rao-Blackwellised P(gamma_k = 1 | rest)."""
-    _, _, data = _penalty_problem(n=40)
-    hyper = _hyper(0.5)
-    chains = 4
-    keys = jax.random.split(jax.random.PRNGKey(3), 2)
-    v0 = 0.3 * jax.random.normal(keys[0], (chains, 2))
-    g0 = jnp.tile(jnp.array([1.0, 0.0]), (chains, 1))
-    state = jax.vmap(init_laplace_zero, (None, 0, 0, None, None, None))(jnp.zeros(1), v0, g0, 1.0, data, hyper)
-    g = _chains(build_laplace_zero_kernel(), record_laplace_zero, state, data, hyper, num_samples=6000, num_warmup=1000)
+    data, run = _laplace_zero_run()
+    g = run.samples
     gibbs = {"beta": g["beta"], "u": g["u"], "sigma_u2": g["sigma_u2"], "inclusion": g["gamma"]}
     kw = dict(rho=0.5, sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"])
     nuts = _nuts(laplace_zero_bsvm, (data.X, data.Z, data.y), kw, num_samples=1500)
@@ -170,17 +184,13 @@ def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
 
 @pytest.mark.slow
 def test_appendix_c_agrees_with_nuts(x64):
-    mdata, obs = _missing_problem()
-    hyper = _hyper()
-    chains = 4
-    coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(4), (chains, 3))
-    state = jax.vmap(init_missing, (0, None, None, None))(coef0, mdata, hyper, _imp())
-    g = _chains(build_missing_kernel(), record_missing, state, mdata, (hyper, _imp()), num_samples=3000)
+    mdata, obs, run = _missing_run()
+    g = run.samples
     rows, cols = np.nonzero(obs == 0)
     gibbs = {"beta": g["coef"][..., 0], "u": g["coef"][..., 1:], "mu": g["mu"], "Sigma": g["Sigma"],
              "D_mis": g["D"][:, :, rows, cols]}
     kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], sigma_mu2=IMP["sigma_mu2"], nu=IMP["nu"], Psi=jnp.eye(2))
-    nuts = _nuts(missing_bsvm, (mdata.D, obs > 0, mdata.y), kw)
+    nuts = _nuts(missing_bsvm, (mdata.D, obs > 0, mdata.y), kw, num_samples=NUTS_SAMPLES)
     assert_posteriors_agree(gibbs, nuts, ["beta", "u", "mu", "Sigma", "D_mis"], sd_rtol=0.15)
 
 
@@ -194,14 +204,14 @@ def test_vb_means_close_to_gibbs_means(x64):
     independent of q(beta, u) shrinks the coefficients, by up to about 0.45 sd on these problems
     (Luts & Ormerod 2014, Sec. 4, report VB and MCMC classifiers of equal accuracy); an error in an
     update moves the fixed point by many standard deviations."""
-    for data in (_penalty_problem()[2], _intercept_problem()):
-        g = _mixed_chains(data, num_samples=1500, chains=2)["coef"].reshape(-1, data.X.shape[1] + data.Z.shape[1])
+    for example in ("penalty", "random_intercept"):
+        data, run = _mixed_run(example)
+        g = run.samples["coef"].reshape(-1, data.X.shape[1] + data.Z.shape[1])
         vb = vb_penalty(data, _hyper()).state.mean
         z = np.abs(np.asarray(vb) - g.mean(0)) / g.std(0)
         assert z.max() < TOL_SD, z
-    mdata, obs = _missing_problem()
-    state = jax.vmap(init_missing, (0, None, None, None))(jnp.zeros((2, 3)), mdata, _hyper(), _imp())
-    g = _chains(build_missing_kernel(), record_missing, state, mdata, (_hyper(), _imp()), num_samples=1500)
+    mdata, obs, run = _missing_run()
+    g = run.samples
     vb = vb_missing(mdata, _hyper(), _imp()).state
     coef = g["coef"].reshape(-1, 3)
     z = np.abs(np.asarray(vb.mean) - coef.mean(0)) / coef.std(0)
