@@ -6,11 +6,14 @@ balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and wri
 ``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder.
 
 Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear, gp),
-``inference`` (gibbs, em, nuts for the linear model; ecm, fitc, gibbs, nuts for the GP model),
+``inference`` (gibbs, em, nuts, vb for the linear model; ecm, fitc, gibbs, nuts for the GP model),
 ``data`` (every named dataset), and ``experiment`` (paper reproductions, selected with ``+``).
-Examples::
+A dataset with a cluster column (``toenail``) fits a random intercept per cluster with the linear
+model unless ``data.use_groups=false``. Examples::
 
     bmm inference=em data=pima
+    bmm inference=vb model.prior=laplace_zero model.rho=0.01 data=spambase
+    bmm inference=vb model.prior=penalty model.missing=model data=acath
     bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
     bmm model=gp inference=ecm data=ionosphere
     bmm +experiment=henao_table1
@@ -52,6 +55,11 @@ class LinearModelConfig:
     gamma: float = 1.0
     gamma_prior: list[float] | None = None
     gamma0: float = 0.0
+    prior: str = "gaussian"
+    rho: float = 0.01
+    A_u: float = 0.01
+    B_u: float = 0.01
+    missing: str = "error"
 
 
 @dataclass
@@ -104,6 +112,16 @@ class EMConfig:
 
 
 @dataclass
+class VBConfig:
+    """Schema of ``inference=vb`` (linear model): mean-field VB, Luts & Ormerod (2014) Alg. 1-4."""
+
+    name: str = "vb"
+    max_iter: int = 1000
+    tol: float = 1e-10
+    accelerate: bool = True
+
+
+@dataclass
 class ECMConfig:
     """Schema of ``inference=ecm`` (GP model): ECM with ML-II every ``mlii_every`` iterations."""
 
@@ -134,6 +152,7 @@ class DataConfig:
     test_size: float = 0.3
     use_given_split: bool = True
     standardize: bool = True
+    use_groups: bool = True
 
 
 @dataclass
@@ -151,7 +170,9 @@ class Config:
 
 
 #: The schema of every option of the ``inference`` group.
-INFERENCE = {"gibbs": GibbsConfig, "nuts": NUTSConfig, "em": EMConfig, "ecm": ECMConfig, "fitc": FITCConfig}
+INFERENCE = {
+    "gibbs": GibbsConfig, "nuts": NUTSConfig, "em": EMConfig, "vb": VBConfig, "ecm": ECMConfig, "fitc": FITCConfig,
+}
 
 
 def _register() -> None:
@@ -202,16 +223,16 @@ def _estimator(cfg: DictConfig):
 
 
 def _split(ds, cfg: DictConfig):
+    """Row indices of the training and test sets."""
     import numpy as np
 
     from .data import train_test_split_stratified
 
+    rows = np.arange(len(ds.y))
     if cfg.data.use_given_split and ds.split is not None:
-        train = ds.split == "train"
-        return ds.X[train], ds.X[~train], ds.y[train], ds.y[~train]
-    return train_test_split_stratified(
-        np.asarray(ds.X), ds.y, test_size=cfg.data.test_size, random_state=cfg.seed
-    )
+        return rows[ds.split == "train"], rows[ds.split != "train"]
+    train, test, _, _ = train_test_split_stratified(rows, ds.y, test_size=cfg.data.test_size, random_state=cfg.seed)
+    return train, test
 
 
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
@@ -223,7 +244,6 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         The metrics also written to ``metrics.json``.
     """
     import numpy as np
-    from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from .data import load_dataset
@@ -231,14 +251,19 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     from .metrics import classification_report_dict
 
     ds = load_dataset(cfg.data.name)
-    X_tr, X_te, y_tr, y_te = _split(ds, cfg)
+    train, test = _split(ds, cfg)
+    X_tr, X_te, y_tr, y_te = ds.X[train], ds.X[test], ds.y[train], ds.y[test]
+    if cfg.data.standardize:  # training-set statistics; missing cells stay missing
+        scaler = StandardScaler().fit(X_tr)
+        X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
     clf = _estimator(cfg)
-    model = make_pipeline(StandardScaler(), clf) if cfg.data.standardize else clf
+    grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
+    fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
-    model.fit(X_tr, y_tr)
+    clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
-    proba = model.predict_proba(X_te)[:, 1]
-    pred = model.predict(X_te)
+    proba = clf.predict_proba(X_te, **test_groups)[:, 1]
+    pred = clf.predict(X_te, **test_groups)
     pos = clf.classes_[1]
     metrics = {k: float(v) for k, v in classification_report_dict(y_te, pred, proba, pos).items()}
     metrics.update(convergence_summary(clf.idata_))
@@ -247,6 +272,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         n_train=int(len(y_tr)),
         n_test=int(len(y_te)),
         dataset=cfg.data.name,
+        groups=int(len(clf.groups_)) if grouped else 0,
         model=cfg.model.name,
         inference=cfg.inference.name,
     )

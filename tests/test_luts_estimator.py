@@ -71,6 +71,17 @@ def test_missing_values(grouped, inference):
     np.testing.assert_array_equal(clf.X_imputed_[~holes], X[~holes])
     assert np.all(np.isfinite(clf.X_imputed_))
     assert clf.score(X, y) > 0.7
+    # predictions integrate the missing entries over the fitted imputation model
+    m, v = clf.predict_latent(Xm)
+    m_full, v_full = clf.predict_latent(X)
+    np.testing.assert_allclose(m[~holes], m_full[~holes])
+    mu, S = clf.imputation_mean_, clf.imputation_cov_
+    filled = Xm.copy()
+    filled[holes, 1] = mu[1] + (S[1, [0, 2]] @ np.linalg.solve(S[np.ix_([0, 2], [0, 2])], (X[holes][:, [0, 2]] - mu[[0, 2]]).T))
+    m_f, v_f = clf.predict_latent(filled)
+    np.testing.assert_allclose(m[holes], m_f[holes])
+    assert np.all(v[holes] > v_f[holes]) and np.allclose(v[~holes], v_full[~holes])
+    assert clf.score(Xm, y) > 0.7
 
 
 def test_missing_model_without_missing_values_is_the_plain_fit(grouped):
@@ -87,6 +98,8 @@ def test_bad_input(grouped):
     Xm[0, 1] = np.nan
     with pytest.raises(ValueError, match="missing='model'"):
         LinearBSVM("vb", prior="penalty").fit(Xm, y)
+    with pytest.raises(ValueError, match=r"NaN in column\(s\) \[1\].*no imputation model"):
+        LinearBSVM("vb", prior="penalty").fit(X, y).predict(Xm)
     with pytest.raises(ValueError, match="groups"):
         LinearBSVM("vb").fit(X, y, groups=g[:-1])
     with pytest.raises(ValueError, match="groups"):
