@@ -252,7 +252,10 @@ class LinearBSVM(_BayesianSVMClassifier):
     objective_ : ndarray
         Log posterior after every EM iteration (EM only).
     lower_bound_ : ndarray
-        The VB lower bound log p(y; q) after every sweep (VB only).
+        The VB lower bound log p(y; q) after every iteration (VB only).
+    coef_cov_ : ndarray
+        VB only: covariance of q over (features, intercept, random intercepts), the order of
+        ``coef_``, ``intercept_``, ``random_effects_``.
     sigma_u2_ : float
         Posterior mean of sigma_u^2 (penalty, Laplace-zero, random-intercept and missing-data fits).
     inclusion_probabilities_ : ndarray of shape (n_features,)
@@ -263,6 +266,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         Posterior means of the random intercepts, aligned with ``groups_``.
     X_imputed_ : ndarray of shape (n_samples, n_features)
         Training X with posterior means at the missing entries (``missing="model"``).
+    imputation_mean_, imputation_cov_ : ndarray
+        Posterior means of mu and Sigma of the imputation model (``missing="model"``); NaN
+        entries of X at prediction are integrated over it (see :meth:`predict_latent`).
     """
 
     def __init__(
@@ -393,7 +399,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
         )
         for attr in ("groups_", "random_effects_", "inclusion_probabilities_", "X_imputed_", "lower_bound_",
-                     "sigma_u2_", "objective_"):
+                     "sigma_u2_", "objective_", "coef_cov_", "imputation_mean_", "imputation_cov_"):
             if hasattr(self, attr):
                 delattr(self, attr)
         self._luts = None
@@ -717,6 +723,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                               ConvergenceWarning, stacklevel=3)
             mean = np.asarray(out["mean"], dtype=np.float64)
             self._luts = {"mean": mean, "cov": np.asarray(out["cov"], dtype=np.float64)}
+            self.coef_cov_ = self._luts["cov"]
             draws = mean[None, None]
             stats = {"lower_bound": self.lower_bound_[None, None]}
             inclusion = out.get("inclusion")

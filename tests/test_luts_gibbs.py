@@ -93,14 +93,14 @@ def _mixed_run(example):
 
 
 @functools.cache
-def _laplace_zero_run():
+def _laplace_zero_run(num_samples=200, num_warmup=100):
     data = _penalty_problem(n=40)[2]
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     v0 = 0.3 * jax.random.normal(keys[0], (4, 2))
     g0 = jnp.tile(jnp.array([1.0, 0.0]), (4, 1))
     state = jax.vmap(init_laplace_zero, (None, 0, 0, None, None, None))(jnp.zeros(1), v0, g0, 1.0, data, _hyper())
     return data, _chains(build_laplace_zero_kernel(), record_laplace_zero, state, data, _hyper(),
-                         num_samples=6000, num_warmup=1000)
+                         num_samples=num_samples, num_warmup=num_warmup)
 
 
 @functools.cache
@@ -165,11 +165,11 @@ def test_appendix_a_agrees_with_nuts(x64, example):
 
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
     """Laplace-zero: NUTS on the program with gamma summed out exactly (m = 2) and b integrated out;
     the inclusion probabilities are compared through NUTS's Rao-Blackwellised P(gamma_k = 1 | rest)."""
-    data, run = _laplace_zero_run()
+    data, run = _laplace_zero_run(num_samples=6000, num_warmup=1000)
     g = run.samples
     gibbs = {"beta": g["beta"], "u": g["u"], "sigma_u2": g["sigma_u2"], "inclusion": g["gamma"]}
     kw = dict(rho=0.5, sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"])
@@ -182,7 +182,7 @@ def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
     assert_posteriors_agree(gibbs, nuts, ["inclusion"], sd_rtol=np.inf)
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_appendix_c_agrees_with_nuts(x64):
     mdata, obs, run = _missing_run()
     g = run.samples

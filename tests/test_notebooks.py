@@ -86,8 +86,31 @@ def check_henao2014_gp_bsvm(ns: dict[str, Any]) -> None:
         assert 0.0 < s["Brier"] < 0.2, name
 
 
+def check_luts2014_vb(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["SIM_REPS"] <= 2
+    # simulation: BER per method, better than chance on logistic data, every method timed
+    table = ns["sim_table"]
+    assert list(table.index) == ["SVM", "VB", "MCMC"]
+    assert np.all((table["BER"] > 0) & (table["BER"] < 0.4))
+    assert np.all(table["time_s"] > 0)
+    # VB against MCMC: means within a posterior sd, VB narrower (mean field) but not degenerate
+    assert ns["z_means"].max() < 1.0
+    assert 0.3 < ns["sd_ratio"].min() and ns["sd_ratio"].max() < 1.3
+    # spam: one inclusion probability per predictor from each method, both selective
+    p_vb, p_mc = ns["p_vb"], ns["p_mc"]
+    assert p_vb.shape == p_mc.shape == (57,)
+    assert np.all((p_vb >= 0) & (p_vb <= 1)) and np.all((p_mc >= 0) & (p_mc <= 1))
+    assert 0 < np.sum(p_vb > 0.5) < 57 and 0 < np.sum(p_mc > 0.5) < 57
+    assert 0 <= ns["agreement"] <= ns["strong"].sum()
+    # the bound: monotone for both iterations, the same value reached
+    assert all(ns["monotone"].values())
+    b = [lb[-1] for lb in ns["bounds"].values()]
+    assert abs(b[0] - b[1]) < 1e-6 * abs(b[1])
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
+    "luts2014_vb.ipynb": check_luts2014_vb,
 }
 
 
