@@ -402,7 +402,8 @@ def _alg3_step(state: LaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> 
     mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
     g, Om_g = _gamma_tilde_moments(state.mu_gamma, p)
     prior_prec = jnp.concatenate([_beta_prec(hyper, p, dtype), mu_inv_s2 * state.mu_b])
-    prec = (C.T @ (C * W[:, None])) * Om_g + jnp.diag(prior_prec)
+    CWC = C.T @ (C * W[:, None])  # C' W C; its blocks Z' W Z and Z' W X serve steps 6-7 too
+    prec = CWC * Om_g + jnp.diag(prior_prec)
     L = jnp.linalg.cholesky(prec)
     mean = cho_solve((L, True), g * (C.T @ (y * (1.0 + W))))  # step 3
     cov = _cov_from_chol(L)
@@ -410,10 +411,9 @@ def _alg3_step(state: LaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> 
     Om_v, Om_bv = Om[p:, p:], Om[:p, p:]
     mu_b = jax.lax.rsqrt(mu_inv_s2 * jnp.diagonal(Om_v))  # step 5 (independent of gamma)
     # step 6-7, sequentially over k: eta_k uses the current mu_q(gamma_-k)
-    ZW = Z * W[:, None]
-    G = Z.T @ ZW  # Z' W Z
+    G = CWC[p:, p:]  # Z' W Z
     lin_y = Z.T @ (y * (1.0 + W))  # Z_k' (I + W) y
-    lin_x = jnp.sum((ZW.T @ X) * Om_bv.T, axis=1)  # Z_k' W X Omega_q(beta, v_k)
+    lin_x = jnp.sum(CWC[p:, :p] * Om_bv.T, axis=1)  # Z_k' W X Omega_q(beta, v_k)
     GO = G * Om_v
     logit_rho = jnp.log(hyper.rho) - jnp.log1p(-hyper.rho)
 
