@@ -363,7 +363,9 @@ def main() -> None:
     """Entry point of ``bmm``."""
     args = sys.argv[1:]
     if not any(a.startswith("-") for a in args):
-        message = _precheck([a for a in args if "=" in a and not a.startswith(("+", "~"))])
+        # "+group=option" overrides (e.g. +experiment=henao_table1) stay: without them the keys they
+        # add (experiment.quick, ...) would read as unknown
+        message = _precheck([a for a in args if "=" in a and not a.startswith("~")])
         if message:
             print(f"bmm: error: {message}", file=sys.stderr)
             sys.exit(2)

@@ -3,13 +3,17 @@
 Each experiment is a function returning ``(rows, table)``: one dict per row of the paper's table
 (our numbers next to the paper's) and the same as a markdown table. :func:`run` is the entry the
 ``bmm`` command calls when the configuration has an ``experiment`` node (``bmm
-+experiment=henao_table1``, ``bmm +experiment=henao_table2``); the node names the experiment and
++experiment=henao_table1``, ``bmm +experiment=luts_spam``, ...); the node names the experiment and
 holds its settings (``bayes_maxmargin/configs/experiment/*.yaml``).
 
-=================  ==================================================================
-``henao_table1``   :func:`~bayes_maxmargin.experiments.henao2014.table1`
-``henao_table2``   :func:`~bayes_maxmargin.experiments.henao2014.table2`
-=================  ==================================================================
+===================  ==================================================================
+``henao_table1``     :func:`~bayes_maxmargin.experiments.henao2014.table1`
+``henao_table2``     :func:`~bayes_maxmargin.experiments.henao2014.table2`
+``luts_simulation``  :func:`~bayes_maxmargin.experiments.luts2014.simulation` (Sec. 4.2)
+``luts_toenail``     :func:`~bayes_maxmargin.experiments.luts2014.toenail` (Sec. 4.3)
+``luts_spam``        :func:`~bayes_maxmargin.experiments.luts2014.spam` (Sec. 4.4)
+``luts_acath``       :func:`~bayes_maxmargin.experiments.luts2014.acath` (Sec. 4.5)
+===================  ==================================================================
 """
 
 from __future__ import annotations
@@ -21,14 +25,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import henao2014
+from . import henao2014, luts2014
 
-__all__ = ["EXPERIMENTS", "henao2014", "machine_info", "run"]
+__all__ = ["EXPERIMENTS", "henao2014", "luts2014", "machine_info", "run"]
 
 #: Experiment name -> function(**settings) -> (rows, markdown table).
 EXPERIMENTS = {
     "henao_table1": henao2014.table1,
     "henao_table2": henao2014.table2,
+    "luts_simulation": luts2014.simulation,
+    "luts_toenail": luts2014.toenail,
+    "luts_spam": luts2014.spam,
+    "luts_acath": luts2014.acath,
 }
 
 
@@ -92,7 +100,8 @@ def run(cfg: Any, output_dir: str | os.PathLike[str]) -> dict[str, Any]:
     -------
     dict
         ``experiment``, ``table`` (markdown), ``wall_time_s``, ``n_rows``, ``output_dir`` and, per
-        row, the measured errors as ``<row>/<column>`` keys (fractions in [0, 1]).
+        row, the measured errors and balanced error rates (columns ``*_error`` and ``*_ber``) as
+        ``<row>/<column>`` keys (fractions in [0, 1]).
 
     Raises
     ------
@@ -128,6 +137,6 @@ def run(cfg: Any, output_dir: str | os.PathLike[str]) -> dict[str, Any]:
     }
     for row in rows:
         for key, value in row.items():
-            if key.endswith("_error") and not key.startswith("paper_") and isinstance(value, float):
+            if key.endswith(("_error", "_ber")) and not key.startswith("paper_") and isinstance(value, float):
                 metrics[f"{row['key']}/{key}"] = value
     return metrics
