@@ -29,6 +29,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..augmentation import (
+    GaussianConditional,
     augmented_log_likelihood,
     expected_inv_lambda,
     gaussian_conditional,
@@ -238,24 +239,28 @@ def build_laplace_zero_kernel():
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * f, 1.0, 0.0)
         g = jnp.concatenate([jnp.ones((p,), dtype), state.gamma])
         prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), state.b / state.sigma_u2])
-        cond = gaussian_conditional(_design(data) * g, y, inv_lam, 1.0, prior_prec)
-        coef = sample_gaussian(k_coef, cond)
+        C = _design(data)
+        CWC = C.T @ (C * inv_lam[:, None])  # C' diag(a^-1) C: the precision below and the eta_k terms
+        lin = C.T @ (y * (1.0 + inv_lam))
+        prec = CWC * jnp.outer(g, g) + jnp.diag(prior_prec)  # the design C diag(gamma~)
+        chol = jnp.linalg.cholesky(prec)
+        coef = sample_gaussian(k_coef, GaussianConditional(cho_solve((chol, True), g * lin), chol))
         beta, v = coef[:p], coef[p:]
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(state.b * v**2))
         b = InverseGaussian(jnp.sqrt(sigma_u2) / jnp.maximum(jnp.abs(v), margin_floor(dtype)), 1.0).sample(k_b)
-        lin_y = Z.T @ (y * (1.0 + inv_lam))
-        zwz = (Z**2).T @ inv_lam
+        G = CWC[p:, p:]  # Z' diag(a^-1) Z
+        lin_y = lin[p:]  # Z' diag(1 + a^-1) y
+        zwx_beta = CWC[p:, :p] @ beta  # Z' diag(a^-1) X beta
         logit_rho = jnp.log(hyper.rho) - jnp.log1p(-hyper.rho)
 
-        def update(k, carry):
-            gamma, f = carry
-            zk = Z[:, k]
-            f_minus = f - zk * (gamma[k] * v[k])
-            eta = logit_rho - 0.5 * zwz[k] * v[k] ** 2 + v[k] * lin_y[k] - v[k] * (zk @ (inv_lam * f_minus))
+        def update(k, carry):  # carry: gamma and G (gamma v), so that each step is O(m)
+            gamma, s = carry
+            cross = s[k] - G[k, k] * gamma[k] * v[k]  # Z_k' diag(a^-1) Z_-k diag(gamma_-k) v_-k
+            eta = logit_rho - 0.5 * G[k, k] * v[k] ** 2 + v[k] * lin_y[k] - v[k] * (zwx_beta[k] + cross)
             gk = jax.random.bernoulli(jax.random.fold_in(k_g, k), jax.nn.sigmoid(eta)).astype(dtype)
-            return gamma.at[k].set(gk), f_minus + zk * (gk * v[k])
+            return gamma.at[k].set(gk), s + G[:, k] * ((gk - gamma[k]) * v[k])
 
-        gamma, _ = jax.lax.fori_loop(0, m, update, (state.gamma, X @ beta + Z @ (state.gamma * v)))
+        gamma, _ = jax.lax.fori_loop(0, m, update, (state.gamma, G @ (state.gamma * v)))
         lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
         return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj), None
 
