@@ -121,7 +121,7 @@ def plot(parts: dict[str, Any], path: Path) -> Path | None:
         if part == "spam":
             names = row["variables"]
             x = np.arange(len(names))
-            for k, (m, shift) in enumerate((("vb", -0.2), ("mcmc", 0.2))):
+            for m, shift in (("vb", -0.2), ("mcmc", 0.2)):
                 if row.get(f"{m}_inclusion") is not None:
                     ax.bar(x + shift, row[f"{m}_inclusion"], width=0.4, label=LABELS[m])
             ax.set_xticks(x, names, rotation=90, fontsize=6)

@@ -25,7 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bayes_maxmargin.experiments.luts2014 import METHODS, PAPER_SIMULATION, SIM_DS, SIM_NS, simulation, simulation_markdown
+from bayes_maxmargin.experiments.luts2014 import (
+    METHODS,
+    PAPER_SIMULATION,
+    SIM_DS,
+    SIM_NS,
+    simulation,
+    simulation_markdown,
+)
 
 from _common import RESULTS, write_results
 
