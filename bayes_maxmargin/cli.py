@@ -3,19 +3,26 @@
 ``bmm`` with no arguments fits :class:`~bayes_maxmargin.LinearBSVM` with Gibbs on the built-in
 breast-cancer (diagnostic) data with a seeded stratified hold-out split, prints held-out error,
 balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and writes ``idata.nc``,
-``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder.
+``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder
+(vi and svi: also the final ELBO, and ``elbo.png``, the ELBO per sweep / per estimate, for
+``trace.png``).
 
 Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear, gp),
-``inference`` (gibbs, em, nuts, vb for the linear model; ecm, fitc, gibbs, nuts for the GP model),
-``data`` (every named dataset), and ``experiment`` (paper reproductions, selected with ``+``).
-A dataset with a cluster column (``toenail``) fits a random intercept per cluster with the linear
-model unless ``data.use_groups=false``. Examples::
+``inference`` (gibbs, em, nuts, vb, svi for the linear model; ecm, fitc, gibbs, nuts, vi, svi for
+the GP model), ``data`` (every named dataset), and ``experiment`` (paper reproductions, selected
+with ``+``). A dataset with a cluster column (``toenail``) fits a random intercept per cluster with
+the linear model unless ``data.use_groups=false``. ``data.n`` sets the number of rows of a generated
+dataset (``susy_synthetic``; the first rows of ``susy``); it is passed to the loader only when set.
+Examples::
 
     bmm inference=em data=pima
     bmm inference=vb model.prior=laplace_zero model.rho=0.01 data=spambase
     bmm inference=vb model.prior=penalty model.missing=model data=acath
     bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
     bmm model=gp inference=ecm data=ionosphere
+    bmm model=gp inference=vi data=ionosphere
+    bmm model=gp inference=svi data=susy_synthetic data.n=5000000
+    bmm model=gp inference=svi inference.num_inducing=64 inference.step_size=adaptive data=waveform
     bmm +experiment=henao_table1
 """
 
@@ -27,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -36,11 +43,13 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 __all__ = ["main", "run"]
 
-#: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except wdbc).
+#: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except the
+#: built-in wdbc and susy_synthetic).
 DATASETS = (
     "wdbc", "acath", "arcene", "breast_cancer", "crabs", "diabetis", "dna", "dorothea", "flare_solar",
     "german", "heart", "ionosphere", "isolet", "leukemia", "p53_proxy", "pima", "ringnorm",
-    "satimage", "sonar", "spambase", "splice", "toenail", "usps", "usps_3vs5", "waveform", "wisconsin",
+    "satimage", "sonar", "spambase", "splice", "susy", "susy_synthetic", "toenail", "usps", "usps_3vs5",
+    "waveform", "wisconsin",
 )  # fmt: skip
 
 
@@ -70,6 +79,7 @@ class GPModelConfig:
     kernel: str = "rbf"
     kernel_params: dict[str, Any] | None = None
     learn_kernel: Any = True
+    kernel_prior_scale: float = 1.0
     gamma: float = 1.0
     gamma_prior: list[float] | None = None
     gamma0: float | None = None
@@ -140,8 +150,41 @@ class FITCConfig(ECMConfig):
 
     name: str = "fitc"
     num_inducing: int = 100
-    inducing_init: str = "kmeans"
+    inducing: str = "kmeans"
     optimize_inducing: bool = True
+
+
+@dataclass
+class VIConfig:
+    """Schema of ``inference=vi`` (GP model): B-BSVM, coordinate ascent on q(f) q(lambda) for the
+    full GP at the initial kernel parameters (Wenzel et al. 2017, Sec. 4.1); stops when a sweep
+    raises the ELBO by less than ``tol``."""
+
+    name: str = "vi"
+    max_iter: int = 200
+    tol: float = 1e-8
+
+
+@dataclass
+class SVIConfig:
+    """Schema of ``inference=svi``: S-BSVM, natural-gradient stochastic VI (Wenzel et al. 2017,
+    Alg. 1) with ``num_inducing`` inducing points and ML-II (Adam, ``learning_rate``) on the kernel
+    and the inducing points every ``mlii_every`` steps (eq. 12); for the linear model the same
+    step on q(beta) (Sec. 4.5, eq. 14; the inducing-point and ML-II options do not apply).
+    ``max_iter`` counts natural-gradient steps (None: the estimator's default, 20 epochs within
+    [1000, 100000] for the GP model); ``step_size`` is a number in (0, 1], ``robbins_monro`` or
+    ``adaptive``; ``devices`` splits every minibatch across that many devices (None: all)."""
+
+    name: str = "svi"
+    max_iter: Optional[int] = None
+    batch_size: int = 100
+    step_size: Any = "robbins_monro"
+    num_inducing: int = 100
+    inducing: str = "kmeans"
+    optimize_inducing: bool = True
+    mlii_every: int = 10
+    learning_rate: float = 0.05
+    devices: Optional[int] = None
 
 
 @dataclass
@@ -153,6 +196,7 @@ class DataConfig:
     use_given_split: bool = True
     standardize: bool = True
     use_groups: bool = True
+    n: Optional[int] = None
 
 
 @dataclass
@@ -172,6 +216,7 @@ class Config:
 #: The schema of every option of the ``inference`` group.
 INFERENCE = {
     "gibbs": GibbsConfig, "nuts": NUTSConfig, "em": EMConfig, "vb": VBConfig, "ecm": ECMConfig, "fitc": FITCConfig,
+    "vi": VIConfig, "svi": SVIConfig,
 }
 
 
@@ -192,7 +237,8 @@ _register()
 def _estimator(cfg: DictConfig):
     """The configured estimator. Options of the ``inference`` group that the model does not take
     (e.g. the linear sampler's ``overrelaxation`` under ``model=gp``) are dropped while they keep
-    their defaults, and are an error when set."""
+    their defaults, and are an error when set. Options left at None (``max_iter``, ``devices`` of
+    svi) are not passed: the estimator's own default applies."""
     from .data.validation import InvalidParameterError
     from .estimators import GPBSVM, LinearBSVM
 
@@ -204,6 +250,7 @@ def _estimator(cfg: DictConfig):
     if isinstance(model.get("learn_kernel"), list):
         model["learn_kernel"] = tuple(model["learn_kernel"])
     name = inference.pop("name")
+    inference = {k: v for k, v in inference.items() if v is not None}
     accepted = cls().get_params()
     for key in [k for k in inference if k not in accepted]:
         if inference[key] != getattr(INFERENCE[name](), key):
@@ -235,6 +282,25 @@ def _split(ds, cfg: DictConfig):
     return train, test
 
 
+def _load(cfg: DictConfig):
+    """The dataset of ``cfg.data``; ``data.n`` (rows of a generated dataset) only when set."""
+    from .data import load_dataset
+    from .data.validation import InvalidParameterError
+
+    n = cfg.data.get("n")
+    if n is None:
+        return load_dataset(cfg.data.name)
+    try:
+        return load_dataset(cfg.data.name, n=n)
+    except TypeError as err:
+        if "unexpected keyword argument" not in str(err):
+            raise
+        raise InvalidParameterError(
+            f"data.n does not apply to data={cfg.data.name} (a fixed dataset); it sets the number of rows "
+            "of a generated dataset such as susy_synthetic (or the first rows of susy)"
+        ) from None
+
+
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     """Fit the configured estimator, evaluate it on the held-out split and write the outputs.
 
@@ -246,11 +312,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
-    from .data import load_dataset
     from .diagnostics import convergence_summary
     from .metrics import classification_report_dict
 
-    ds = load_dataset(cfg.data.name)
+    ds = _load(cfg)
     train, test = _split(ds, cfg)
     X_tr, X_te, y_tr, y_te = ds.X[train], ds.X[test], ds.y[train], ds.y[test]
     if cfg.data.standardize:  # training-set statistics; missing cells stay missing
@@ -276,6 +341,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         model=cfg.model.name,
         inference=cfg.inference.name,
     )
+    if getattr(clf, "elbo_", None) is not None and len(clf.elbo_):  # vi, svi (and linear vb, svi)
+        metrics.update(elbo=float(clf.elbo_[-1]), n_iter=int(clf.n_iter_))
+    if cfg.model.name == "gp":
+        metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)
     clf.idata_.to_netcdf(str(output_dir / "idata.nc"))
     (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -285,7 +354,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         matplotlib.use("Agg")
         from . import plots
 
-        plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
+        if cfg.inference.name in ("vi", "svi"):  # a point in q's parameters: the ELBO trace instead
+            plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
+        else:
+            plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
         plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
     return metrics
 
@@ -302,6 +374,8 @@ def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
     ]
     print(f"{metrics['model']} / {metrics['inference']} on {metrics['dataset']} "
           f"({metrics['n_train']} train, {metrics['n_test']} test)")
+    if "elbo" in metrics:
+        rows.append(("final ELBO", "elbo"))
     for label, key in rows:
         print(f"  {label:<16} {metrics[key]:.4f}")
     print(f"  outputs in {output_dir}")

@@ -55,8 +55,9 @@ from .inference.luts_gibbs import (
     record_mixed,
 )
 from .inference.nuts import run_nuts
+from .inference import svi as _svi
 from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
-from .kernels import ARDParams, SEParams, to_unconstrained
+from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, to_unconstrained
 from .linalg import CholeskyError, cholesky_or_raise
 from .models.gp import GPHyper, default_kernel_params, gp_bsvm, kernel_prior, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
@@ -186,10 +187,12 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     Parameters
     ----------
-    inference : {"gibbs", "em", "nuts", "vb"}
+    inference : {"gibbs", "em", "nuts", "vb", "svi"}
         Conjugate Gibbs sampler, EM / ECM for the MAP, NUTS on the marginal program (these three
-        for ``prior="gaussian"`` without groups or missing values; Gibbs for every model), or
-        mean-field VB (Luts & Ormerod 2014, Algorithms 1-4).
+        for ``prior="gaussian"`` without groups or missing values; Gibbs for every model),
+        mean-field VB (Luts & Ormerod 2014, Algorithms 1-4), or stochastic natural-gradient VI
+        on minibatches (Wenzel et al. 2017, Sec. 4.5, eq. 14; ``max_iter`` steps of
+        ``batch_size`` points, ``step_size`` as in :class:`GPBSVM`).
     prior : {"gaussian", "penalty", "laplace_zero"}
         Prior of the feature coefficients (see above).
     rho : float
@@ -297,8 +300,14 @@ class LinearBSVM(_BayesianSVMClassifier):
         A_u: float = 0.01,
         B_u: float = 0.01,
         missing: str = "error",
+        batch_size: int = 100,
+        step_size: Any = "robbins_monro",
+        devices: int | None = None,
     ) -> None:
         self.inference = inference
+        self.batch_size = batch_size
+        self.step_size = step_size
+        self.devices = devices
         self.prior = prior
         self.rho = rho
         self.A_u = A_u
@@ -325,7 +334,9 @@ class LinearBSVM(_BayesianSVMClassifier):
     # ------------------------------------------------------------------ parameters
     def _checked_params(self) -> dict[str, Any]:
         p: dict[str, Any] = {
-            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts", "vb")),
+            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts", "vb", "svi")),
+            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
+            "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
             "prior": check_option("prior", self.prior, ("gaussian", "penalty", "laplace_zero")),
             "missing": check_option("missing", self.missing, ("error", "model")),
             "rho": check_scalar_param("rho", self.rho, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False),
@@ -431,6 +442,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
+        if params["inference"] == "svi":
+            with jax.enable_x64(x64):
+                coef, stats = self._fit_svi(design, y, params, dtype)
+            self._store(design, coef, None, stats, y, params)
+            return self
         with jax.enable_x64(x64):
             data = LinearData(jnp.asarray(design, dtype), jnp.asarray(y, dtype))
             a0, b0 = params["gamma_prior"] or (1.0, 1.0)
@@ -468,6 +484,41 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.n_iter_ = result.num_iterations
         s = result.samples
         return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"]}
+
+    def _fit_svi(self, design, y, params, dtype):
+        """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from
+        minibatches of the host data, O(p^3) per step."""
+        n = design.shape[0]
+        if params["batch_size"] > n:
+            raise InvalidParameterError(
+                f"Invalid value for batch_size: {params['batch_size']} (must be between 1 and the number of "
+                f"training points N = {n})"
+            )
+        if params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+            raise InvalidParameterError(
+                "Invalid value for gamma_prior / gamma0: inference='svi' fits the hinge (gamma0=0) with gamma "
+                "fixed (gamma_prior=None)"
+            )
+        if self.fit_intercept and params["intercept_scale"] is None:
+            raise InvalidParameterError(
+                "Invalid value for intercept_scale: None (a flat intercept prior); inference='svi' needs a proper "
+                "Gaussian prior on every coefficient for its ELBO (give a number, e.g. 10)"
+            )
+        prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
+                                          self.fit_intercept))
+        seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        res, _ = _svi.svi_linear(
+            design, y, np.diag(prec), num_steps=params["max_iter"],
+            batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype, seed=seed,
+            devices=params["devices"],
+        )
+        if not res.elbo.size:
+            raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
+        mu, _ = _svi.moments(res.state.nat)
+        self.n_iter_ = int(res.state.step)
+        self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        self._prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
+        return np.asarray(mu, dtype=np.float64)[None, None], {"elbo": res.elbo[None, None, :]}
 
     def _fit_em(self, key, data, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
@@ -826,7 +877,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             if "cov" in luts:
                 return design @ luts["mean"], np.sum((design @ luts["cov"]) * design, axis=1)
             return latent_moments_from_draws(design, luts["draws"])
-        if self.inference == "em":
+        if self.inference in ("em", "svi"):
             return gaussian_latent_moments(design, self._coef_mean, self._prec_chol)
         return latent_moments_from_draws(design, self._coef_draws)
 
@@ -861,7 +912,7 @@ def conditional_fill(X: np.ndarray, mean: np.ndarray, cov: np.ndarray, weight_mo
 # ============================================================================ GP Bayesian SVM
 #: Inference options of :class:`GPBSVM`, and the gamma0 each uses when ``gamma0=None``: the
 #: paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for ECM and FITC.
-_GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1}
+_GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1, "vi": 0.0, "svi": 0.0}
 _GP_KERNELS = ("rbf", "ard", "poly", "linear")
 #: Joint draws of (theta, f) used for prediction when theta is sampled (one Cholesky each).
 _PREDICT_THETA_DRAWS = 200
@@ -969,10 +1020,16 @@ class GPBSVM(_BayesianSVMClassifier):
     kernel : {"rbf", "ard", "poly", "linear"}
         Covariance function: the paper's squared exponential amplitude * exp(-||x - x'||^2 /
         lengthscale^2), its ARD version, polynomial or linear (:mod:`bayes_maxmargin.kernels`).
-    inference : {"ecm", "fitc", "gibbs", "nuts"}
+    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}
         ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
         the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
-        sampler (eq. 7); or NUTS on the marginal program (the reference).
+        sampler (eq. 7); NUTS on the marginal program (the reference); or the variational
+        inference of Wenzel et al. (2017): batch coordinate ascent on q(f) q(lambda) for the full
+        GP ("vi", B-BSVM, Sec. 4.1, kernel fixed) and natural-gradient stochastic VI with
+        ``num_inducing`` inducing points ("svi", S-BSVM, Alg. 1), minibatches streamed from host
+        memory, ML-II on the kernel (``learn_kernel``) and the inducing locations
+        (``optimize_inducing``) every ``mlii_every`` steps (eq. 12). vi and svi use the hinge
+        (gamma0 = 0) with gamma fixed.
     kernel_params : dict or None
         Initial (ECM / FITC with ``learn_kernel``) or fixed kernel parameters, e.g.
         ``{"lengthscale": 3.0, "amplitude": 1.0}``; fields not given take the defaults:
@@ -995,25 +1052,38 @@ class GPBSVM(_BayesianSVMClassifier):
     gamma0 : float or None
         Rate of the exponential prior on lambda; 0 is the hinge. None: 0 for ECM and FITC (sparse
         alpha, eq. 13), the paper's 0.1 for Gibbs and NUTS.
-    max_iter : int
-        ECM iterations in all (ECM, FITC); the paper uses 200.
+    max_iter : int or None
+        ECM iterations in all (ECM, FITC; the paper uses 200), coordinate-ascent sweeps (vi), or
+        natural-gradient steps (svi). None: 200, and for svi 20 epochs (at least 1000, at most
+        100 000 steps).
     mlii_every : int
-        ECM iterations between ML-II steps (the paper: 20).
+        ECM iterations between ML-II steps (Henao et al.: 20); svi: natural-gradient steps per
+        ML-II step and per ELBO estimate (Wenzel et al.: 10).
     mlii_steps : int
         Optimiser iterations per ML-II step.
     optimizer : {"lbfgs", "adam"}
         Optax optimiser of ML-II: L-BFGS with a line search (few iterations suffice for the
         handful of kernel parameters) or Adam.
     learning_rate : float
-        Adam step size on the unconstrained kernel parameters (and pseudo-inputs).
+        Adam step size on the unconstrained kernel parameters (and pseudo-inputs); svi always
+        uses Adam for its ML-II steps.
     tol : float
         Relative-change tolerance of each ECM run.
     num_inducing : int
-        FITC: number M of pseudo-inputs, 1 <= M <= N.
-    inducing_init : {"kmeans", "random"}
-        FITC: initial pseudo-inputs, k-means++ centres or a random subset of the training rows.
+        FITC, svi: number M of pseudo-inputs / inducing points, 1 <= M <= N.
+    inducing : {"kmeans", "random"}
+        FITC, svi: initial pseudo-inputs, k-means++ centres (scikit-learn ``KMeans``;
+        ``MiniBatchKMeans`` on a subsample above 50 000 rows) or a random subset of the rows.
     optimize_inducing : bool
-        FITC: whether ML-II also moves the pseudo-inputs.
+        FITC, svi: whether ML-II also moves the pseudo-inputs.
+    batch_size : int
+        svi: minibatch size |S|, 1 <= |S| <= N (the paper: 10 on its benchmark sets, 100 on SUSY).
+    step_size : float, Optax schedule, "robbins_monro" or "adaptive"
+        svi: the natural-gradient step rho_t of Alg. 1, in (0, 1]: a constant, a schedule
+        t -> rho_t, Robbins-Monro (t + 10)^-0.55, or the adaptive rate of Ranganath et al. (2013).
+    devices : int or None
+        svi: split every minibatch across this many devices (None: all visible devices; the
+        batch size must be a multiple of their number).
     num_samples, num_warmup, num_chains, thin : int
         Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
     jitter : float
@@ -1045,7 +1115,14 @@ class GPBSVM(_BayesianSVMClassifier):
         ``alpha_[support_]``: y_n gamma (1 + c) inside the margin, eq. (13) (exact for ECM with
         gamma0 = 0; a truncation otherwise).
     inducing_points_ : ndarray of shape (num_inducing, n_features)
-        FITC only: the final pseudo-inputs.
+        FITC, svi: the final pseudo-inputs.
+    variational_mean_, variational_cov_ : ndarray
+        svi: mu and zeta of q(u) = N(mu, zeta) at the inducing points.
+    elbo_ : ndarray
+        vi: the ELBO after every sweep; svi: minibatch estimates of eq. (8) (scaled by N / |S|)
+        every ``mlii_every`` steps, at ``elbo_steps_``.
+    f_, alpha_, support_ ... : svi does not define the training-set attributes ``f_``,
+        ``alpha_``, ``support_``, ``support_vectors_``, ``dual_coef_`` (N may be in the millions).
     objective_ : ndarray
         ECM / FITC: the log posterior after every ECM iteration, all rounds concatenated (it never
         decreases within a round; it jumps when ML-II moves theta).
@@ -1069,15 +1146,18 @@ class GPBSVM(_BayesianSVMClassifier):
         gamma: float = 1.0,
         gamma_prior: tuple[float, float] | None = None,
         gamma0: float | None = None,
-        max_iter: int = 200,
+        max_iter: int | None = None,
         mlii_every: int = 20,
         mlii_steps: int = 10,
         optimizer: str = "lbfgs",
         learning_rate: float = 0.05,
         tol: float = 1e-10,
         num_inducing: int = 100,
-        inducing_init: str = "kmeans",
+        inducing: str = "kmeans",
         optimize_inducing: bool = True,
+        batch_size: int = 100,
+        step_size: Any = "robbins_monro",
+        devices: int | None = None,
         num_samples: int = 1000,
         num_warmup: int = 500,
         num_chains: int = 4,
@@ -1102,8 +1182,11 @@ class GPBSVM(_BayesianSVMClassifier):
         self.learning_rate = learning_rate
         self.tol = tol
         self.num_inducing = num_inducing
-        self.inducing_init = inducing_init
+        self.inducing = inducing
         self.optimize_inducing = optimize_inducing
+        self.batch_size = batch_size
+        self.step_size = step_size
+        self.devices = devices
         self.num_samples = num_samples
         self.num_warmup = num_warmup
         self.num_chains = num_chains
@@ -1120,12 +1203,14 @@ class GPBSVM(_BayesianSVMClassifier):
             "inference": inference,
             "kernel": check_option("kernel", self.kernel, _GP_KERNELS),
             "precision": check_option("precision", self.precision, ("float32", "float64")),
-            "inducing_init": check_option("inducing_init", self.inducing_init, ("kmeans", "random")),
+            "inducing": check_option("inducing", self.inducing, ("kmeans", "random")),
             "optimizer": check_option("optimizer", self.optimizer, ML2_OPTIMIZERS),
             "gamma": check_scalar_param("gamma", self.gamma, low=0.0, low_inclusive=False),
             "gamma0": check_scalar_param("gamma0", self.gamma0, low=0.0, allow_none=True),
-            "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1),
+            "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1, allow_none=True),
             "mlii_every": check_scalar_param("mlii_every", self.mlii_every, kind="int", low=1),
+            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
+            "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
             "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
             "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
             "tol": check_scalar_param("tol", self.tol, low=0.0),
@@ -1142,6 +1227,13 @@ class GPBSVM(_BayesianSVMClassifier):
         }
         if p["gamma0"] is None:
             p["gamma0"] = _GP_DEFAULT_GAMMA0[inference]
+        if inference in ("vi", "svi") and (p["gamma0"] != 0.0 or p["gamma_prior"] is not None):
+            raise InvalidParameterError(
+                f"Invalid value for gamma0 / gamma_prior: inference={inference!r} fits the hinge model of "
+                "Wenzel et al. (2017) with gamma fixed (gamma0=0, gamma_prior=None)"
+            )
+        if p["max_iter"] is None and inference != "svi":
+            p["max_iter"] = 200
         if not isinstance(self.optimize_inducing, (bool, np.bool_)):
             raise InvalidParameterError(
                 f"Invalid value for optimize_inducing: {self.optimize_inducing!r} (must be a bool)"
@@ -1164,11 +1256,12 @@ class GPBSVM(_BayesianSVMClassifier):
         params = self._checked_params()
         X, y = self._fit_input(X, y)
         n = X.shape[0]
-        if params["inference"] == "fitc" and params["num_inducing"] > n:
-            raise InvalidParameterError(
-                f"Invalid value for num_inducing: {params['num_inducing']} (must be between 1 and the "
-                f"number of training points N = {n})"
-            )
+        for name in ("num_inducing", "batch_size"):
+            if params["inference"] in (("fitc", "svi") if name == "num_inducing" else ("svi",)) and params[name] > n:
+                raise InvalidParameterError(
+                    f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
+                    f"training points N = {n})"
+                )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
         free = _free_kernel_fields(theta0, self.learn_kernel)
         fixed = tuple(f for f in to_unconstrained(theta0) if f not in free)
@@ -1182,18 +1275,96 @@ class GPBSVM(_BayesianSVMClassifier):
         dtype = np.float64 if x64 else np.float32
         with jax.enable_x64(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
+            key = _random_key(self.random_state)
+            if params["inference"] == "svi":  # the data stay on the host
+                self._fit_svi(key, X, y, theta0, fixed, params)
+                return self
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
             a0, b0 = params["gamma_prior"] or (2.0, 1.0)
             hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])))
-            key = _random_key(self.random_state)
             if params["inference"] != "fitc":
                 self._check_kernel_matrix(Xj, theta0, params)
-            fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts}
+            fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts,
+                   "vi": self._fit_vi}
             posterior, stats = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
         self._X_fit = X
         self._y_fit = y
         self._store(posterior, stats, y, params)
         return self
+
+    def _fit_vi(self, key, X, y, theta0, fixed, hyper, params):
+        """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
+        K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
+        res = _svi.batch_vi(K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
+        elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
+        if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
+            raise NonFiniteStateError(
+                f"Batch VI produced a non-finite ELBO at kernel_params = {_params_dict(theta0)}; check the data "
+                "scale and the kernel parameters (or use float64)."
+            )
+        self.elbo_ = elbo
+        self.n_iter_ = int(res.n_iter)
+        self._theta = theta0
+        _, _, _, half = _svi.batch_vi_posterior(K, y, res.state.alpha, hyper.gamma)
+        sw = jnp.sqrt(hyper.gamma) * res.state.alpha ** -0.25
+        LB = jnp.linalg.cholesky(jnp.eye(K.shape[0], dtype=K.dtype) + sw[:, None] * K * sw[None, :])
+        self._point = {"theta": theta0, "sw": sw, "LB": LB}
+        self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
+        posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in _params_dict(theta0).items()
+                          if k != "degree"})
+        return posterior, {"elbo": elbo[None, None, :]}
+
+    def _fit_svi(self, key, X, y, theta0, fixed, params):
+        """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
+        n = X.shape[0]
+        num_steps = params["max_iter"] or int(np.clip(20 * n // params["batch_size"], 1000, 100_000))
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        Z0 = init_inducing(X, params["num_inducing"], params["inducing"], seed)
+        learn = tuple(f for f in to_unconstrained(theta0) if f not in fixed)
+        if self.optimize_inducing:
+            learn += ("inducing",)
+        dtype = np.float64 if self._x64 else np.float32
+        res, problem = _svi.svi_gp(
+            X, y, theta0, Z0, kernel=params["kernel"], learn=learn, num_steps=num_steps,
+            batch_size=params["batch_size"], step_size=self.step_size, hyper_every=params["mlii_every"],
+            learning_rate=params["learning_rate"], gamma=params["gamma"], jitter=params["jitter"], dtype=dtype,
+            seed=seed, devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000,
+        )
+        state = res.state
+        if not res.elbo.size:
+            raise NonFiniteStateError(
+                f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
+                f"{_params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
+            )
+        self._svi = (state, problem)
+        spec = problem.features.keywords["spec"]
+        theta, Z = _svi.gp_hyper(state.hyper, spec)
+        chol, _ = _svi.gp_factors(state.hyper, spec)
+        mu_v, R = _svi.moments(state.nat)
+        A = R @ chol.T  # u = L v: zeta_u = L zeta_v L' = A' A
+        self.variational_mean_ = np.asarray(chol @ mu_v, dtype=np.float64)
+        self.variational_cov_ = np.asarray(A.T @ A, dtype=np.float64)
+        self.inducing_points_ = np.asarray(Z, dtype=np.float64)
+        self.kernel_params_ = _params_dict(theta)
+        self.gamma_ = params["gamma"]
+        self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        self.n_iter_ = int(state.step)
+        for attr in ("f_", "alpha_", "support_", "support_vectors_", "dual_coef_", "objective_", "log_z_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        posterior = {"u": self.variational_mean_[None, None]}
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in self.kernel_params_.items()
+                          if k != "degree"})
+        names = getattr(self, "feature_names_in_", None)
+        self.idata_ = to_inference_data(
+            posterior, sample_stats={"elbo": res.elbo[None, None, :]},
+            coords={"inducing": np.arange(Z.shape[0]),
+                    "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
+            dims={"u": ["inducing"], "lengthscales": ["feature"], "elbo": ["svi_round"]},
+            attrs={"model": "gp", "kernel": params["kernel"], "inference": "svi",
+                   "bayes_maxmargin_version": __version__},
+        )
 
     def _check_kernel_matrix(self, X, theta, params) -> None:
         """Factorise K + jitter I once on the host; raise a clear error if it stays singular."""
@@ -1231,7 +1402,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_fitc(self, key, X, y, theta0, fixed, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
-        V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing_init"], seed)
+        V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
         learns = len(fixed) < len(to_unconstrained(theta0)) or self.optimize_inducing
         res = fitc_ecm(
             X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
@@ -1359,6 +1530,10 @@ class GPBSVM(_BayesianSVMClassifier):
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         kernel, jitter = self.kernel, self.jitter
+        if self.inference == "svi":
+            with jax.enable_x64(self._x64):
+                mean, var = _svi.predict_moments(*self._svi, X)
+            return mean.astype(np.float64), var.astype(np.float64)
         with jax.enable_x64(self._x64):
             dtype = jnp.float64 if self._x64 else jnp.float32
             X_train, X = jnp.asarray(self._X_fit, dtype), jnp.asarray(X, dtype)
@@ -1366,6 +1541,13 @@ class GPBSVM(_BayesianSVMClassifier):
             if self.inference == "ecm":
                 p = self._point
                 mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], kernel=kernel, jitter=jitter)
+            elif self.inference == "vi":  # K^-1 mu and K - K W^1/2 B^-1 W^1/2 K at the test inputs
+                p = self._point
+                kfn = get_kernel(kernel)
+                Ks = kfn(p["theta"], X_train, X)
+                half = jax.scipy.linalg.solve_triangular(p["LB"], p["sw"][:, None] * Ks, lower=True)
+                mean = Ks.T @ jnp.asarray(self.alpha_, dtype)
+                var = kernel_diag(kfn, p["theta"], X) - jnp.sum(half**2, axis=0)
             elif self.inference == "fitc":
                 p = self._point
                 mean, var = fitc_predict(X_train, X, y, p["V"], p["inv_lam"], p["gamma"], p["theta"],

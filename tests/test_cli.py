@@ -154,3 +154,85 @@ def test_missing_predictors_job(tmp_path):
     metrics = run(_composed("inference=vb", "model.prior=penalty", "model.missing=model", "data=acath",
                             "plots=false"), tmp_path)
     assert metrics["n_test"] + metrics["n_train"] == 3504 and metrics["balanced_error"] < 0.4
+
+
+# ---------------------------------------------------------------- Wenzel et al. (2017): vi and svi
+def test_svi_schema_and_data_n():
+    """`bmm model=gp inference=svi data=susy_synthetic data.n=5000000` composes into S-BSVM with the
+    estimator's defaults for what is left at None, progress reporting on, and n for the loader."""
+    from bayes_maxmargin import GPBSVM
+    from bayes_maxmargin.cli import _estimator
+
+    cfg = _composed("model=gp", "inference=svi", "data=susy_synthetic", "data.n=5000000")
+    assert cfg.data.n == 5_000_000 and cfg.data.name == "susy_synthetic"
+    assert cfg.inference.max_iter is None and cfg.inference.devices is None
+    clf = _estimator(cfg)
+    assert isinstance(clf, GPBSVM) and clf.inference == "svi" and clf.progress_bar
+    params = clf.get_params()
+    assert params["max_iter"] is None and params["devices"] is None
+    assert params["batch_size"] == 100 and params["step_size"] == "robbins_monro"
+    assert params["num_inducing"] == 100 and params["inducing"] == "kmeans" and params["optimize_inducing"]
+    assert params["mlii_every"] == 10  # Wenzel et al.: 10 variational steps per hyperparameter step
+    cfg = _composed("model=gp", "inference=svi", "inference.step_size=0.05", "inference.max_iter=500",
+                    "inference.devices=1", "inference.inducing=random")
+    params = _estimator(cfg).get_params()
+    assert params["step_size"] == 0.05 and params["max_iter"] == 500 and params["devices"] == 1
+    assert params["inducing"] == "random"
+    assert _estimator(_composed("model=gp", "inference=svi", "inference.step_size=adaptive")).step_size == "adaptive"
+    assert _composed("data=wdbc").data.n is None
+
+
+def test_vi_and_ecm_schemas_pass_their_max_iter():
+    """B-BSVM gets its sweeps and tolerance; ECM still gets the paper's 200 iterations explicitly."""
+    from bayes_maxmargin.cli import _estimator
+
+    vi = _estimator(_composed("model=gp", "inference=vi", "inference.max_iter=50"))
+    assert vi.inference == "vi" and vi.max_iter == 50 and vi.tol == 1e-8
+    ecm = _estimator(_composed("model=gp", "inference=ecm"))
+    assert ecm.inference == "ecm" and ecm.max_iter == 200 and ecm.mlii_every == 20
+    fitc = _estimator(_composed("model=gp", "inference=fitc"))
+    assert fitc.max_iter == 200 and fitc.inducing == "kmeans"
+
+
+def test_linear_svi_schema():
+    """`model=linear inference=svi`: the linear model's SVI (Sec. 4.5) takes the minibatch options;
+    its own default max_iter applies; the GP-only options are an error when set."""
+    import pytest
+
+    from bayes_maxmargin import LinearBSVM
+    from bayes_maxmargin.cli import _estimator
+    from bayes_maxmargin.data.validation import InvalidParameterError
+
+    clf = _estimator(_composed("inference=svi", "inference.batch_size=32", "inference.step_size=0.1"))
+    assert isinstance(clf, LinearBSVM) and clf.inference == "svi"
+    assert clf.batch_size == 32 and clf.step_size == 0.1 and clf.max_iter == LinearBSVM().max_iter
+    with pytest.raises(InvalidParameterError, match="inference.num_inducing does not apply to model=linear"):
+        _estimator(_composed("inference=svi", "inference.num_inducing=10"))
+
+
+def test_data_n_of_a_fixed_dataset_is_an_error(tmp_path):
+    import pytest
+
+    from bayes_maxmargin.cli import _load
+    from bayes_maxmargin.data.validation import InvalidParameterError
+
+    assert _load(_composed("data=susy_synthetic", "data.n=300")).X.shape == (300, 18)
+    with pytest.raises(InvalidParameterError, match="data.n does not apply to data=wdbc"):
+        _load(_composed("data=wdbc", "data.n=100"))
+
+
+def test_gp_svi_job(tmp_path):
+    """`bmm model=gp inference=svi data=susy_synthetic data.n=2000` end to end, on a few hundred steps."""
+    out = tmp_path / "run"
+    res = bmm(f"hydra.run.dir={out}", "model=gp", "inference=svi", "data=susy_synthetic", "data.n=2000",
+              "inference.max_iter=100", "inference.num_inducing=16", "inference.batch_size=50",
+              "precision=float32", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for line in ["gp / svi on susy_synthetic (1400 train, 600 test)", "test error", "final ELBO"]:
+        assert line in res.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["inference"] == "svi" and metrics["n_iter"] == 100 and metrics["error"] < 0.4
+    assert metrics["kernel_lengthscale"] > 0
+    idata = az.from_netcdf(str(out / "idata.nc"))
+    assert idata.posterior["u"].shape == (1, 1, 16) and idata.sample_stats["elbo"].shape == (1, 1, 10)
+    assert (out / "elbo.png").stat().st_size > 5_000 and not (out / "trace.png").exists()

@@ -81,7 +81,7 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
     X, y = moons
     kp = {"lengthscale": 1.0, "amplitude": 1.0}
     ecm = GPBSVM(learn_kernel=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
-    fitc = GPBSVM(inference="fitc", num_inducing=len(X), inducing_init="random", learn_kernel=False,
+    fitc = GPBSVM(inference="fitc", num_inducing=len(X), inducing="random", learn_kernel=False,
                   optimize_inducing=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
     np.testing.assert_allclose(fitc.decision_function(X), ecm.decision_function(X), atol=1e-4)
     mc = dict(kernel_params=kp, learn_kernel=False, num_chains=2, **QUIET)

@@ -108,9 +108,34 @@ def check_luts2014_vb(ns: dict[str, Any]) -> None:
     assert abs(b[0] - b[1]) < 1e-6 * abs(b[1])
 
 
+def check_wenzel2017_svi(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["N_TRAIN"] <= 200 and ns["STEPS"] <= 300
+    # S-BSVM: one ELBO estimate per MLII_EVERY steps, finite, a fit that separates the moons
+    sbsvm = ns["sbsvm"]
+    assert sbsvm.n_iter_ == ns["STEPS"] and len(sbsvm.elbo_) == ns["STEPS"] // ns["MLII_EVERY"]
+    assert np.all(np.isfinite(sbsvm.elbo_)) and np.all(np.diff(sbsvm.elbo_steps_) > 0)
+    assert np.mean(sbsvm.elbo_[-5:]) > np.mean(sbsvm.elbo_[:5])
+    assert ns["svi_error"] < 0.2
+    assert sbsvm.inducing_points_.shape == (ns["M"], 2)
+    # B-BSVM: coordinate ascent never lowers the ELBO
+    assert ns["vi_monotone"] and len(ns["bbsvm"].elbo_) >= 2
+    # uncertainty: probabilities in (0, 1), positive variances, larger far from the inducing points
+    assert np.all((ns["proba_grid"] > 0) & (ns["proba_grid"] < 1)) and np.all(ns["var_grid"] > 0)
+    assert ns["var_grid"][ns["far"]].mean() > ns["var_grid"][ns["near"]].mean()
+    # ML-II moves the length-scale away from its poor start, to an error close to the grid's best
+    assert ns["tuned_lengthscale"] < ns["LENGTHSCALE0"]
+    assert ns["tuned_error"] <= min(ns["grid_errors"]) + 0.05
+    assert len(ns["grid_errors"]) == len(ns["LENGTHSCALE_GRID"])
+    # inducing points: a table of errors for both placements and every M
+    table = ns["inducing_table"]
+    assert tuple(table.index) == tuple(ns["M_GRID"]) and set(table.columns) == {"kmeans", "random"}
+    assert np.all((table.to_numpy() >= 0) & (table.to_numpy() < 0.5))
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
     "luts2014_vb.ipynb": check_luts2014_vb,
+    "wenzel2017_svi.ipynb": check_wenzel2017_svi,
 }
 
 

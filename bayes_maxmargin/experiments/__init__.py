@@ -13,6 +13,7 @@ holds its settings (``bayes_maxmargin/configs/experiment/*.yaml``).
 ``luts_toenail``     :func:`~bayes_maxmargin.experiments.luts2014.toenail` (Sec. 4.3)
 ``luts_spam``        :func:`~bayes_maxmargin.experiments.luts2014.spam` (Sec. 4.4)
 ``luts_acath``       :func:`~bayes_maxmargin.experiments.luts2014.acath` (Sec. 4.5)
+``wenzel_table1``    :func:`~bayes_maxmargin.experiments.wenzel2017.table1`
 ===================  ==================================================================
 """
 
@@ -25,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import henao2014, luts2014
+from . import henao2014, luts2014, wenzel2017
 
-__all__ = ["EXPERIMENTS", "henao2014", "luts2014", "machine_info", "run"]
+__all__ = ["EXPERIMENTS", "henao2014", "luts2014", "machine_info", "run", "wenzel2017"]
 
 #: Experiment name -> function(**settings) -> (rows, markdown table).
 EXPERIMENTS = {
@@ -37,6 +38,7 @@ EXPERIMENTS = {
     "luts_toenail": luts2014.toenail,
     "luts_spam": luts2014.spam,
     "luts_acath": luts2014.acath,
+    "wenzel_table1": wenzel2017.table1,
 }
 
 

@@ -122,7 +122,7 @@ FITC_TABLE2: dict[str, Any] = {
     "kernel": "rbf",
     "inference": "fitc",
     "num_inducing": 100,
-    "inducing_init": "kmeans",
+    "inducing": "kmeans",
     "optimize_inducing": True,
     "max_iter": 200,
     "mlii_every": 20,

@@ -657,6 +657,10 @@ def _check_num_inducing(num_inducing: int, n: int) -> None:
         raise ValueError(f"num_inducing must be between 1 and N = {n}, got num_inducing={num_inducing}")
 
 
+#: Up to this many rows k-means runs on all of them; above, MiniBatchKMeans on a subsample of 20 times as many.
+_KMEANS_FULL = 50_000
+
+
 def init_inducing(
     X: ArrayLike, num_inducing: int, method: str = "kmeans", random_state: int = 0
 ) -> np.ndarray:
@@ -669,8 +673,9 @@ def init_inducing(
     num_inducing : int
         M, with 1 <= M <= N.
     method : {"kmeans", "random"}
-        k-means++ centres (scikit-learn ``KMeans(n_clusters=M, random_state=random_state)``) or a
-        random subset of the rows of X without replacement.
+        k-means++ centres (scikit-learn ``KMeans(n_clusters=M, random_state=random_state)``; above
+        50 000 rows ``MiniBatchKMeans`` on a random subsample of 10^6 rows) or a random subset of
+        the rows of X without replacement.
     random_state : int
         Seed.
 
@@ -683,7 +688,7 @@ def init_inducing(
     ValueError
         If num_inducing is not in [1, N] or the method is unknown.
     """
-    X = np.asarray(X, dtype=float)
+    X = X if isinstance(X, np.ndarray) else np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[:, None]
     if isinstance(num_inducing, bool) or int(num_inducing) != num_inducing:
@@ -691,11 +696,16 @@ def init_inducing(
     _check_num_inducing(num_inducing, X.shape[0])
     M = int(num_inducing)
     if method == "kmeans":
-        from sklearn.cluster import KMeans
+        from sklearn.cluster import KMeans, MiniBatchKMeans
 
-        km = KMeans(n_clusters=M, random_state=random_state, n_init=1, init="k-means++")
-        return np.asarray(km.fit(X).cluster_centers_, dtype=float)
+        if X.shape[0] <= _KMEANS_FULL:
+            km = KMeans(n_clusters=M, random_state=random_state, n_init=1, init="k-means++")
+            return np.asarray(km.fit(X).cluster_centers_, dtype=float)
+        rows = np.random.default_rng(random_state).choice(X.shape[0], size=min(X.shape[0], 20 * _KMEANS_FULL),
+                                                          replace=False)
+        km = MiniBatchKMeans(n_clusters=M, random_state=random_state, n_init=1, batch_size=4096)
+        return np.asarray(km.fit(np.asarray(X[np.sort(rows)], dtype=float)).cluster_centers_, dtype=float)
     if method == "random":
         idx = np.random.default_rng(random_state).choice(X.shape[0], size=M, replace=False)
-        return X[np.sort(idx)].copy()
+        return np.asarray(X[np.sort(idx)], dtype=float)
     raise ValueError(f"method must be 'kmeans' or 'random', got {method!r}")

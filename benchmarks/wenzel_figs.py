@@ -1,0 +1,217 @@
+"""Wenzel et al. (2017), Fig. 2 and Fig. 3 with S-BSVM (``GPBSVM(inference="svi")``, float32).
+
+Fig. 2 (``--fig2-dataset``, default heart): the length-scale theta auto-tuned by ML-II inside
+S-BSVM (``learn_kernel=("lengthscale",)``, ``mlii_every=10``) against grid search: the
+``--folds``-fold CV error of S-BSVM at fixed theta on a log grid of ``--grid`` values
+(``median distance x [0.1, 10]``). The auto-tuned model is run in the same folds (its CV error,
+the mean tuned theta); the plot shows the CV curve and the auto-tuned theta as a red circle. The
+times are the summed fit times: ``folds x grid`` fits against ``folds`` auto-tuning fits.
+
+Fig. 3 (usps_3vs5): k-means++ against random inducing points (kept fixed, kernel fixed at the
+median distance) as M grows; ``--fig3-folds``-fold CV error mean +- std and mean training time
+(after one untimed warm-up fit per M that compiles its program).
+
+Features are standardised per fold for Fig. 2 (raw pixels for USPS). Runs share JAX's persistent
+compilation cache, so each shape compiles once. Writes ``benchmarks/results/wenzel_figs.json``,
+``wenzel_fig2.png`` and ``wenzel_fig3.png`` (``_quick`` with ``--quick``).
+
+    python benchmarks/wenzel_figs.py [--quick] [--fig2-dataset heart] [--folds 10] [--grid 15]
+                                     [--ms 4 8 16 32 64 128] [--fig3-folds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _fit(X, y, Xte, yte, **kw) -> tuple[float, float, dict]:
+    from bayes_maxmargin import GPBSVM
+
+    clf = GPBSVM("rbf", inference="svi", precision="float32", progress_bar=False, **kw)
+    t0 = time.perf_counter()
+    clf.fit(X, y)
+    t = time.perf_counter() - t0
+    return float(np.mean(clf.predict(Xte) != yte)), t, clf.kernel_params_
+
+
+def _folds(n: int, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import KFold
+
+    return list(KFold(k, shuffle=True, random_state=seed).split(np.arange(n)))
+
+
+def _std(Xtr, Xte):
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1.0
+    return (Xtr - mu) / sd, (Xte - mu) / sd
+
+
+def fig2(args) -> dict[str, Any]:
+    from bayes_maxmargin.data.datasets import load_dataset
+    from bayes_maxmargin.experiments.henao2014 import median_distance
+
+    ds = load_dataset(args.fig2_dataset)
+    X, y = np.asarray(ds.X, float), np.asarray(ds.y)
+    folds = _folds(len(y), args.folds)
+    theta0 = median_distance(_std(X, X)[0], 1000, 0)
+    grid = theta0 * np.geomspace(0.1, 10.0, args.grid)
+    common = dict(num_inducing=args.fig2_M, batch_size=args.fig2_batch, max_iter=args.fig2_steps, mlii_every=10,
+                  optimize_inducing=False, random_state=0)
+    curve, grid_s = [], 0.0
+    for th in grid:
+        errs = []
+        for tr, te in folds:
+            Xtr, Xte = _std(X[tr], X[te])
+            e, t, _ = _fit(Xtr, y[tr], Xte, y[te], kernel_params={"lengthscale": th, "amplitude": 1.0},
+                           learn_kernel=False, **common)
+            errs.append(e)
+            grid_s += t
+        curve.append({"lengthscale": float(th), "cv_error": float(np.mean(errs)), "cv_std": float(np.std(errs))})
+        print(f"[fig2] theta={th:.3g} cv error {np.mean(errs):.4f}", file=sys.stderr, flush=True)
+    auto_err, auto_th, auto_s = [], [], 0.0
+    for tr, te in folds:
+        Xtr, Xte = _std(X[tr], X[te])
+        e, t, kp = _fit(Xtr, y[tr], Xte, y[te], kernel_params={"lengthscale": theta0, "amplitude": 1.0},
+                        learn_kernel=("lengthscale",), learning_rate=args.fig2_lr, **common)
+        auto_err.append(e)
+        auto_th.append(float(kp["lengthscale"]))
+        auto_s += t
+    best = min(curve, key=lambda r: r["cv_error"])
+    return {"dataset": args.fig2_dataset, "n": int(len(y)), "folds": args.folds, "theta_init": theta0, "curve": curve,
+            "grid_best": best, "grid_time_s": grid_s, "auto_lengthscale_mean": float(np.mean(auto_th)),
+            "auto_lengthscales": auto_th, "auto_cv_error": float(np.mean(auto_err)),
+            "auto_cv_std": float(np.std(auto_err)), "auto_time_s": auto_s,
+            "time_ratio_grid_over_auto": grid_s / auto_s, "settings": common}
+
+
+def fig3(args) -> list[dict[str, Any]]:
+    from bayes_maxmargin.data.datasets import load_dataset
+    from bayes_maxmargin.experiments.henao2014 import median_distance
+
+    ds = load_dataset("usps_3vs5")
+    X, y = np.asarray(ds.X, float), np.asarray(ds.y)
+    if args.quick:
+        keep = np.random.default_rng(0).permutation(len(y))[:300]
+        X, y = X[keep], y[keep]
+    folds = _folds(len(y), args.fig3_folds)
+    theta = median_distance(X, 1000, 0)
+    rows = []
+    for M in args.ms:
+        tr, te = folds[0]  # untimed warm-up: compile this M's program once (persistent cache)
+        _fit(X[tr], y[tr], X[te], y[te], kernel_params={"lengthscale": theta, "amplitude": 1.0}, learn_kernel=False,
+             optimize_inducing=False, num_inducing=M, inducing="random", batch_size=args.fig3_batch,
+             max_iter=args.fig3_steps, mlii_every=10, random_state=0)
+        for method in ("kmeans", "random"):
+            errs, times = [], []
+            for tr, te in folds:
+                e, t, _ = _fit(X[tr], y[tr], X[te], y[te], kernel_params={"lengthscale": theta, "amplitude": 1.0},
+                               learn_kernel=False, optimize_inducing=False, num_inducing=M, inducing=method,
+                               batch_size=args.fig3_batch, max_iter=args.fig3_steps, mlii_every=10, random_state=0)
+                errs.append(e)
+                times.append(t)
+            rows.append({"M": M, "inducing": method, "cv_error": float(np.mean(errs)), "cv_std": float(np.std(errs)),
+                         "fit_s_mean": float(np.mean(times)), "fit_s_median": float(np.median(times)),
+                         "lengthscale": theta})
+            print(f"[fig3] M={M} {method} cv error {np.mean(errs):.4f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 folds, 3 grid values, M = 4, 8")
+    p.add_argument("--parts", nargs="+", default=["fig2", "fig3"], choices=["fig2", "fig3"])
+    p.add_argument("--fig2-dataset", default="heart")
+    p.add_argument("--folds", type=int, default=10)
+    p.add_argument("--grid", type=int, default=15)
+    p.add_argument("--fig2-M", type=int, default=32)
+    p.add_argument("--fig2-batch", type=int, default=20)
+    p.add_argument("--fig2-steps", type=int, default=300)
+    p.add_argument("--fig2-lr", type=float, default=0.05)
+    p.add_argument("--ms", type=int, nargs="+", default=[4, 8, 16, 32, 64, 128])
+    p.add_argument("--fig3-folds", type=int, default=5)
+    p.add_argument("--fig3-batch", type=int, default=20)
+    p.add_argument("--fig3-steps", type=int, default=500)
+    p.add_argument("--out-dir", type=Path, default=None)
+    args = p.parse_args(argv)
+    if args.quick:  # smaller defaults; options given explicitly still win
+        p.set_defaults(folds=2, grid=3, ms=[4, 8], fig3_folds=2, fig2_steps=20, fig3_steps=20, fig2_M=8)
+        args = p.parse_args(argv)
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    import jax
+
+    cache = tempfile.mkdtemp(prefix="bmm_jax_cache_")
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, cache, True)
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    from _common import RESULTS, markdown_table, write_results
+
+    from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
+
+    out_dir = args.out_dir or RESULTS
+    suffix = "_quick" if args.quick else ""
+    payload: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "out_dir"}}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with limit_blas_threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if "fig2" in args.parts:
+            f2 = fig2(args)
+            payload["fig2"] = f2
+            write_results(f"wenzel_figs{suffix}", payload, out_dir)  # partial results
+            print(f"## Fig. 2: {f2['dataset']} ({f2['folds']}-fold CV), grid search vs auto-tuned length-scale\n")
+            print(markdown_table(f2["curve"], ["lengthscale", "cv_error", "cv_std"]))
+            print(f"\ngrid best theta {f2['grid_best']['lengthscale']:.4g} (CV error {f2['grid_best']['cv_error']:.4f}); "
+                  f"auto-tuned theta {f2['auto_lengthscale_mean']:.4g} (CV error {f2['auto_cv_error']:.4f}); "
+                  f"time grid {f2['grid_time_s']:.1f} s vs auto {f2['auto_time_s']:.1f} s "
+                  f"(x{f2['time_ratio_grid_over_auto']:.1f})\n")
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            ax.semilogx([r["lengthscale"] for r in f2["curve"]], [r["cv_error"] for r in f2["curve"]], "k.-",
+                        label=f"grid search ({f2['folds']}-fold CV)")
+            ax.semilogx([f2["auto_lengthscale_mean"]], [f2["auto_cv_error"]], "o", mfc="none", mec="r", ms=12, mew=2,
+                        label="auto-tuned (ML-II)")
+            ax.set(xlabel="length-scale theta", ylabel="CV error", title=f"S-BSVM on {f2['dataset']}")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(out_dir / f"wenzel_fig2{suffix}.png", dpi=120)
+        if "fig3" in args.parts:
+            f3 = fig3(args)
+            payload["fig3"] = f3
+            print("## Fig. 3: usps_3vs5, k-means vs random inducing points\n")
+            print(markdown_table(f3, ["M", "inducing", "cv_error", "cv_std", "fit_s_mean", "fit_s_median"]))
+            fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
+            for method, c in (("kmeans", "C0"), ("random", "C1")):
+                sel = [r for r in f3 if r["inducing"] == method]
+                ms = [r["M"] for r in sel]
+                ax[0].errorbar(ms, [r["cv_error"] for r in sel], [r["cv_std"] for r in sel], fmt="o-", color=c,
+                               label=method, capsize=3)
+                ax[1].plot(ms, [r["fit_s_median"] for r in sel], "o-", color=c, label=method)
+            ax[0].set(xscale="log", xlabel="M inducing points", ylabel="CV error", title="usps 3 vs 5")
+            ax[1].set(xscale="log", xlabel="M inducing points", ylabel="median fit time (s)")
+            ax[0].legend()
+            fig.tight_layout()
+            fig.savefig(out_dir / f"wenzel_fig3{suffix}.png", dpi=120)
+    path = write_results(f"wenzel_figs{suffix}", payload, out_dir)
+    print(f"wrote {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Wenzel et al. (2017): B-BSVM, S-BSVM (Alg. 1), its natural gradient, ML-II, streaming and sharding."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from sklearn.datasets import make_moons
+
+from bayes_maxmargin import GPBSVM, LinearBSVM
+from bayes_maxmargin.inference import svi
+from bayes_maxmargin.kernels import SEParams, se, to_unconstrained
+from bayes_maxmargin.predict import probit_predictive
+
+
+def _moons(n, seed=0):
+    X, y = make_moons(n, noise=0.3, random_state=seed)
+    return X, np.where(y == 1, 1.0, -1.0)
+
+
+def _gp_problem(X, theta, Z, jitter=1e-10):
+    spec = svi.GPSpec(se, theta, jitter)
+    hyper = {**to_unconstrained(theta), "inducing": jnp.asarray(Z)}
+    chol, whiten = svi.gp_factors(hyper, spec)
+    return spec, hyper, chol, whiten
+
+
+def _vech_to_nat(theta, m):
+    rows, cols = np.tril_indices(m)
+    eta2 = jnp.zeros((m, m)).at[rows, cols].set(theta[m:])
+    return svi.NatParams(theta[:m], eta2 + jnp.tril(eta2, -1).T)
+
+
+def _nat_to_vech(nat, m):
+    rows, cols = np.tril_indices(m)
+    return jnp.concatenate([nat.eta1, nat.eta2[rows, cols]])
+
+
+# ----------------------------------------------------------------------------- B-BSVM
+def test_batch_vi_elbo_never_decreases_and_converges():
+    with jax.enable_x64(True):
+        X, y = _moons(60)
+        K = se(SEParams(0.7, 1.0), X, X) + 1e-8 * np.eye(60)
+        res = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=300)
+        n_iter = int(res.n_iter)
+        elbo = np.asarray(res.lower_bound[:n_iter])
+    assert 3 < n_iter < 300
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    assert elbo[-1] > elbo[0] + 1.0
+
+
+def test_one_svi_step_equals_one_batch_vi_step():
+    """Full data as one batch, rho = 1, inducing points at the data: Alg. 1 = Sec. 4.1 (to 1e-6)."""
+    with jax.enable_x64(True):
+        X, y = _moons(30, seed=1)
+        theta = SEParams(0.8, 1.3)
+        spec, hyper, chol, whiten = _gp_problem(X, theta, X)
+        K = np.asarray(chol @ chol.T)  # K + jitter I, the prior both runs use
+        feats = svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
+        nat = svi.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
+        for sweeps in (1, 2, 3):
+            nat = jax.tree.map(jnp.add, nat, svi.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30)))
+            batch = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).state
+            mu_v, R = svi.moments(nat)
+            A = R @ chol.T
+            np.testing.assert_allclose(chol @ mu_v, batch.mu, atol=1e-6)
+            np.testing.assert_allclose(jnp.diag(A.T @ A), batch.zeta_diag, atol=1e-6)
+            # and the ELBOs agree: eq. (8) at the inducing points = the batch bound
+            elbo = svi.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
+            bound = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).lower_bound[sweeps - 1]
+            np.testing.assert_allclose(elbo, bound, rtol=1e-7)
+
+
+# ----------------------------------------------------------------------------- natural gradient
+def test_natural_gradient_is_inverse_fisher_times_euclidean_gradient():
+    """eq. (9)-(10) = F(eta)^-1 grad_eta L with L the closed-form ELBO of eq. (8) (autodiff)."""
+    m, B = 2, 5
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(0)
+        feats = svi.Features(jnp.asarray(rng.normal(size=(B, m))), jnp.asarray(rng.uniform(0.1, 0.5, B)))
+        y = jnp.asarray(rng.choice([-1.0, 1.0], B))
+        G = rng.normal(size=(m, m))
+        P0 = jnp.asarray(G @ G.T + m * np.eye(m))
+        H = rng.normal(size=(m, m))
+        nat = svi.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(H @ H.T + np.eye(m)))
+        scale, gamma = 2.5, 1.3
+        flat = _nat_to_vech(nat, m)
+
+        def elbo(theta):
+            return svi.elbo(_vech_to_nat(theta, m), feats, y, scale, gamma, P0)
+
+        def log_partition(theta):
+            n = _vech_to_nat(theta, m)
+            return -0.25 * n.eta1 @ jnp.linalg.solve(n.eta2, n.eta1) - 0.5 * jnp.linalg.slogdet(-2.0 * n.eta2)[1]
+
+        fisher = jax.hessian(log_partition)(flat)
+        natural = jnp.linalg.solve(fisher, jax.grad(elbo)(flat))
+        closed_form = _nat_to_vech(svi.natural_gradient(nat, feats, y, scale, gamma, P0), m)
+    np.testing.assert_allclose(natural, closed_form, rtol=1e-7, atol=1e-9)
+
+
+def test_elbo_is_maximised_by_the_alpha_update():
+    """The closed form of eq. (8) uses the optimal alpha: perturbing q(u) toward the natural-gradient
+    target with a small step increases it (ascent direction), a step of 1 on full data lands on the
+    coordinate-ascent optimum."""
+    with jax.enable_x64(True):
+        X, y = _moons(40, seed=2)
+        spec, hyper, _, whiten = _gp_problem(X, SEParams(0.6, 1.0), X[::4])
+        feats = svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
+        eye = jnp.eye(10)
+        nat = svi.NatParams(jnp.zeros(10), -0.5 * eye)
+        values = []
+        for rho in (0.0, 0.1, 0.5, 1.0):
+            g = svi.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, eye)
+            values.append(float(svi.elbo(jax.tree.map(lambda a, b: a + rho * b, nat, g), feats, jnp.asarray(y), 1.0, 1.0, eye)))
+    assert values[0] < values[1] < values[2] < values[3]
+
+
+# ----------------------------------------------------------------------------- stochastic runs
+def _run(X, y, *, steps=600, batch=20, step_size="robbins_monro", learn=(), devices=1, seed=0, Z=None, lengthscale=0.7):
+    theta = SEParams(lengthscale, 1.0)
+    Z = X[:: max(1, X.shape[0] // 15)] if Z is None else Z
+    return svi.svi_gp(X, y, theta, Z, kernel="rbf", learn=learn, num_steps=steps, batch_size=batch,
+                      step_size=step_size, hyper_every=10, seed=seed, devices=devices, jitter=1e-8)
+
+
+def test_svi_on_minibatches_approaches_the_batch_optimum():
+    with jax.enable_x64(True):
+        X, y = _moons(100, seed=3)
+        res, problem = _run(X, y, steps=2000, batch=30, Z=X)
+        chol, _ = svi.gp_factors(res.state.hyper, problem.features.keywords["spec"])
+        K = np.asarray(chol @ chol.T)
+        batch = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=500)
+        best = float(batch.lower_bound[int(batch.n_iter) - 1])
+        elbo = svi.full_elbo(res.state, problem, X, y)
+        mean, _ = svi.predict_moments(res.state, problem, X, chunk=50)  # chunks of 50 rows
+    assert not res.diverged
+    assert best - 0.5 < elbo <= best + 1e-6  # a lower bound on the optimum, within 0.5 nats
+    np.testing.assert_allclose(mean, batch.state.mu, atol=0.1)
+
+
+def test_memory_map_input_gives_the_same_run(tmp_path):
+    X, y = _moons(200, seed=4)
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    with jax.enable_x64(True):
+        a, _ = _run(X, y, steps=100)
+        b, _ = _run(np.load(path, mmap_mode="r"), y, steps=100)
+    np.testing.assert_array_equal(np.asarray(a.state.nat.eta1), np.asarray(b.state.nat.eta1))
+    np.testing.assert_array_equal(a.elbo, b.elbo)
+
+
+def test_adaptive_step_size_stays_in_unit_interval_and_fits():
+    tx = svi.adaptive_rate()
+    params = {"a": jnp.zeros(3)}
+    state = tx.init(params)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        g = {"a": jnp.asarray(1.0 + rng.normal(size=3))}
+        upd, state = tx.update(g, state)
+        rho = float(upd["a"][0] / g["a"][0])
+        assert 0.0 < rho <= 1.0
+    with jax.enable_x64(True):
+        X, y = _moons(200, seed=5)
+        res, problem = _run(X, y, steps=1000, step_size="adaptive")
+        mean, var = svi.predict_moments(res.state, problem, X)
+    assert np.mean(np.sign(mean) != y) < 0.2
+
+
+def test_divergence_keeps_the_last_finite_state():
+    """A step size that turns NaN at step 25 stops the run after its round, at step 20."""
+    with jax.enable_x64(True):
+        X, y = _moons(100, seed=6)
+        theta = SEParams(0.7, 1.0)
+        spec, hyper, _, whiten = _gp_problem(X, theta, X[::10])
+        tx = svi.natural_gradient_ascent(lambda t: jnp.where(t < 25, 0.5, jnp.nan))
+        state = svi.init_state(svi.NatParams(jnp.zeros(10), -0.5 * jnp.eye(10)), hyper, whiten, tx, optax.identity())
+        problem = svi.Problem(lambda h, c, Xb: svi.gp_features(h, c, Xb, spec), None, jnp.eye(10))
+        with pytest.warns(svi.SVIDivergenceWarning, match="last finite state"):
+            res = svi.run_svi(state, problem, X, y, nat_tx=tx, hyper_tx=optax.identity(), batch_size=10,
+                              num_steps=100, hyper_every=10)
+    assert res.diverged
+    assert int(res.state.step) == 20
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree.leaves(res.state))
+    assert res.steps[-1] == 20
+
+
+def test_mlii_moves_the_lengthscale_toward_a_better_elbo():
+    with jax.enable_x64(True):
+        X, y = _moons(300, seed=7)
+        fixed, problem_f = _run(X, y, steps=1500, batch=30, lengthscale=0.05)
+        learnt, problem_l = _run(X, y, steps=1500, batch=30, lengthscale=0.05, learn=("lengthscale",))
+        ell = float(jax.nn.softplus(learnt.state.hyper["lengthscale"]))
+        e_fixed = svi.full_elbo(fixed.state, problem_f, X, y)
+        e_learnt = svi.full_elbo(learnt.state, problem_l, X, y)
+    assert ell > 0.15
+    assert e_learnt > e_fixed + 10.0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="XLA host device flag")
+def test_data_parallel_run_equals_single_device():
+    """4 forced host devices: every minibatch split in 4, the same result to 1e-5."""
+    code = textwrap.dedent(
+        """
+        import jax, numpy as np
+        from sklearn.datasets import make_moons
+        from bayes_maxmargin.inference import svi
+        from bayes_maxmargin.kernels import SEParams
+        assert len(jax.devices()) == 4
+        X, y = make_moons(400, noise=0.3, random_state=0); y = np.where(y == 1, 1.0, -1.0)
+        out = []
+        with jax.enable_x64(True):
+            for devices in (1, 4):
+                res, _ = svi.svi_gp(X, y, SEParams(0.7, 1.0), X[::20], kernel="rbf", learn=("lengthscale",),
+                                    num_steps=200, batch_size=40, hyper_every=10, devices=devices)
+                out.append(np.concatenate([np.asarray(res.state.nat.eta1), np.asarray(res.state.nat.eta2).ravel(),
+                                           [float(res.state.hyper["lengthscale"])]]))
+        print(float(np.max(np.abs(out[0] - out[1]) / (1 + np.abs(out[0])))))
+        """
+    )
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) < 1e-5
+
+
+# ----------------------------------------------------------------------------- step sizes
+@pytest.mark.parametrize("step_size", [1.5, 0.0, -0.1, lambda t: 2.0, lambda t: 1.0 / (t - 3.0), "bogus", True, None])
+def test_step_size_outside_unit_interval_is_rejected(step_size):
+    with pytest.raises(ValueError, match="step_size"):
+        svi.step_transform(step_size, 100)
+
+
+def test_robbins_monro_parameters_are_checked():
+    with pytest.raises(ValueError, match="tau"):
+        svi.robbins_monro(tau=0.5)
+    with pytest.raises(ValueError, match="kappa"):
+        svi.robbins_monro(kappa=0.4)
+    rho = svi.robbins_monro(tau=1.0, kappa=0.75)
+    assert float(rho(0)) == 1.0 and float(rho(15)) == pytest.approx(16 ** -0.75)
+
+
+# ----------------------------------------------------------------------------- estimators
+def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
+    X, y = _moons(400, seed=8)
+    Xt, yt = _moons(400, seed=9)
+    clf = GPBSVM(inference="svi", num_inducing=20, batch_size=20, max_iter=1500, kernel_params={"lengthscale": 0.7},
+                 learn_kernel=False, optimize_inducing=False, random_state=0).fit(X, y)
+    vi = GPBSVM(inference="vi", kernel_params={"lengthscale": 0.7}, max_iter=100).fit(X[:150], y[:150])
+    for model in (clf, vi):
+        mean, var = model.predict_latent(Xt)
+        assert np.all(var > 0)
+        np.testing.assert_allclose(model.predict_proba(Xt)[:, 1], probit_predictive(mean, var))  # Phi(m / sqrt(1 + v))
+        assert np.mean(model.predict(Xt) != yt) < 0.2
+    assert clf.inducing_points_.shape == (20, 2) and clf.variational_cov_.shape == (20, 20)
+    assert np.all(np.linalg.eigvalsh(clf.variational_cov_) > 0)
+    assert clf.n_iter_ == 1500 and clf.elbo_steps_[-1] == 1500
+    assert np.all(np.diff(vi.elbo_) >= -1e-8 * np.abs(vi.elbo_[1:]))
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "u[0]" in az.summary(clf.idata_).index
+
+
+def test_linear_svi_reaches_the_mean_field_fixed_point():
+    """Linear SVI (Sec. 4.5) with the full data as one batch and rho = 1 is Luts & Ormerod's
+    Algorithm 1; on minibatches with a decreasing step it gets close to the same fixed point."""
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X @ np.array([1.0, -0.5, 0.0, 0.3]) + 0.3 * rng.normal(size=300) > 0, 1, -1)
+    vb = LinearBSVM(inference="vb", accelerate=False, max_iter=2000).fit(X, y)
+    full = LinearBSVM(inference="svi", batch_size=300, step_size=1.0, max_iter=500).fit(X, y)
+    mini = LinearBSVM(inference="svi", batch_size=30, max_iter=6000, random_state=0).fit(X, y)  # (t + 10)^-0.55
+    np.testing.assert_allclose(full.coef_, vb.coef_, atol=1e-4)  # both iterations converge linearly
+    np.testing.assert_allclose(full.intercept_, vb.intercept_, atol=1e-4)
+    np.testing.assert_allclose(mini.coef_, vb.coef_, atol=0.01)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 101}, "batch_size"),
+        ({"num_inducing": 0}, "num_inducing"),
+        ({"num_inducing": 101}, "num_inducing"),
+        ({"step_size": 1.5}, "step_size"),
+        ({"step_size": "fast"}, "step_size"),
+        ({"gamma0": 0.1}, "gamma0"),
+        ({"devices": 0}, "devices"),
+    ],
+)
+def test_gpbsvm_svi_bad_input(kwargs, match):
+    X, y = _moons(100)
+    with pytest.raises(ValueError, match=match):
+        GPBSVM(inference="svi", max_iter=10, num_inducing=kwargs.pop("num_inducing", 10), **kwargs).fit(X, y)
+
+
+def test_linear_svi_bad_input():
+    X, y = _moons(50)
+    for kwargs, match in [({"batch_size": 51}, "batch_size"), ({"step_size": 0.0}, "step_size"),
+                          ({"intercept_scale": None}, "intercept_scale")]:
+        with pytest.raises(ValueError, match=match):
+            LinearBSVM(inference="svi", max_iter=10, **{"batch_size": 10, **kwargs}).fit(X, y)
