@@ -8,19 +8,26 @@ import pytest
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_dont_overwrite_parameters,
+    check_estimators_nan_inf,
+    check_fit_idempotent,
+    parametrize_with_checks,
+)
 
 from bayes_maxmargin import LinearBSVM, NonFiniteStateError
 
 
-@parametrize_with_checks(
-    [
-        LinearBSVM(inference="em", max_iter=200, tol=1e-6),
-        LinearBSVM(num_samples=60, num_warmup=40, num_chains=2),
-    ]
-)
+@parametrize_with_checks([LinearBSVM(inference="em", max_iter=200, tol=1e-6)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("check", [check_fit_idempotent, check_estimators_nan_inf, check_dont_overwrite_parameters])
+def test_sklearn_checks_of_the_sampler(check):
+    """The checks where sampling differs from EM (seeded draws, input validation before the chains,
+    parameters untouched); every other API check is shared and runs on the EM estimator above."""
+    check("LinearBSVM", LinearBSVM(num_samples=60, num_warmup=40, num_chains=2, random_state=0))
 
 
 def test_cross_val_score_and_pipeline(synthetic_binary):
@@ -112,7 +119,7 @@ def test_non_numeric_data_names_the_column(synthetic_binary):
 @pytest.mark.parametrize(
     "param,value,match",
     [
-        ("inference", "svi", r"inference.*'svi'.*'em', 'gibbs', 'nuts', 'vb'"),
+        ("inference", "vi", r"inference.*'vi'.*'em', 'gibbs', 'nuts', 'vb', 'svi'"),
         ("sigma", -1.0, r"sigma.*-1"),
         ("gamma", 0.0, r"gamma.*0"),
         ("gamma0", -0.1, r"gamma0.*-0.1"),
