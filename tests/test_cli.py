@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import arviz as az
+import pytest
 
 from .conftest import needs_data
 
@@ -55,12 +56,11 @@ def test_default_job_writes_everything(tmp_path):
 
 @needs_data
 def test_em_on_a_shared_dataset(tmp_path):
-    out = tmp_path / "run"
-    res = bmm(f"hydra.run.dir={out}", "model=linear", "inference=em", "data=pima", "plots=false", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    assert "test error" in res.stdout
-    metrics = json.loads((out / "metrics.json").read_text())
+    from bayes_maxmargin.cli import run
+
+    metrics = run(_composed("model=linear", "inference=em", "data=pima", "plots=false"), tmp_path)
     assert metrics["dataset"] == "pima" and metrics["error"] < 0.3
+    assert json.loads((tmp_path / "metrics.json").read_text())["error"] == metrics["error"]
 
 
 def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
@@ -76,10 +76,10 @@ def test_unknown_key_lists_valid_ones(tmp_path, monkeypatch, capsys):
 
 
 def test_invalid_value_names_the_parameter(tmp_path):
-    res = bmm("inference.num_samples=-5", "plots=false", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    code, err = res.returncode, res.stderr
-    assert code != 0
-    assert "num_samples" in err and "-5" in err
+    from bayes_maxmargin.cli import run
+
+    with pytest.raises(ValueError, match=r"num_samples.*-5"):
+        run(_composed("inference.num_samples=-5", "plots=false"), tmp_path)
 
 
 def _readme_commands() -> list[str]:
@@ -107,10 +107,11 @@ def test_readme_quick_start_runs(capsys):
 
 def test_gp_ecm_job(tmp_path):
     """`bmm model=gp inference=ecm` fits the GP Bayesian SVM (here on a subsample-sized budget)."""
+    from bayes_maxmargin.cli import run
+
     out = tmp_path / "run"
-    res = bmm(f"hydra.run.dir={out}", "model=gp", "inference=ecm", "inference.max_iter=20",
-              "inference.mlii_every=10", "inference.mlii_steps=5", "plots=false", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
+    run(_composed("model=gp", "inference=ecm", "inference.max_iter=20", "inference.mlii_every=10",
+                  "inference.mlii_steps=5", "plots=false"), out)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "gp" and metrics["inference"] == "ecm" and metrics["error"] < 0.1
     idata = az.from_netcdf(str(out / "idata.nc"))
@@ -118,10 +119,10 @@ def test_gp_ecm_job(tmp_path):
 
 
 def test_option_of_another_model_is_an_error(tmp_path):
-    res = bmm("model=gp", "inference=gibbs", "inference.overrelaxation=0.5", "plots=false",
-              f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
-    assert res.returncode != 0
-    assert "inference.overrelaxation does not apply to model=gp" in res.stderr
+    from bayes_maxmargin.cli import run
+
+    with pytest.raises(ValueError, match="inference.overrelaxation does not apply to model=gp"):
+        run(_composed("model=gp", "inference=gibbs", "inference.overrelaxation=0.5", "plots=false"), tmp_path)
 
 
 def _composed(*overrides: str):
@@ -221,16 +222,18 @@ def test_data_n_of_a_fixed_dataset_is_an_error(tmp_path):
         _load(_composed("data=wdbc", "data.n=100"))
 
 
-def test_gp_svi_job(tmp_path):
+def test_gp_svi_job(tmp_path, capsys):
     """`bmm model=gp inference=svi data=susy_synthetic data.n=2000` end to end, on a few hundred steps."""
+    from bayes_maxmargin.cli import _print_metrics, run
+
     out = tmp_path / "run"
-    res = bmm(f"hydra.run.dir={out}", "model=gp", "inference=svi", "data=susy_synthetic", "data.n=2000",
-              "inference.max_iter=100", "inference.num_inducing=16", "inference.batch_size=50",
-              "precision=float32", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
+    metrics = run(_composed("model=gp", "inference=svi", "data=susy_synthetic", "data.n=2000", "inference.max_iter=100",
+                            "inference.num_inducing=16", "inference.batch_size=50", "precision=float32"), out)
+    _print_metrics(metrics, out)
+    printed = capsys.readouterr().out
     for line in ["gp / svi on susy_synthetic (1400 train, 600 test)", "test error", "final ELBO"]:
-        assert line in res.stdout
-    metrics = json.loads((out / "metrics.json").read_text())
+        assert line in printed
+    assert json.loads((out / "metrics.json").read_text())["error"] == metrics["error"]
     assert metrics["inference"] == "svi" and metrics["n_iter"] == 100 and metrics["error"] < 0.4
     assert metrics["kernel_lengthscale"] > 0
     idata = az.from_netcdf(str(out / "idata.nc"))

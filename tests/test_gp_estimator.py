@@ -95,6 +95,7 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
     assert "log_likelihood" in gibbs.idata_.groups()  # gamma0 > 0: normalised skewed Laplace
 
 
+@pytest.mark.extended  # the kernel-sampling sweep itself is checked against NUTS in test_gp_theta.py
 def test_samplers_with_kernel_parameters_sampled(moons):
     """learn_kernel=True under Gibbs and NUTS: theta is sampled (its invariance is tested against
     NUTS in test_gp_theta.py); the draws land in idata_ and predictions average over them."""

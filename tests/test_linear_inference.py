@@ -105,7 +105,7 @@ def test_second_fit_does_not_recompile(synthetic_binary):
     [
         ("synthetic", 0.0, None, 0.0),
         ("synthetic", 0.5, (2.0, 2.0), -0.9),
-        ("wdbc", 0.5, (2.0, 2.0), -0.9),
+        pytest.param("wdbc", 0.5, (2.0, 2.0), -0.9, marks=pytest.mark.extended),
     ],
 )
 def test_gibbs_agrees_with_nuts(request, dataset, gamma0, gamma_prior, overrelaxation):

@@ -198,6 +198,7 @@ def test_appendix_c_agrees_with_nuts(x64):
 TOL_SD = 0.75
 
 
+@pytest.mark.extended  # a comparison of two methods (Sec. 4 style); each is checked on its own above
 def test_vb_means_close_to_gibbs_means(x64):
     """Mean-field VB means of the coefficients and imputed values lie within 0.75 posterior standard
     deviations of the Gibbs means on small overlapping problems. Mean field is not exact here: q(a)
