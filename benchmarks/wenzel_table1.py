@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from bayes_maxmargin.experiments.wenzel2017 import METHODS, QUICK_DATASETS, TABLE1_DATASETS, fig1, table1
 
