@@ -1305,9 +1305,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.elbo_ = elbo
         self.n_iter_ = int(res.n_iter)
         self._theta = theta0
-        _, _, _, half = _svi.batch_vi_posterior(K, y, res.state.alpha, hyper.gamma)
-        sw = jnp.sqrt(hyper.gamma) * res.state.alpha ** -0.25
-        LB = jnp.linalg.cholesky(jnp.eye(K.shape[0], dtype=K.dtype) + sw[:, None] * K * sw[None, :])
+        sw, LB = _svi.batch_vi_factor(K, res.state.alpha, hyper.gamma)
         self._point = {"theta": theta0, "sw": sw, "LB": LB}
         self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}

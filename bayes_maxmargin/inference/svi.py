@@ -80,6 +80,7 @@ __all__ = [
     "SVIState",
     "adaptive_rate",
     "batch_vi",
+    "batch_vi_factor",
     "batch_vi_posterior",
     "check_schedule",
     "elbo",
@@ -175,10 +176,16 @@ def natural_gradient(
 
 def _gradient_and_hinge(nat, feats, y, scale, gamma, prior_prec) -> tuple[NatParams, Array]:
     """The natural gradient and, from the same moments, the minibatch's hinge terms of eq. (8)."""
+    alpha, hinge = _alpha_and_hinge(nat, feats, y, gamma)
+    target = natural_targets(alpha, feats, y, scale, gamma, prior_prec)
+    return jax.tree.map(jnp.subtract, target, nat), hinge
+
+
+def _alpha_and_hinge(nat: NatParams, feats: Features, y: Array, gamma: Array) -> tuple[Array, Array]:
+    """alpha of Alg. 1, line 7, and the hinge terms of eq. (8) at that alpha."""
     mean, var = latent_moments(nat, feats)
     alpha = local_alpha(mean, var, y)
-    target = natural_targets(alpha, feats, y, scale, gamma, prior_prec)
-    return jax.tree.map(jnp.subtract, target, nat), gamma * vb_hinge_bound(alpha, y * mean)
+    return alpha, gamma * vb_hinge_bound(alpha, y * mean)
 
 
 def kl_to_prior(nat: NatParams, prior_prec: Array) -> Array:
@@ -194,8 +201,7 @@ def kl_to_prior(nat: NatParams, prior_prec: Array) -> Array:
 
 def hinge_terms(nat: NatParams, feats: Features, y: Array, gamma: Array) -> Array:
     """sum_i E_q[log p(y_i, lambda_i | u)] - E_q[log q(lambda_i)] at the optimal alpha (eq. 8)."""
-    mean, var = latent_moments(nat, feats)
-    return gamma * vb_hinge_bound(local_alpha(mean, var, y), y * mean)
+    return _alpha_and_hinge(nat, feats, y, gamma)[1]
 
 
 def elbo(
@@ -610,6 +616,17 @@ def run_svi(
 
 
 # ============================================================================ full-data passes
+# the state is an argument, not a constant: one compilation per features function and chunk shape
+@partial(jax.jit, static_argnums=0)
+def _hinge_chunk(features, state: SVIState, X: Array, y: Array, gamma: Array) -> Array:
+    return hinge_terms(state.nat, features(state.hyper, state.whiten, X), y, gamma)
+
+
+@partial(jax.jit, static_argnums=0)
+def _moments_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array]:
+    return latent_moments(state.nat, features(state.hyper, state.whiten, X))
+
+
 def _chunked(fn, X: np.ndarray, chunk: int, dtype, *args) -> list:
     return [fn(jnp.asarray(X[lo : lo + chunk], dtype), *(a[lo : lo + chunk] for a in args))
             for lo in range(0, X.shape[0], chunk)]
@@ -621,18 +638,16 @@ def full_elbo(
     """The ELBO of eq. (8) on the whole data set, its sum computed chunk by chunk on the device."""
     dtype = state.nat.eta1.dtype
     g = jnp.asarray(gamma, dtype)
-    part = jax.jit(lambda Xc, yc: hinge_terms(state.nat, problem.features(state.hyper, state.whiten, Xc),
-                                               jnp.asarray(yc, dtype), g))
-    total = sum(float(v) for v in _chunked(part, X, chunk, dtype, np.asarray(y)))
-    return total - float(kl_to_prior(state.nat, problem.prior_prec))
+    parts = _chunked(lambda Xc, yc: _hinge_chunk(problem.features, state, Xc, jnp.asarray(yc, dtype), g),
+                     X, chunk, dtype, np.asarray(y))
+    return sum(float(v) for v in parts) - float(kl_to_prior(state.nat, problem.prior_prec))
 
 
 def predict_moments(state: SVIState, problem: Problem, X: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
     """Predictive mean and variance of f_* (Sec. 4.4): K_*m K_mm^-1 mu and
     K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, chunk by chunk."""
     dtype = state.nat.eta1.dtype
-    part = jax.jit(lambda Xc: latent_moments(state.nat, problem.features(state.hyper, state.whiten, Xc)))
-    out = _chunked(part, X, chunk, dtype)
+    out = _chunked(lambda Xc: _moments_chunk(problem.features, state, Xc), X, chunk, dtype)
     return (np.concatenate([np.asarray(m) for m, _ in out]), np.concatenate([np.asarray(v) for _, v in out]))
 
 
@@ -646,35 +661,40 @@ class BatchVIState(NamedTuple):
     kl: Array
 
 
-def batch_vi_posterior(K: Array, y: Array, alpha: Array, gamma: Array) -> tuple[Array, Array, Array, Array]:
+def batch_vi_factor(K: Array, alpha: Array, gamma: Array) -> tuple[Array, Array]:
+    """W^1/2 = sqrt(gamma) alpha^-1/4 and the Cholesky factor L_B of B = I + W^1/2 K W^1/2
+    (W = gamma A^-1/2, Sec. 4.1); zeta = K - K W^1/2 B^-1 W^1/2 K at the training and test inputs."""
+    sw = jnp.sqrt(gamma) * alpha ** -0.25
+    LB, _ = jittered_cholesky(jnp.eye(K.shape[0], dtype=K.dtype) + sw[:, None] * K * sw[None, :])
+    return sw, LB
+
+
+def batch_vi_posterior(K: Array, y: Array, alpha: Array, gamma: Array) -> tuple[Array, Array, Array]:
     """q(f) given q(lambda): zeta = (gamma A^-1/2 + K^-1)^-1, mu = zeta gamma Y (alpha^-1/2 + 1) (Sec. 4.1).
 
-    With W = gamma A^-1/2 and B = I + W^1/2 K W^1/2 = L_B L_B', zeta = K - K W^1/2 B^-1 W^1/2 K:
-    one Cholesky of a well-conditioned matrix, no inverse of K.
+    With W = gamma A^-1/2 and B = I + W^1/2 K W^1/2 = L_B L_B' (:func:`batch_vi_factor`),
+    zeta = K - K W^1/2 B^-1 W^1/2 K: one Cholesky of a well-conditioned matrix, no inverse of K.
 
     Returns
     -------
     mu, zeta_diag : Array, shape (n,)
     kl : Array
         KL(q(f) || N(0, K)) = 1/2 [tr(B^-1) + mu' K^-1 mu - n + log|B|].
-    half : Array, shape (n, n)
-        L_B^-1 W^1/2 K: zeta = K - half' half.
     """
-    sw = jnp.sqrt(gamma) * alpha ** -0.25
+    sw, LB = batch_vi_factor(K, alpha, gamma)
     n = y.shape[0]
-    LB, _ = jittered_cholesky(jnp.eye(n, dtype=K.dtype) + sw[:, None] * K * sw[None, :])
-    half = solve_triangular(LB, sw[:, None] * K, lower=True)
+    half = solve_triangular(LB, sw[:, None] * K, lower=True)  # zeta = K - half' half
     b = gamma * y * (alpha ** -0.5 + 1.0)
     Kb = K @ b
     mu = Kb - half.T @ (half @ b)
     kinv_mu = b - sw * solve_triangular(LB.T, half @ b, lower=False)  # K^-1 mu
     trace = jnp.sum(solve_triangular(LB, jnp.eye(n, dtype=K.dtype), lower=True) ** 2)
     kl = 0.5 * (trace + mu @ kinv_mu - n + 2.0 * jnp.sum(jnp.log(jnp.diag(LB))))
-    return mu, jnp.diag(K) - jnp.sum(half**2, axis=0), kl, half
+    return mu, jnp.diag(K) - jnp.sum(half**2, axis=0), kl
 
 
 def _batch_sweep(K: Array, y: Array, gamma: Array, state: BatchVIState) -> BatchVIState:
-    mu, zdiag, kl, _ = batch_vi_posterior(K, y, state.alpha, gamma)
+    mu, zdiag, kl = batch_vi_posterior(K, y, state.alpha, gamma)
     return BatchVIState(local_alpha(mu, zdiag, y), mu, zdiag, kl)
 
 
