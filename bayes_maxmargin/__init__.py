@@ -11,15 +11,19 @@ from .data import Dataset, list_datasets, load_dataset  # noqa: E402
 from .diagnostics import convergence_summary, to_inference_data  # noqa: E402
 from .estimators import GPBSVM, LinearBSVM  # noqa: E402
 from .inference.driver import NonFiniteStateError  # noqa: E402
+from .persistence import InvalidModelFileError, load, save  # noqa: E402
 
 __all__ = [
     "Dataset",
     "GPBSVM",
+    "InvalidModelFileError",
     "LinearBSVM",
     "NonFiniteStateError",
     "__version__",
     "convergence_summary",
     "list_datasets",
+    "load",
     "load_dataset",
+    "save",
     "to_inference_data",
 ]

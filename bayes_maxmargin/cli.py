@@ -3,7 +3,8 @@
 ``bmm`` with no arguments fits :class:`~bayes_maxmargin.LinearBSVM` with Gibbs on the built-in
 breast-cancer (diagnostic) data with a seeded stratified hold-out split, prints held-out error,
 balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and writes ``idata.nc``,
-``metrics.json``, ``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder
+``metrics.json``, the fitted estimator as ``model.bmm`` (:func:`bayes_maxmargin.load` reads it),
+``config.yaml``, ``trace.png`` and ``reliability.png`` to the run's output folder
 (vi and svi: also the final ELBO, and ``elbo.png``, the ELBO per sweep / per estimate, for
 ``trace.png``).
 
@@ -24,11 +25,14 @@ Examples::
     bmm model=gp inference=svi data=susy_synthetic data.n=5000000
     bmm model=gp inference=svi inference.num_inducing=64 inference.step_size=adaptive data=waveform
     bmm +experiment=henao_table1
+    bmm resume=outputs/<date>/<time>/checkpoint     # continue an interrupted Gibbs run
+
+Gibbs runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
+turns it off); Ctrl-C or SIGTERM leave it and the draws so far.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -40,6 +44,9 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
+
+from .io import atomic_path, write_json
+from .persistence import save
 
 __all__ = ["main", "run"]
 
@@ -211,6 +218,8 @@ class Config:
     precision: str = "float64"
     progress_bar: bool = True
     plots: bool = True
+    checkpoint: bool = True
+    resume: Optional[str] = None
 
 
 #: The schema of every option of the ``inference`` group.
@@ -325,6 +334,14 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
     fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
+    if cfg.inference.name == "gibbs":  # checkpoints after every chunk; resume=<folder> continues a run
+        resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
+        if resume is not None and not resume.is_dir():
+            raise ValueError(f"resume={cfg.resume}: no checkpoint folder there (a 'checkpoint' folder of an "
+                             "earlier bmm run with inference=gibbs)")
+        fit_groups.update(resume=resume, checkpoint=resume or (output_dir / "checkpoint" if cfg.checkpoint else None))
+    elif cfg.resume:
+        raise ValueError(f"resume={cfg.resume}: only inference=gibbs runs are checkpointed and resumed")
     clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
     proba = clf.predict_proba(X_te, **test_groups)[:, 1]
@@ -346,8 +363,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     if cfg.model.name == "gp":
         metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)
-    clf.idata_.to_netcdf(str(output_dir / "idata.nc"))
-    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    with atomic_path(output_dir / "idata.nc") as tmp:
+        clf.idata_.to_netcdf(str(tmp))
+    save(clf, output_dir / "model.bmm", overwrite=True)
+    write_json(output_dir / "metrics.json", metrics)
     if cfg.plots:
         import matplotlib
 

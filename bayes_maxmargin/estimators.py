@@ -119,6 +119,25 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         signs = np.where(self.decision_function(X) > 0, 1.0, -1.0)
         return self._encoder.inverse_transform(signs)
 
+    def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
+        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.inference.driver.run_chains`,
+        checked to apply: only the Gibbs samplers run through the chunked driver."""
+        if (checkpoint is not None or resume is not None) and params["inference"] != "gibbs":
+            raise InvalidParameterError(
+                f"checkpoint / resume apply to inference='gibbs' (the chunked samplers), not "
+                f"inference={params['inference']!r}"
+            )
+        return {"checkpoint": checkpoint, "resume": resume}
+
+    def _saved_state(self) -> dict[str, Any]:
+        """Everything ``fit`` set, for :func:`bayes_maxmargin.save`."""
+        params = self.get_params(deep=False)
+        return {k: v for k, v in vars(self).items() if k not in params}
+
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`_saved_state`, for :func:`bayes_maxmargin.load`."""
+        self.__dict__.update(state)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
@@ -388,7 +407,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, y: Any, groups: Any = None) -> "LinearBSVM":
+    def fit(self, X: Any, y: Any, groups: Any = None, *, checkpoint: Any = None, resume: Any = None) -> "LinearBSVM":
         """Fit the posterior (Gibbs, NUTS, VB) or the MAP (EM) of the linear Bayesian SVM.
 
         Parameters
@@ -399,12 +418,19 @@ class LinearBSVM(_BayesianSVMClassifier):
         groups : array-like of shape (n_samples,), optional
             Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
             Example 2).
+        checkpoint : path, optional
+            ``inference="gibbs"``: folder that receives a checkpoint after every chunk of
+            iterations; Ctrl-C, SIGTERM or an error leave it and the draws so far (``idata.nc``).
+        resume : path, optional
+            A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
+            continue from; on the CPU the result equals an uninterrupted fit.
 
         Returns
         -------
         self
         """
         params = self._checked_params()
+        params["run_io"] = self._run_io(params, checkpoint, resume)
         X, y = self._fit_input(
             X, y, allow_nan=params["missing"] == "model",
             nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
@@ -480,6 +506,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             num_samples=params["num_samples"],
             thin=params["thin"],
             progress_bar=self.progress_bar,
+            **params["run_io"],
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
@@ -663,7 +690,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         key = _random_key(self.random_state)
         chains = params["num_chains"]
         run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
-                   progress_bar=self.progress_bar)
+                   progress_bar=self.progress_bar, **params["run_io"])
         tol, vb_kw = params["tol"], dict(max_iter=params["max_iter"], accelerate=params["accelerate"])
         out: dict[str, Any] = {}
         order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
@@ -1241,19 +1268,26 @@ class GPBSVM(_BayesianSVMClassifier):
         return p
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, y: Any) -> "GPBSVM":
+    def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "GPBSVM":
         """Fit the MAP with ML-II (ECM, FITC) or the posterior at fixed theta (Gibbs, NUTS).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,), two classes of any label type
+        checkpoint : path, optional
+            ``inference="gibbs"``: folder that receives a checkpoint after every chunk of
+            iterations; Ctrl-C, SIGTERM or an error leave it and the draws so far (``idata.nc``).
+        resume : path, optional
+            A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
+            continue from; on the CPU the result equals an uninterrupted fit.
 
         Returns
         -------
         self
         """
         params = self._checked_params()
+        params["run_io"] = self._run_io(params, checkpoint, resume)
         X, y = self._fit_input(X, y)
         n = X.shape[0]
         for name in ("num_inducing", "batch_size"):
@@ -1453,7 +1487,7 @@ class GPBSVM(_BayesianSVMClassifier):
         result = run_chains(
             kernel, record, state, k_run, data, hyper,
             num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
-            progress_bar=self.progress_bar,
+            progress_bar=self.progress_bar, **params["run_io"],
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
@@ -1524,6 +1558,23 @@ class GPBSVM(_BayesianSVMClassifier):
             attrs={"model": "gp", "kernel": params["kernel"], "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
         )
+
+    def _saved_state(self) -> dict[str, Any]:
+        state = super()._saved_state()
+        if "_svi" in state:  # the compiled problem is rebuilt on load; optimiser states are not needed
+            svi_state, problem = state["_svi"]
+            like = problem.features.keywords["spec"].like
+            state["_svi"] = (svi_state._replace(nat_opt=None, hyper_opt=None), like)
+        return state
+
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        if "_svi" in state:
+            svi_state, like = state["_svi"]
+            spec = _svi.GPSpec(get_kernel(self.kernel), like, float(self.jitter))
+            with jax.enable_x64(state["_x64"]):
+                problem = _svi.gp_problem(spec, svi_state.whiten.shape[0], svi_state.whiten.dtype, False)
+            state["_svi"] = (svi_state, problem)
+        super()._restore_saved(state)
 
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

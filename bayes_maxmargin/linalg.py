@@ -230,16 +230,19 @@ def jittered_cholesky(
 @partial(jax.jit, static_argnames=("initial_jitter", "max_tries", "growth"))
 def _batched_jittered_cholesky(
     A: Array, *, initial_jitter: float | None, max_tries: int, growth: float
-) -> tuple[Array, Array]:
-    """:func:`jittered_cholesky` mapped over a stack ``(b, n, n)``, compiled once per shape."""
-    return jax.vmap(
+) -> tuple[Array, Array, Array]:
+    """:func:`jittered_cholesky` mapped over the stack ``A`` of shape ``(..., n, n)``, and whether
+    each factor is finite; compiled once per shape."""
+    n = A.shape[-1]
+    L, jitter = jax.vmap(
         partial(
             jittered_cholesky,
             initial_jitter=initial_jitter,
             max_tries=max_tries,
             growth=growth,
         )
-    )(A)
+    )(A.reshape((-1, n, n)))
+    return L.reshape(A.shape), jitter.reshape(A.shape[:-2]), jnp.all(jnp.isfinite(L), axis=(-2, -1))
 
 
 def cholesky_or_raise(
@@ -281,17 +284,16 @@ def cholesky_or_raise(
         raise ValueError(f"expected a square (..., n, n) matrix, got shape {A.shape}")
     n = A.shape[-1]
     batch = A.shape[:-2]
-    flat = A.reshape((-1, n, n))
-    L, jitter = _batched_jittered_cholesky(
-        flat, initial_jitter=initial_jitter, max_tries=max_tries, growth=growth
+    L, jitter, ok = _batched_jittered_cholesky(
+        A, initial_jitter=initial_jitter, max_tries=max_tries, growth=growth
     )
-    ok = np.asarray(jnp.all(jnp.isfinite(L), axis=(-2, -1)))
+    ok = np.asarray(ok).ravel()
     if not ok.all():
         bad = int(np.flatnonzero(~ok)[0])
         index = tuple(int(i) for i in np.unravel_index(bad, batch))
         where = f" (matrix {index} of the stack)" if batch else ""
-        jit = float(jitter[bad])
-        Ab = np.asarray(flat[bad])
+        jit = float(np.asarray(jitter).ravel()[bad])
+        Ab = np.asarray(A).reshape((-1, n, n))[bad]
         if not np.all(np.isfinite(Ab)):
             raise CholeskyError(
                 f"Cholesky failed for a {n} x {n} matrix{where}: it has non-finite "
@@ -308,7 +310,7 @@ def cholesky_or_raise(
             f"x mean diagonal added; the matrix is not positive definite (check the "
             f"kernel parameters / the data for duplicated or non-finite rows)"
         )
-    return L.reshape(A.shape), jitter.reshape(batch)
+    return L, jitter
 
 
 # --------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from pathlib import Path
 import arviz as az
 import pytest
 
+from bayes_maxmargin import load
+
 from .conftest import needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +63,8 @@ def test_em_on_a_shared_dataset(tmp_path):
     metrics = run(_composed("model=linear", "inference=em", "data=pima", "plots=false"), tmp_path)
     assert metrics["dataset"] == "pima" and metrics["error"] < 0.3
     assert json.loads((tmp_path / "metrics.json").read_text())["error"] == metrics["error"]
+    clf = load(tmp_path / "model.bmm")  # the fitted estimator, saved beside the metrics
+    assert clf.inference == "em" and clf.coef_.shape == (1, 8)
 
 
 def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
@@ -239,3 +243,21 @@ def test_gp_svi_job(tmp_path, capsys):
     idata = az.from_netcdf(str(out / "idata.nc"))
     assert idata.posterior["u"].shape == (1, 1, 16) and idata.sample_stats["elbo"].shape == (1, 1, 10)
     assert (out / "elbo.png").stat().st_size > 5_000 and not (out / "trace.png").exists()
+
+
+def test_gibbs_job_checkpoints_and_resumes(tmp_path):
+    """`bmm resume=<run>/checkpoint` continues the checkpointed chains: the same draws as the run."""
+    import numpy as np
+
+    from bayes_maxmargin.cli import run
+
+    cfg = ("inference.num_samples=30", "inference.num_warmup=20", "inference.num_chains=2", "plots=false")
+    first = run(_composed(*cfg), tmp_path / "a")
+    ckpt = tmp_path / "a" / "checkpoint"
+    assert (ckpt / "checkpoint.npz").exists() and (ckpt / "idata.nc").exists()
+    again = run(_composed(*cfg, f"resume={ckpt}"), tmp_path / "b")
+    assert again["error"] == first["error"] and again["brier"] == first["brier"]
+    a, b = (az.from_netcdf(str(tmp_path / d / "idata.nc")) for d in "ab")
+    np.testing.assert_array_equal(a.posterior["beta"].values, b.posterior["beta"].values)
+    with pytest.raises(ValueError, match="no checkpoint folder there"):
+        run(_composed(*cfg, f"resume={tmp_path / 'none'}"), tmp_path / "c")

@@ -171,7 +171,7 @@ def test_kernel_matrix_singular_after_jitter_is_a_clear_error(moons):
         clf.fit(X * 1e3, y)
 
 
-@pytest.mark.parametrize("inference", ["ecm", "gibbs", "fitc"])
+@pytest.mark.parametrize("inference", ["ecm", *(pytest.param(m, marks=pytest.mark.extended) for m in ("gibbs", "fitc"))])
 def test_duplicates_and_separable_data_fit_without_nan(inference):
     """Duplicated training points (singular K without jitter) and perfectly separable classes."""
     rng = np.random.default_rng(1)

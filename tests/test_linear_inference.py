@@ -103,7 +103,7 @@ def test_second_fit_does_not_recompile(synthetic_binary):
 @pytest.mark.parametrize(
     "dataset,gamma0,gamma_prior,overrelaxation",
     [
-        ("synthetic", 0.0, None, 0.0),
+        pytest.param("synthetic", 0.0, None, 0.0, marks=pytest.mark.extended),
         ("synthetic", 0.5, (2.0, 2.0), -0.9),
         pytest.param("wdbc", 0.5, (2.0, 2.0), -0.9, marks=pytest.mark.extended),
     ],

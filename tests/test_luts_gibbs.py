@@ -121,10 +121,10 @@ def test_kernels_target_the_augmented_programs(x64):
     """Each kernel's log joint, at the final state of its chains, equals NumPyro's log density of
     the augmented program."""
     kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], augmented=True)
-    data, run = _mixed_run("penalty")
-    s = _last(run.final_state)
+    data, run = _mixed_run("random_intercept")
+    s, p = _last(run.final_state), data.X.shape[1]
     lp, _ = log_density(mixed_bsvm, (data.X, data.Z, data.y), kw,
-                        {"beta": s.coef[:1], "u": s.coef[1:], "sigma_u2": s.sigma_u2, "lam": 1 / s.inv_lam})
+                        {"beta": s.coef[:p], "u": s.coef[p:], "sigma_u2": s.sigma_u2, "lam": 1 / s.inv_lam})
     np.testing.assert_allclose(s.log_joint, lp, rtol=1e-10)
     data, run = _laplace_zero_run()
     s = _last(run.final_state)
@@ -153,7 +153,7 @@ def _nuts(model, args, kwargs, num_samples=1000, seed=1):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", ["penalty", "random_intercept"])
+@pytest.mark.parametrize("example", [pytest.param("penalty", marks=pytest.mark.extended), "random_intercept"])
 def test_appendix_a_agrees_with_nuts(x64, example):
     data, run = _mixed_run(example)
     p = data.X.shape[1]

@@ -185,7 +185,7 @@ def test_alg1_lower_bound_is_the_elbo(x64):
     _mc_check(draws, res.state, _trace(res)[-1])
 
 
-@pytest.mark.parametrize("random_intercept", [False, True])
+@pytest.mark.parametrize("random_intercept", [pytest.param(False, marks=pytest.mark.extended), True])
 def test_alg2_lower_bound_is_the_elbo(x64, random_intercept):
     X, y = _data(n=12, d=2)
     data = _mixed(X, y, _groups(12, 3) if random_intercept else None)

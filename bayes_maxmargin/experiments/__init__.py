@@ -19,13 +19,13 @@ holds its settings (``bayes_maxmargin/configs/experiment/*.yaml``).
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
 from pathlib import Path
 from typing import Any
 
+from ..io import write_json, write_text
 from . import henao2014, luts2014, wenzel2017
 
 __all__ = ["EXPERIMENTS", "henao2014", "luts2014", "machine_info", "run", "wenzel2017"]
@@ -128,8 +128,8 @@ def run(cfg: Any, output_dir: str | os.PathLike[str]) -> dict[str, Any]:
         "wall_time_s": wall,
         "machine": machine_info(),
     }
-    (output_dir / "results.json").write_text(json.dumps(payload, indent=2, default=float))
-    (output_dir / "table.md").write_text(table + "\n")
+    write_json(output_dir / "results.json", payload, default=float)
+    write_text(output_dir / "table.md", table + "\n")
     metrics: dict[str, Any] = {
         "experiment": name,
         "table": table,

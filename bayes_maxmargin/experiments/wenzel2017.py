@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ..io import write_json
 from .henao2014 import _LimitedLBFGS, _error, _log, _scale, limit_blas_threads, median_distance
 
 __all__ = [
@@ -306,7 +307,7 @@ def table1(
                 if ckpt_path:
                     done[ck] = res
                     ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-                    ckpt_path.write_text(json.dumps(done, indent=1, default=float))
+                    write_json(ckpt_path, done, indent=1, default=float)
             for field in ("error", "error_sd", "brier", "brier_sd", "time_s", "fold_errors", "fold_briers",
                           "fold_times", "n_folds", "settings"):
                 row[f"{m}_{field}"] = res[field] if res else None

@@ -13,13 +13,19 @@ Every Markov kernel of the library has the signature ``kernel(rng_key, state, da
   variable, never a NaN result.
 
 Warm-up is rounded up to a whole number of thinning blocks.
+
+With ``checkpoint=folder`` the states, keys and draws are written after every chunk
+(:mod:`bayes_maxmargin.inference.checkpoint`); Ctrl-C, SIGTERM or an exception then leave that
+checkpoint and the draws so far (``idata.nc``), and ``resume=folder`` continues the same chains.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -27,10 +33,23 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from .checkpoint import (
+    Checkpoint,
+    check_resumable,
+    fingerprint,
+    read_checkpoint,
+    sigterm_as_interrupt,
+    write_checkpoint,
+    write_draws,
+)
+
 __all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
 
 Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
 Record = Callable[[Any], dict[str, Array]]
+
+#: Kept draws per compiled chunk (and per checkpoint) unless a run asks otherwise.
+DEFAULT_CHUNK_SIZE = 250
 
 #: Runs predicted to take longer than this many seconds show a progress bar.
 PROGRESS_THRESHOLD_S = 3.0
@@ -98,6 +117,12 @@ def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_activ
     return state, bad, records
 
 
+def _key_data(keys: Array) -> np.ndarray:
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        keys = jax.random.key_data(keys)
+    return np.asarray(keys)
+
+
 def _check_finite(bad: tuple[Array, Array], fields: tuple[str, ...]) -> None:
     bad_iter, bad_field = (np.asarray(b) for b in bad)
     broken = np.flatnonzero(bad_iter >= 0)
@@ -121,8 +146,11 @@ def run_chains(
     num_warmup: int,
     num_samples: int,
     thin: int = 1,
-    chunk_size: int = 250,
+    chunk_size: int | None = None,
     progress_bar: bool = True,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+    callback: Callable[[int], None] | None = None,
 ) -> ChainResult:
     """Run ``kernel`` on every chain of ``init_state`` and record ``record(state)`` per kept draw.
 
@@ -141,14 +169,29 @@ def run_chains(
         Passed unchanged to the kernel (dynamic: new values do not recompile).
     num_warmup, num_samples, thin : int
         Warm-up iterations (discarded), kept draws, and iterations per kept draw.
-    chunk_size : int
-        Kept draws (blocks of ``thin`` iterations) per compiled chunk.
+    chunk_size : int, optional
+        Kept draws (blocks of ``thin`` iterations) per compiled chunk; default
+        :data:`DEFAULT_CHUNK_SIZE`. The draws do not depend on it.
     progress_bar : bool
         Show a progress bar when the run is predicted to take more than a few seconds.
+    checkpoint : path, optional
+        Folder that receives ``checkpoint.npz`` after every chunk, and ``idata.nc`` (the draws so
+        far) when the run stops, early or not.
+    resume : path, optional
+        Folder of a checkpoint of the same run (same kernel settings, seed, data, chains) to
+        continue from; it is also the checkpoint folder unless ``checkpoint`` is given. A complete
+        run's checkpoint returns its draws without running anything.
+    callback : callable, optional
+        Called with the number of iterations done after every chunk (and its checkpoint).
 
     Returns
     -------
     ChainResult
+
+    Raises
+    ------
+    CheckpointError
+        ``resume`` holds no readable checkpoint, or one of a different run.
     """
     num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
     chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
@@ -156,32 +199,57 @@ def run_chains(
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
     state, kept, done, bar = init_state, [], 0, None
-    length = min(chunk_size, total_blocks)  # the compiled chunk length
-    while done < total_blocks:
-        n_blocks = min(length, total_blocks - done)
-        t0 = time.perf_counter()
-        state, bad, records = _run_chunk(
-            kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper
-        )
-        _check_finite(bad, state._fields)
-        lo = max(warm_blocks - done, 0)
-        if lo < n_blocks:
-            kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
-        done += n_blocks
-        if bar is not None:
-            bar.update(n_blocks * thin)
-        elif progress_bar and done < total_blocks:
-            # predict the rest from the latest chunk; the first one includes compilation, so
-            # it decides alone only when it was long in itself
-            elapsed = time.perf_counter() - t0
-            remaining = elapsed / n_blocks * (total_blocks - done)
-            if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
-                from tqdm.auto import tqdm
+    length = min(chunk_size or DEFAULT_CHUNK_SIZE, total_blocks)  # the compiled chunk length
+    folder = Path(checkpoint if checkpoint is not None else resume) if (checkpoint or resume) else None
+    settings = None
+    if folder is not None:
+        settings = {"num_warmup": num_warmup, "num_samples": num_samples, "thin": thin, "num_chains": num_chains,
+                    "chain_keys": _key_data(chain_keys).tolist(), "fingerprint": fingerprint(data, hyper)}
+    if resume is not None:
+        ckpt = read_checkpoint(Path(resume))
+        check_resumable(ckpt, settings, init_state, Path(resume))
+        state = init_state._replace(**{k: jnp.asarray(v) for k, v in ckpt.state.items()})
+        bad, done = tuple(jnp.asarray(b) for b in ckpt.bad), ckpt.done
+        kept = [ckpt.kept] if ckpt.kept else []
 
-                bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
-    if bar is not None:
-        bar.close()
-    samples = {
-        k: np.swapaxes(np.concatenate([c[k] for c in kept], axis=0), 0, 1) for k in kept[0]
-    }
+    def draws_so_far() -> dict[str, np.ndarray]:
+        return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
+
+    with sigterm_as_interrupt():
+        try:
+            while done < total_blocks:
+                n_blocks = min(length, total_blocks - done)
+                t0 = time.perf_counter()
+                new_state, new_bad, records = _run_chunk(
+                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper
+                )
+                _check_finite(new_bad, new_state._fields)
+                lo = max(warm_blocks - done, 0)
+                if lo < n_blocks:
+                    records = jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records)
+                    kept.append(records)
+                state, bad, done = new_state, new_bad, done + n_blocks
+                if folder is not None:
+                    write_checkpoint(folder, Checkpoint(
+                        settings, done, {k: np.asarray(v) for k, v in zip(state._fields, state)},
+                        tuple(np.asarray(b) for b in bad), draws_so_far()))
+                if callback is not None:
+                    callback(done * thin)
+                if bar is not None:
+                    bar.update(n_blocks * thin)
+                elif progress_bar and done < total_blocks:
+                    # predict the rest from the latest chunk; the first one includes compilation, so
+                    # it decides alone only when it was long in itself
+                    elapsed = time.perf_counter() - t0
+                    remaining = elapsed / n_blocks * (total_blocks - done)
+                    if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
+                        from tqdm.auto import tqdm
+
+                        bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
+        finally:
+            if bar is not None:
+                bar.close()
+            if folder is not None:
+                write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
+    samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}
     return ChainResult(samples, state, total_blocks * thin)

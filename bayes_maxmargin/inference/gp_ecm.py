@@ -728,5 +728,6 @@ def support_vector_mask(f: ArrayLike, y: ArrayLike, tol: float = 1e-3) -> Array:
 
 
 def support_vectors(f: ArrayLike, y: ArrayLike, tol: float = 1e-3) -> np.ndarray:
-    """Indices of the support vectors (:func:`support_vector_mask`)."""
-    return np.flatnonzero(np.asarray(support_vector_mask(f, y, tol)))
+    """Indices of the support vectors (:func:`support_vector_mask`), computed on the host."""
+    f = np.asarray(f)
+    return np.flatnonzero(np.asarray(y, f.dtype) * f <= 1.0 + tol)

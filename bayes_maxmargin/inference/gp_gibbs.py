@@ -139,6 +139,7 @@ def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
     return y * jnp.sqrt(gamma) * (r + 1.0 / r)
 
 
+@jax.jit
 def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
     """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) of Henao et al. (2014), eq. (12).
 

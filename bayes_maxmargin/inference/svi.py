@@ -766,6 +766,13 @@ def data_mesh(devices: int | None, batch_size: int) -> jax.sharding.Mesh | None:
     return jax.sharding.Mesh(np.asarray(available[:count]), ("batch",))
 
 
+def gp_problem(spec: GPSpec, num_inducing: int, dtype: Any, learn: bool) -> Problem:
+    """The sparse GP's :class:`Problem`: whitened features, K_mm factors when hyperparameters move,
+    and the prior precision I of v = L^-1 u."""
+    return Problem(partial(gp_features, spec=spec), partial(gp_factors, spec=spec) if learn else None,
+                   jnp.eye(num_inducing, dtype=dtype))
+
+
 def svi_gp(
     X: np.ndarray,
     y: np.ndarray,
@@ -799,8 +806,7 @@ def svi_gp(
     _, whiten = gp_factors(hyper, spec)
     m = Z0.shape[0]
     nat0 = NatParams(jnp.zeros(m, dtype), -0.5 * jnp.eye(m, dtype=dtype))
-    problem = Problem(partial(gp_features, spec=spec), partial(gp_factors, spec=spec) if learn else None,
-                      jnp.eye(m, dtype=dtype))
+    problem = gp_problem(spec, m, dtype, learn=bool(learn))
     state = init_state(nat0, hyper, whiten, nat_tx, hyper_tx)
     fixed = tuple((f, np.asarray(v).tolist()) for f, v in theta0._asdict().items() if f not in hyper)
     key = ("gp", spec.kernel, type(theta0), fixed, spec.jitter, tuple(sorted(learn)), _step_key(step_size),

@@ -28,8 +28,10 @@ Two forms of the same program, as for :func:`~bayes_maxmargin.models.linear.line
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
@@ -201,7 +203,13 @@ def prior_covariance(
         X = X[:, None]
     if kernel_params is None:
         kernel_params = default_kernel_params(kernel, X.shape[1])
-    K = get_kernel(kernel)(kernel_params, X, X)
+    return _covariance(get_kernel(kernel), kernel_params, X, jitter)
+
+
+@partial(jax.jit, static_argnums=0)
+def _covariance(kernel: KernelFn, kernel_params: Any, X: Array, jitter: ArrayLike) -> Array:
+    """K + jitter I, one compiled program per kernel and shape (not one per operation)."""
+    K = kernel(kernel_params, X, X)
     return K + jitter * jnp.eye(X.shape[0], dtype=K.dtype)
 
 

@@ -1,0 +1,143 @@
+"""Checkpoints of chunked MCMC runs: interrupt, then resume the same chains.
+
+A checkpoint is a folder holding
+
+``checkpoint.npz``
+    The chains' states, the iterations done, the draws kept so far and the run's settings (the
+    chains' PRNG keys and a hash of the data among them), written atomically after every chunk
+    (read with ``allow_pickle=False``).
+``idata.nc``
+    The draws kept so far as ArviZ InferenceData, written when the run stops early (Ctrl-C,
+    SIGTERM, an exception) and when it completes.
+
+Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
+:mod:`bayes_maxmargin.inference.driver`), a run resumed from a checkpoint gives exactly the draws
+of an uninterrupted run with the same seed on the same device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import signal
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+__all__ = ["Checkpoint", "CheckpointError", "read_checkpoint", "sigterm_as_interrupt", "write_checkpoint",
+           "write_draws"]
+
+FORMAT = "bayes_maxmargin.checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """The checkpoint is unreadable or belongs to a different run."""
+
+
+class Checkpoint(NamedTuple):
+    """What a run needs to continue: settings (PRNG keys included), progress, states, kept draws."""
+
+    settings: dict[str, Any]
+    done: int  # blocks of ``thin`` iterations completed (warm-up included)
+    state: dict[str, np.ndarray]
+    bad: tuple[np.ndarray, np.ndarray]
+    kept: dict[str, np.ndarray]  # (draw, chain, ...) as recorded
+
+
+def fingerprint(data: Any, hyper: Any) -> str:
+    """SHA-256 of the data and hyperparameter arrays a run was started with."""
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves((data, hyper)):
+        arr = np.asarray(leaf)
+        h.update(f"{arr.dtype}{arr.shape}".encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def write_checkpoint(folder: Path, ckpt: Checkpoint) -> None:
+    """Write ``checkpoint.npz`` atomically (the previous one stays valid until the rename)."""
+    from ..io import atomic_path
+
+    arrays = {f"state/{k}": np.asarray(v) for k, v in ckpt.state.items()}
+    arrays.update({f"kept/{k}": v for k, v in ckpt.kept.items()})
+    arrays.update(bad_iter=np.asarray(ckpt.bad[0]), bad_field=np.asarray(ckpt.bad[1]))
+    meta = {"format": FORMAT, "version": VERSION, "done": int(ckpt.done), "settings": ckpt.settings}
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(folder / "checkpoint.npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, allow_pickle=False, **arrays)
+
+
+def read_checkpoint(folder: Path) -> Checkpoint:
+    """Read the checkpoint in ``folder``; :class:`CheckpointError` if it is missing or unreadable."""
+    path = Path(folder) / "checkpoint.npz"
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint to resume from: {str(path)!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise CheckpointError(f"{str(path)!r} is not a bayes_maxmargin checkpoint of version {VERSION}")
+    return Checkpoint(
+        meta["settings"], int(meta["done"]),
+        {k[6:]: v for k, v in arrays.items() if k.startswith("state/")},
+        (arrays["bad_iter"], arrays["bad_field"]),
+        {k[5:]: v for k, v in arrays.items() if k.startswith("kept/")},
+    )
+
+
+def check_resumable(ckpt: Checkpoint, settings: dict[str, Any], init_state: Any, folder: Path) -> None:
+    """Refuse a checkpoint written by another run: other settings, data, state layout or chains."""
+    for key, value in settings.items():
+        if ckpt.settings.get(key) != value:
+            what = "the data or hyperparameters differ" if key == "fingerprint" else (
+                f"{key} = {ckpt.settings.get(key)!r} there, {value!r} now")
+            raise CheckpointError(f"the checkpoint in {str(folder)!r} belongs to a different run: {what}")
+    for field, leaf in zip(init_state._fields, init_state):
+        saved = ckpt.state.get(field)
+        if saved is None or saved.shape != leaf.shape or saved.dtype != leaf.dtype:
+            raise CheckpointError(
+                f"the checkpoint in {str(folder)!r} belongs to a different run: state field {field!r} is "
+                f"{None if saved is None else (saved.shape, str(saved.dtype))}, expected {(leaf.shape, str(leaf.dtype))}")
+
+
+def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, complete: bool) -> None:
+    """The draws kept so far, (draw, chain, ...) per name, as ``idata.nc`` (atomically)."""
+    import arviz as az
+
+    from ..io import atomic_path
+
+    if not kept or not next(iter(kept.values())).shape[0]:
+        return
+    posterior = {k: np.swapaxes(v, 0, 1) for k, v in kept.items()}
+    idata = az.from_dict(posterior=posterior, attrs={"iterations_done": int(iterations), "complete": int(complete)})
+    with atomic_path(Path(folder) / "idata.nc") as tmp:
+        idata.to_netcdf(str(tmp))
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While active (main thread only), SIGTERM raises KeyboardInterrupt like Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,121 @@
+"""Interrupted runs leave a checkpoint and their draws; resumed runs equal uninterrupted ones."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_maxmargin import GPBSVM, LinearBSVM
+from bayes_maxmargin.inference import driver
+from bayes_maxmargin.inference.checkpoint import CheckpointError
+from bayes_maxmargin.inference.driver import run_chains
+from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
+from bayes_maxmargin.models.linear import LinearHyper
+
+rng = np.random.default_rng(1)
+X = rng.normal(size=(30, 2))
+Y = np.where(X[:, 0] + 0.5 * rng.normal(size=30) > 0, 1, -1)
+RUN = dict(num_warmup=10, num_samples=25, thin=2, chunk_size=4, progress_bar=False)
+
+
+def _problem(y=Y):
+    design = jnp.column_stack([jnp.ones(30), jnp.asarray(X, jnp.float32)])
+    data = LinearData(design, jnp.asarray(y, jnp.float32))
+    hyper = LinearHyper(jnp.ones(3), *(jnp.float32(v) for v in (1.0, 2.0, 1.0, 0.0)))  # gamma, a0, b0, gamma0
+    state = jax.vmap(init_linear, (0, None, None, None))(jnp.zeros((3, 3)), data, hyper, True)
+    return state, data, hyper
+
+
+def _run(**kw):
+    state, data, hyper = _problem(kw.pop("y", Y))
+    return run_chains(build_linear_kernel(True), record_linear, state, jax.random.PRNGKey(0), data, hyper, **RUN, **kw)
+
+
+def _interrupt_after(iterations, exc=KeyboardInterrupt):
+    def callback(done):
+        if done >= iterations:
+            raise exc("stop")
+    return callback
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path):
+    full = _run()
+    with pytest.raises(KeyboardInterrupt):
+        _run(checkpoint=tmp_path, callback=_interrupt_after(24))  # 3 chunks of 4 blocks x thin 2
+    partial = az.from_netcdf(str(tmp_path / "idata.nc"))
+    assert partial.attrs["iterations_done"] == 24 and partial.attrs["complete"] == 0
+    # warm-up = 5 blocks; 12 blocks done -> 7 kept draws, equal to the first 7 of the full run
+    np.testing.assert_array_equal(partial.posterior["coef"].values, full.samples["coef"][:, :7])
+    resumed = _run(resume=tmp_path)
+    for k in full.samples:
+        np.testing.assert_array_equal(resumed.samples[k], full.samples[k])
+    for a, b in zip(resumed.final_state, full.final_state):
+        np.testing.assert_array_equal(a, b)
+    assert az.from_netcdf(str(tmp_path / "idata.nc")).attrs["complete"] == 1
+    again = _run(resume=tmp_path, callback=_interrupt_after(0, RuntimeError))  # complete: nothing runs
+    np.testing.assert_array_equal(again.samples["coef"], full.samples["coef"])
+
+
+def test_sigterm_and_exceptions_leave_a_valid_checkpoint(tmp_path):
+    def terminate(done):
+        if done >= 16:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="signal"):
+        _run(checkpoint=tmp_path / "term", callback=terminate)
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
+    with pytest.raises(ValueError, match="stop"):
+        _run(checkpoint=tmp_path / "exc", callback=_interrupt_after(8, ValueError))
+    full = _run()
+    for name in ("term", "exc"):
+        np.testing.assert_array_equal(_run(resume=tmp_path / name).samples["coef"], full.samples["coef"])
+
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        _run(checkpoint=tmp_path, callback=_interrupt_after(8))
+    with pytest.raises(CheckpointError, match="different run: the data or hyperparameters differ"):
+        _run(resume=tmp_path, y=-Y)
+    state, data, hyper = _problem()
+    with pytest.raises(CheckpointError, match="num_samples = 25 there, 30 now"):
+        run_chains(build_linear_kernel(True), record_linear, state, jax.random.PRNGKey(0), data, hyper,
+                   **{**RUN, "num_samples": 30}, resume=tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        _run(resume=tmp_path / "nothing")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "checkpoint.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        _run(resume=tmp_path / "bad")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LinearBSVM(num_samples=30, num_warmup=20, num_chains=2, random_state=3, progress_bar=False),
+    lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_samples=30, num_warmup=20, num_chains=2,
+                   random_state=3, progress_bar=False),
+], ids=["linear", "gp"])
+def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
+    full = make().fit(X, Y)
+    real, calls = driver._run_chunk, []
+
+    def interrupted(*args, **kwargs):  # Ctrl-C during the second chunk
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "_run_chunk", interrupted)
+    monkeypatch.setattr(driver, "DEFAULT_CHUNK_SIZE", 20)
+    with pytest.raises(KeyboardInterrupt):
+        make().fit(X, Y, checkpoint=tmp_path)
+    monkeypatch.setattr(driver, "_run_chunk", real)
+    resumed = make().fit(X, Y, resume=tmp_path)
+    np.testing.assert_array_equal(resumed.predict_proba(X), full.predict_proba(X))
+    with pytest.raises(ValueError, match="checkpoint / resume apply to inference='gibbs'"):
+        make().set_params(inference="em" if isinstance(full, LinearBSVM) else "ecm").fit(X, Y, checkpoint=tmp_path)

@@ -1,0 +1,162 @@
+"""save / load: a loaded estimator predicts exactly as the saved one; bad files fail clearly."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import bayes_maxmargin as bmm
+from bayes_maxmargin import GPBSVM, InvalidModelFileError, LinearBSVM
+from bayes_maxmargin.persistence import FORMAT_VERSION
+
+pytestmark = pytest.mark.xdist_group("persistence")
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(40, 3))
+Y = np.where(X[:, 0] - 0.5 * X[:, 1] + 0.5 * rng.normal(size=40) > 0, "yes", "no")
+X_NEW = rng.normal(size=(7, 3))
+
+MCMC = dict(num_samples=20, num_warmup=20, num_chains=2, progress_bar=False, random_state=0)
+ESTIMATORS = {
+    "linear-em": lambda: LinearBSVM(inference="em", gamma_prior=(2.0, 1.0)),
+    "linear-vb-laplace_zero": lambda: LinearBSVM(inference="vb", prior="laplace_zero"),
+    "gp-vi": lambda: GPBSVM(inference="vi", max_iter=10),
+    "gp-svi": lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=10, max_iter=20, random_state=0),
+}
+# the same for every other inference method (slower to fit: extended runs)
+EXTENDED = {
+    "linear-gibbs": lambda: LinearBSVM(**MCMC),
+    "linear-svi": lambda: LinearBSVM(inference="svi", batch_size=10, max_iter=20, random_state=0),
+    "gp-ecm": lambda: GPBSVM(max_iter=20, kernel="ard", random_state=0),
+    "gp-gibbs": lambda: GPBSVM(inference="gibbs", learn_kernel=False, **MCMC),
+    "gp-fitc": lambda: GPBSVM(inference="fitc", num_inducing=5, max_iter=20, random_state=0),
+}
+ESTIMATORS.update(EXTENDED)
+
+
+@functools.cache
+def _fitted(name):
+    return ESTIMATORS[name]().fit(X, Y)
+
+
+@pytest.fixture(params=[pytest.param(k, marks=[pytest.mark.extended] if k in EXTENDED else []) for k in ESTIMATORS])
+def saved(request, tmp_path):
+    est = _fitted(request.param)
+    return est, bmm.save(est, tmp_path / f"{request.param}.bmm")
+
+
+def test_loaded_estimator_predicts_exactly_as_the_original(saved):
+    est, path = saved
+    back = bmm.load(path)
+    assert type(back) is type(est) and back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.classes_, est.classes_)
+    np.testing.assert_array_equal(back.predict(X_NEW), est.predict(X_NEW))
+    np.testing.assert_array_equal(back.predict_proba(X_NEW), est.predict_proba(X_NEW))
+    np.testing.assert_array_equal(back.decision_function(X_NEW), est.decision_function(X_NEW))
+    assert back.idata_.posterior.equals(est.idata_.posterior)
+    for name in ("coef_", "intercept_", "alpha_", "support_", "kernel_params_", "variational_cov_"):
+        if hasattr(est, name):
+            a, b = getattr(est, name), getattr(back, name)
+            if isinstance(a, dict):
+                assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+            else:
+                np.testing.assert_array_equal(a, b)
+
+
+def test_unfitted_estimator_round_trips(tmp_path):
+    est = GPBSVM(kernel="poly", kernel_params={"degree": 2}, inducing="random")
+    back = bmm.load(bmm.save(est, tmp_path / "m.bmm"))
+    assert back.get_params() == est.get_params()
+
+
+def test_existing_file_is_not_replaced_without_overwrite(saved, tmp_path):
+    est, path = saved
+    (tmp_path / "user").mkdir()
+    target = tmp_path / "user" / "keep.bmm"
+    target.write_bytes(b"user data")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        bmm.save(est, target)
+    assert target.read_bytes() == b"user data"
+    # a save that fails midway leaves the old file in place and no temporary file behind
+    est.unsupported_ = lambda x: x
+    try:
+        with pytest.raises(TypeError, match="attribute 'unsupported_'"):
+            bmm.save(est, target, overwrite=True)
+    finally:
+        del est.unsupported_
+    assert target.read_bytes() == b"user data"
+    assert [p.name for p in target.parent.iterdir()] == ["keep.bmm"]
+    bmm.save(est, target, overwrite=True)
+    assert bmm.load(target).get_params() == est.get_params()
+
+
+def _members(path):
+    with zipfile.ZipFile(path) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
+
+
+def _rezip(path, members):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _with_manifest(path, out, **changes):
+    members = _members(path)
+    manifest = json.loads(members["manifest.json"])
+    manifest.update(changes)
+    members["manifest.json"] = json.dumps(manifest).encode()
+    return _rezip(out, members)
+
+
+def test_bad_files_fail_with_a_clear_error(saved, tmp_path):
+    _, path = saved
+    data = path.read_bytes()
+    cases = {
+        "truncated": (data[: len(data) // 2], "truncated or not a zip"),
+        "empty": (b"", "truncated or not a zip"),
+        "foreign": (b"\x89HDF\r\n\x1a\n" + bytes(100), "truncated or not a zip"),
+    }
+    for name, (content, message) in cases.items():
+        f = tmp_path / f"{name}.bmm"
+        f.write_bytes(content)
+        with pytest.raises(InvalidModelFileError, match=message):
+            bmm.load(f)
+    # a zip of something else
+    buf = io.BytesIO()
+    np.savez(buf, x=np.arange(3))
+    (tmp_path / "npz.bmm").write_bytes(buf.getvalue())
+    with pytest.raises(InvalidModelFileError, match="not a bayes_maxmargin estimator file"):
+        bmm.load(tmp_path / "npz.bmm")
+    # one byte of the arrays changed
+    members = _members(path)
+    arr = bytearray(members["arrays.npz"])
+    arr[len(arr) // 2] ^= 0xFF
+    with pytest.raises(InvalidModelFileError, match="checksum mismatch in arrays.npz"):
+        bmm.load(_rezip(tmp_path / "tampered.bmm", {**members, "arrays.npz": bytes(arr)}))
+    # an extra member
+    with pytest.raises(InvalidModelFileError, match="unexpected members"):
+        bmm.load(_rezip(tmp_path / "extra.bmm", {**members, "payload.pkl": b"cos\nsystem\n"}))
+    with pytest.raises(InvalidModelFileError, match=f"format version {FORMAT_VERSION + 1}.*reads format versions 1 to"):
+        bmm.load(_with_manifest(path, tmp_path / "newer.bmm", format_version=FORMAT_VERSION + 1))
+    with pytest.raises(InvalidModelFileError, match="not a bayes_maxmargin estimator file"):
+        bmm.load(_with_manifest(path, tmp_path / "other.bmm", format="sklearn"))
+    # nothing named in the file is imported: a foreign type is refused
+    with pytest.raises(InvalidModelFileError, match="unknown type 'os.system'"):
+        bmm.load(_with_manifest(path, tmp_path / "type.bmm", estimator="os.system"))
+    with pytest.raises(FileNotFoundError, match="no estimator file"):
+        bmm.load(tmp_path / "missing.bmm")
+
+
+def test_non_estimators_are_refused(tmp_path):
+    from sklearn.svm import SVC
+
+    with pytest.raises(TypeError, match="cannot save an object of type sklearn.svm"):
+        bmm.save(SVC(), tmp_path / "svc.bmm")
+    assert not (tmp_path / "svc.bmm").exists()
