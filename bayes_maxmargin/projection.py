@@ -28,22 +28,26 @@ from .inference.projection_gibbs import (
     projection_data,
     record_projection,
 )
-from .kernels import PolyParams, SEParams, polynomial, se
 from .models.projection import ProjectionHyper
 
 __all__ = ["MaxMarginProjection", "kernel_features"]
 
 
 def kernel_features(X: np.ndarray, basis: np.ndarray, kernel: str, kernel_gamma: float, degree: int,
-                    coef0: float) -> jax.Array:
-    """K(X, V) between the rows of X and the basis vectors V (Chen et al. 2015, eq. 16-17).
+                    coef0: float) -> np.ndarray:
+    """K(X, V) between the rows of X and the basis vectors V (Chen et al. 2015, eq. 16-17), in NumPy.
 
-    ``"rbf"``: exp(-kernel_gamma ||x - v||^2) (the paper's Gaussian kernel, Sec. 5.2);
-    ``"poly"``: (x' v + coef0)^degree (Sec. 5.3, coef0 = 1).
+    ``"rbf"``: exp(-kernel_gamma ||x - v||^2) (the paper's Gaussian kernel, Sec. 5.2; the squared
+    distance floored at 0); ``"poly"``: (x' v + coef0)^degree (Sec. 5.3, coef0 = 1). The same
+    functions as :func:`bayes_maxmargin.kernels.se` (lengthscale 1 / sqrt(gamma)) and
+    :func:`bayes_maxmargin.kernels.polynomial`, computed once per fit without compiling a program
+    per data shape.
     """
+    cross = X @ basis.T
     if kernel == "rbf":
-        return se(SEParams(lengthscale=1.0 / np.sqrt(kernel_gamma)), X, basis)
-    return polynomial(PolyParams(degree=int(degree), offset=coef0), X, basis)
+        d2 = np.sum(X**2, axis=1)[:, None] + np.sum(basis**2, axis=1)[None, :] - 2.0 * cross
+        return np.exp(-kernel_gamma * np.maximum(d2, 0.0))
+    return (cross + coef0) ** int(degree)
 
 
 class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -251,10 +255,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             warm = -(-params["num_warmup"] // thin) * thin  # as the driver rounds it
             hyper = ProjectionHyper(*(jnp.asarray(params[k], dtype) for k in ("a0", "b0", "c0", "d0", "e0", "f0")),
                                     jnp.asarray(warm, dtype))
-            key = jax.random.PRNGKey(seed)
-            k_init, k_run = jax.random.split(key)
-            keys = jax.random.split(k_init, params["num_chains"])
-            init = jax.vmap(lambda k: init_projection(k, data, K, hyper, ss))(keys)
+            init = init_projection(seed, data, K, ss, num_chains=params["num_chains"])
+            k_run = jax.random.PRNGKey(seed)
             kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1])
             res = run_chains(kernel, record_projection, init, k_run, data, hyper, num_warmup=params["num_warmup"],
                              num_samples=params["num_samples"], thin=thin, progress_bar=self.progress_bar)
@@ -298,9 +300,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         p = self._params
         if p["kernel"] is None:
             return X
-        with jax.enable_x64(X.dtype == np.float64):
-            return np.asarray(kernel_features(X, self.basis_vectors_.astype(X.dtype), p["kernel"], p["kernel_gamma"],
-                                              p["degree"], p["coef0"]))
+        return kernel_features(X, self.basis_vectors_.astype(X.dtype), p["kernel"], p["kernel_gamma"], p["degree"],
+                               p["coef0"])
 
     def _predict_features(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")

@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 from ..augmentation import augmented_log_likelihood, gaussian_conditional, sample_gaussian, sample_inv_lambda
@@ -53,6 +54,7 @@ __all__ = [
     "ProjectionData",
     "ProjectionState",
     "build_projection_kernel",
+    "gamma_draws",
     "init_projection",
     "projection_data",
     "projection_log_joint",
@@ -121,10 +123,36 @@ class ProjectionState(NamedTuple):
 
 
 def projection_data(features: Array, Y: Array, spike_slab: bool) -> ProjectionData:
-    """Precompute the thin SVD of F (and F'F for the spike and slab) once per fit."""
-    _, s, Vt = jnp.linalg.svd(features, full_matrices=False)
-    gram = features.T @ features if spike_slab else None
-    return ProjectionData(features, Vt.T, s**2, gram, Y)
+    """Precompute the thin SVD of F (and F'F for the spike and slab) once per fit (in NumPy, at the
+    dtype of ``features``: no XLA compilation per shape)."""
+    F = np.asarray(features)
+    _, s, Vt = np.linalg.svd(F, full_matrices=False)
+    gram = jnp.asarray(F.T @ F) if spike_slab else None
+    return ProjectionData(jnp.asarray(F), jnp.asarray(Vt.T), jnp.asarray(s**2), gram, jnp.asarray(Y, F.dtype))
+
+
+def gamma_draws(key: Array, shape: Array, n_tries: int = 12) -> Array:
+    """Gamma(shape, 1) variates by Marsaglia & Tsang's (2000) squeeze-free rejection method with a
+    fixed number of proposals, all drawn at once (no while loop: ``jax.random.gamma``'s loop costs
+    seconds of XLA compilation in every kernel that calls it).
+
+    For shape >= 1 a proposal is accepted with probability > 0.95, so all ``n_tries = 12`` are
+    rejected with probability < 0.05^12 < 2.5e-16 (then the mode-like d = shape - 1/3 is
+    returned); shape < 1 uses Gamma(a) = Gamma(a + 1) U^(1/a).
+    """
+    k1, k2, k3 = jax.random.split(key, 3)
+    boost = shape < 1.0
+    a = jnp.where(boost, shape + 1.0, shape)
+    d = a - 1.0 / 3.0
+    c = 1.0 / jnp.sqrt(9.0 * d)
+    x = jax.random.normal(k1, (n_tries,) + shape.shape, shape.dtype)
+    log_u = jnp.log(jax.random.uniform(k2, (n_tries,) + shape.shape, shape.dtype))
+    v = (1.0 + c * x) ** 3
+    ok = (v > 0) & (log_u < 0.5 * x**2 + d - d * v + d * jnp.log(jnp.where(v > 0, v, 1.0)))
+    first = jnp.argmax(ok, axis=0)
+    g = d * jnp.where(jnp.any(ok, axis=0), jnp.take_along_axis(v, first[None], axis=0)[0], 1.0)
+    u_boost = jax.random.uniform(k3, shape.shape, shape.dtype)
+    return jnp.where(boost, g * u_boost ** (1.0 / shape), g)
 
 
 def _gamma_logpdf(x: Array, shape: Array, rate: Array) -> Array:
@@ -271,7 +299,7 @@ def _binary_sweep(
     Z = _z_step(k_z, FA, w, b, inv_lam, y)
     FA_res = FA  # the mean of z_n under the prior, reused by the log joint
     # 5. alpha, sigma (normal-gamma), pi (Beta)
-    # one call of the Gamma sampler for every Gamma and Beta draw (its rejection loop is costly to compile)
+    # one call of the Gamma sampler for every Gamma and Beta draw
     D = A.shape[0]
     on = A != 0
     n_on = jnp.sum(on, axis=0).astype(dtype) if spike_slab else jnp.full((K,), D, dtype)
@@ -279,7 +307,7 @@ def _binary_sweep(
     if spike_slab:
         used = jnp.sum(on, axis=1).astype(dtype)
         shapes += [hyper.e0 + used, hyper.f0 + K - used]
-    g = jax.random.gamma(k_alpha, jnp.concatenate(shapes), dtype=dtype)
+    g = gamma_draws(k_alpha, jnp.concatenate(shapes).astype(dtype))
     alpha = g[:K] / (hyper.d0 + 0.5 * jnp.sum(A**2, axis=0))
     sigma = g[K] / (hyper.b0 + 0.5 * (jnp.sum(w**2) + b**2))
     if spike_slab:
@@ -328,35 +356,36 @@ def build_projection_kernel(spike_slab: bool, full_rank: bool = True):
     return kernel
 
 
-@functools.partial(jax.jit, static_argnames=("n_components", "spike_slab"))
 def init_projection(
-    key: Array, data: ProjectionData, n_components: int, hyper: ProjectionHyper, spike_slab: bool
+    rng: np.random.Generator | int, data: ProjectionData, n_components: int, spike_slab: bool,
+    num_chains: int | None = None,
 ) -> ProjectionState:
-    """A starting state for the L binary samplers: A ~ N(0, 1 / D), Z = F A, w ~ N(0, 1), b = 0,
-    lambda = 1, alpha = sigma = 1, pi = 1/2 (every basis vector in use)."""
+    """Starting states of the L binary samplers, built in NumPy (no program to compile):
+    A ~ N(0, 1 / D), Z = F A, w ~ N(0, 1), b = 0, lambda = 1, alpha = sigma = 1, pi = 1/2 (every
+    basis vector in use). ``log_joint`` starts at 0 (the first sweep computes it).
+
+    With ``num_chains`` the fields get a leading chain axis (independent starts).
+    """
+    if num_chains is not None:
+        rng = np.random.default_rng(rng)
+        states = [init_projection(rng, data, n_components, spike_slab) for _ in range(num_chains)]
+        return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+    rng = np.random.default_rng(rng)
     L, n = data.Y.shape
-    D = data.features.shape[1]
+    F = np.asarray(data.features)
+    D = F.shape[1]
     K = n_components
-    dtype = data.features.dtype
-    k_a, k_w = jax.random.split(key)
-    A = jax.random.normal(k_a, (L, D, K), dtype) / jnp.sqrt(jnp.asarray(D, dtype))
-    Z = jnp.einsum("nd,ldk->lnk", data.features, A)
-    w = jax.random.normal(k_w, (L, K), dtype)
-    b = jnp.zeros((L,), dtype)
-    inv_lam = jnp.ones((L, n), dtype)
-    alpha = jnp.ones((L, K), dtype)
-    sigma = jnp.ones((L,), dtype)
-    pi = jnp.full((L, D), 0.5 if spike_slab else 1.0, dtype)
-    log_joint = jax.vmap(
-        lambda A_, Z_, w_, b_, il, al, s, p, y: projection_log_joint(
-            A_, Z_, data.features @ A_, w_, b_, il, al, s, p, y, hyper, spike_slab
-        )
-    )(A, Z, w, b, inv_lam, alpha, sigma, pi, data.Y)
-    zeros = jnp.zeros((L,), dtype)
-    return ProjectionState(
-        A, Z, w, b, inv_lam, alpha, sigma, pi, log_joint, jnp.zeros((L,), jnp.int32), zeros,
-        jnp.zeros((L, D), dtype), zeros, jnp.zeros_like(A), jnp.zeros_like(A),
+    dtype = F.dtype
+    A = (rng.normal(size=(L, D, K)) / np.sqrt(D)).astype(dtype)
+    Z = np.einsum("nd,ldk->lnk", F, A)
+    w = rng.normal(size=(L, K)).astype(dtype)
+    zeros = np.zeros((L,), dtype)
+    fields = (
+        A, Z, w, zeros, np.ones((L, n), dtype), np.ones((L, K), dtype), np.ones((L,), dtype),
+        np.full((L, D), 0.5 if spike_slab else 1.0, dtype), zeros, np.zeros((L,), np.int32), zeros,
+        np.zeros((L, D), dtype), zeros, np.zeros_like(A), np.zeros_like(A),
     )
+    return ProjectionState(*(jnp.asarray(f) for f in fields))
 
 
 def record_projection(state: ProjectionState) -> dict[str, Array]:
