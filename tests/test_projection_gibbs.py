@@ -48,9 +48,10 @@ def _check_log_joint(state, X, y, K):
     np.testing.assert_allclose(s.log_joint, expected, rtol=1e-10)
 
 
+@pytest.mark.extended
 def test_log_joint_is_the_augmented_program():
     """The state's log joint is NumPyro's log density of the augmented program (here n < p, the
-    null-space draw; the NUTS check tests n >= p)."""
+    null-space draw; the NUTS check tests n >= p, the default suite's check of the log joint)."""
     n, p = 5, 8
     X, y = _tiny(n, p)
     K = 2
