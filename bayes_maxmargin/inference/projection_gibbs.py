@@ -294,10 +294,9 @@ def _binary_sweep(
         A = spike_slab_step(k_a, st.A, F.T @ st.Z, data.gram, st.alpha, st.pi)
     else:
         A = _dense_projection_step(k_a, st.Z, st.alpha, data, full_rank)
-    FA = F @ A
+    FA = F @ A  # the prior mean of z_n, reused by the log joint
     # 4. Z | A, w, b, lambda (eq. 8, as a block)
     Z = _z_step(k_z, FA, w, b, inv_lam, y)
-    FA_res = FA  # the mean of z_n under the prior, reused by the log joint
     # 5. alpha, sigma (normal-gamma), pi (Beta)
     # one call of the Gamma sampler for every Gamma and Beta draw
     D = A.shape[0]
@@ -316,7 +315,7 @@ def _binary_sweep(
         pi = jnp.clip(g_on / (g_on + g_off), tiny, 1.0 - tiny)  # Beta(e0 + used, f0 + K - used)
     else:
         pi = st.pi
-    log_joint = projection_log_joint(A, Z, FA_res, w, b, inv_lam, alpha, sigma, pi, y, hyper, spike_slab)
+    log_joint = projection_log_joint(A, Z, FA, w, b, inv_lam, alpha, sigma, pi, y, hyper, spike_slab)
     iteration = st.iteration + 1
     keep = (iteration > hyper.num_warmup).astype(dtype)
     return ProjectionState(
