@@ -12,12 +12,14 @@ from .diagnostics import convergence_summary, to_inference_data  # noqa: E402
 from .estimators import GPBSVM, LinearBSVM  # noqa: E402
 from .inference.driver import NonFiniteStateError  # noqa: E402
 from .persistence import InvalidModelFileError, load, save  # noqa: E402
+from .projection import MaxMarginProjection  # noqa: E402
 
 __all__ = [
     "Dataset",
     "GPBSVM",
     "InvalidModelFileError",
     "LinearBSVM",
+    "MaxMarginProjection",
     "NonFiniteStateError",
     "__version__",
     "convergence_summary",

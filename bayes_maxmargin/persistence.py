@@ -53,11 +53,11 @@ def register(*classes: type) -> None:
 
 def _registry() -> dict[str, type]:
     if not _TYPES:
-        from . import estimators, kernels
+        from . import estimators, kernels, projection
         from .data.validation import BinaryLabelEncoder
         from .inference import svi
 
-        register(estimators.LinearBSVM, estimators.GPBSVM, BinaryLabelEncoder,
+        register(estimators.LinearBSVM, estimators.GPBSVM, projection.MaxMarginProjection, BinaryLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
                  svi.NatParams, svi.SVIState)
     return _TYPES

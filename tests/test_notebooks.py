@@ -132,7 +132,22 @@ def check_wenzel2017_svi(ns: dict[str, Any]) -> None:
     assert np.all((table.to_numpy() >= 0) & (table.to_numpy() < 0.5))
 
 
+def check_chen2015_projection(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["N_PER_CLUSTER"] <= 50 and ns["ITERS"]["num_samples"] <= 100
+    # example 1: MMLDP separates the overlapping pairs of Gaussians about as well as LDA
+    assert ns["acc_mmldp"] > 0.8 and ns["acc_mmldp"] >= ns["acc_lda"] - 0.05
+    # example 2: ssKMMDP beats LDA on the non-separable nine clusters
+    acc = ns["acc2"]
+    assert acc["ssKMMDP"] > acc["LDA"] + 0.1
+    # usage matrix and the posterior of the number of basis vectors
+    usage, n_used = ns["usage"], ns["n_used"]
+    assert usage.shape == (ns["N_CANDIDATES"], ns["N_COMPONENTS"]) and np.all((usage >= 0) & (usage <= 1))
+    assert np.all((n_used >= 0) & (n_used <= ns["N_CANDIDATES"])) and n_used.mean() < ns["N_CANDIDATES"]
+    assert ns["Z"].shape == (len(ns["X2_te"]), ns["N_COMPONENTS"])
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "chen2015_projection.ipynb": check_chen2015_projection,
     "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
     "luts2014_vb.ipynb": check_luts2014_vb,
     "wenzel2017_svi.ipynb": check_wenzel2017_svi,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bayes_maxmargin as bmm
-from bayes_maxmargin import GPBSVM, InvalidModelFileError, LinearBSVM
+from bayes_maxmargin import GPBSVM, InvalidModelFileError, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.persistence import FORMAT_VERSION
 
 pytestmark = pytest.mark.xdist_group("persistence")
@@ -27,6 +27,8 @@ ESTIMATORS = {
     "linear-vb-laplace_zero": lambda: LinearBSVM(inference="vb", prior="laplace_zero"),
     "gp-vi": lambda: GPBSVM(inference="vi", max_iter=10),
     "gp-svi": lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=10, max_iter=20, random_state=0),
+    "projection-sskmmdp": lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=8, spike_slab=True,
+                                                      num_samples=10, num_warmup=10, random_state=0),
 }
 # the same for every other inference method (slower to fit: extended runs)
 EXTENDED = {
@@ -55,11 +57,11 @@ def test_loaded_estimator_predicts_exactly_as_the_original(saved):
     back = bmm.load(path)
     assert type(back) is type(est) and back.get_params() == est.get_params()
     np.testing.assert_array_equal(back.classes_, est.classes_)
-    np.testing.assert_array_equal(back.predict(X_NEW), est.predict(X_NEW))
-    np.testing.assert_array_equal(back.predict_proba(X_NEW), est.predict_proba(X_NEW))
-    np.testing.assert_array_equal(back.decision_function(X_NEW), est.decision_function(X_NEW))
+    for method in ("predict", "predict_proba", "decision_function", "transform"):
+        if hasattr(est, method):
+            np.testing.assert_array_equal(getattr(back, method)(X_NEW), getattr(est, method)(X_NEW))
     assert back.idata_.posterior.equals(est.idata_.posterior)
-    for name in ("coef_", "intercept_", "alpha_", "support_", "kernel_params_", "variational_cov_"):
+    for name in ("coef_", "intercept_", "alpha_", "support_", "kernel_params_", "variational_cov_", "basis_usage_"):
         if hasattr(est, name):
             a, b = getattr(est, name), getattr(back, name)
             if isinstance(a, dict):

@@ -14,6 +14,8 @@ holds its settings (``bayes_maxmargin/configs/experiment/*.yaml``).
 ``luts_spam``        :func:`~bayes_maxmargin.experiments.luts2014.spam` (Sec. 4.4)
 ``luts_acath``       :func:`~bayes_maxmargin.experiments.luts2014.acath` (Sec. 4.5)
 ``wenzel_table1``    :func:`~bayes_maxmargin.experiments.wenzel2017.table1`
+``chen_table3``      :func:`~bayes_maxmargin.experiments.chen2015.table3`
+``chen_table4``      :func:`~bayes_maxmargin.experiments.chen2015.table4`
 ===================  ==================================================================
 """
 
@@ -26,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..io import write_json, write_text
-from . import henao2014, luts2014, wenzel2017
+from . import chen2015, henao2014, luts2014, wenzel2017
 
-__all__ = ["EXPERIMENTS", "henao2014", "luts2014", "machine_info", "run", "wenzel2017"]
+__all__ = ["EXPERIMENTS", "chen2015", "henao2014", "luts2014", "machine_info", "run", "wenzel2017"]
 
 #: Experiment name -> function(**settings) -> (rows, markdown table).
 EXPERIMENTS = {
@@ -39,6 +41,8 @@ EXPERIMENTS = {
     "luts_spam": luts2014.spam,
     "luts_acath": luts2014.acath,
     "wenzel_table1": wenzel2017.table1,
+    "chen_table3": chen2015.table3,
+    "chen_table4": chen2015.table4,
 }
 
 

@@ -1,0 +1,87 @@
+"""MaxMarginProjection: bad input, multi-class one-vs-all, outputs (Chen et al. 2015)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_maxmargin import MaxMarginProjection
+
+
+def _three_blobs(n_per=20, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 2.0], [2.0, -1.0], [-2.0, -1.0]])
+    X = np.concatenate([c + 0.7 * rng.normal(size=(n_per, 2)) for c in centres])
+    y = np.repeat(np.array(["a", "b", "c"]), n_per)
+    return X, y
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(n_components=0), "n_components"),
+        (dict(kernel="rbf", n_basis=0), "n_basis"),
+        (dict(kernel="rbf", n_basis=61), "n_basis"),
+        (dict(kernel="sigmoid"), "kernel"),
+        (dict(spike_slab=True), "spike_slab"),
+        (dict(kernel="rbf", basis="grid"), "basis"),
+        (dict(kernel="rbf", kernel_gamma=-1.0), "kernel_gamma"),
+    ],
+)
+def test_bad_parameters_are_named(kwargs, match):
+    X, y = _three_blobs()
+    with pytest.raises(ValueError, match=match):
+        MaxMarginProjection(**kwargs).fit(X, y)
+
+
+def test_a_class_with_one_sample_is_rejected():
+    X, y = _three_blobs()
+    y = y.copy()
+    y[0] = "z"
+    with pytest.raises(ValueError, match=r"at least 2 training samples.*'z'"):
+        MaxMarginProjection().fit(X, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        MaxMarginProjection().fit(X, np.zeros(len(X)))
+
+
+@pytest.mark.parametrize("spike_slab", [pytest.param(False, marks=pytest.mark.extended), True])
+def test_multiclass_kernel_model(spike_slab):
+    """KMMDP / ssKMMDP one-vs-all on three blobs: accurate, outputs of the documented shapes."""
+    X, y = _three_blobs()
+    M, K = 12, 2
+    clf = MaxMarginProjection(K, kernel="rbf", kernel_gamma=0.5, n_basis=M, spike_slab=spike_slab,
+                              num_warmup=100, num_samples=100, random_state=0).fit(X, y)
+    assert clf.score(X, y) > 0.9
+    U = clf.decision_function(X)
+    assert U.shape == (60, 3)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[U.argmax(1)])
+    assert clf.transform(X).shape == (60, 3 * K)
+    assert clf.coef_.shape == (3, M) and clf.projection_.shape == (3, M, K)
+    assert clf.idata_.posterior["w"].shape == (1, 100, 3, K)
+    used = clf.n_basis_used_
+    assert used.shape == (1, 100, 3) and np.all((used >= 0) & (used <= M))
+    assert np.all((clf.basis_usage_ >= 0) & (clf.basis_usage_ <= 1))
+    if spike_slab:
+        assert clf._model_name() == "ssGKMMDP"
+        assert used.mean() < M  # the spike and slab switches basis vectors off
+    else:
+        assert np.all(clf.basis_usage_ == 1.0)
+    # eq. (23): U is the average over the kept draws of w' A' k(x) + b, linear in the features
+    F = clf._features(X)
+    np.testing.assert_allclose(U, F @ clf.coef_.T + clf.intercept_)
+
+
+def test_binary_linear_model():
+    """MMLDP on two classes: one binary problem, decision (n,), sign decides classes_[1]."""
+    X, y = _three_blobs()
+    keep = y != "c"
+    X, y = X[keep], y[keep]
+    clf = MaxMarginProjection(num_warmup=100, num_samples=100, random_state=1).fit(X, y)
+    assert clf.n_components_ == 1 and clf.coef_.shape == (1, 2)
+    d = clf.decision_function(X)
+    assert d.shape == (40,)
+    np.testing.assert_array_equal(clf.predict(X), np.where(d > 0, "b", "a"))
+    assert clf.score(X, y) > 0.9
+    assert clf.transform(X).shape == (40, 1)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :1])
