@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from collections.abc import Mapping
 from typing import Any
 
@@ -176,6 +177,14 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
 def _random_key(random_state: Any) -> jax.Array:
     seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
     return jax.random.PRNGKey(seed)
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3))
+def _chain_normals(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Standard normal starting points, chain ``c`` from ``fold_in(key, c)``: a chain's start (and,
+    with the driver's per-chain keys, its draws) does not depend on how many chains run."""
+    keys = jax.vmap(partial(jax.random.fold_in, key))(jnp.arange(num_chains))
+    return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(keys)
 
 
 class LinearBSVM(_BayesianSVMClassifier):
@@ -493,7 +502,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         sample_gamma = params["gamma_prior"] is not None
         k_init, k_run = jax.random.split(key)
         n_chains, p = params["num_chains"], data.design.shape[1]
-        coef0 = 0.5 * jax.random.normal(k_init, (n_chains, p), data.design.dtype)
+        coef0 = 0.5 * _chain_normals(k_init, n_chains, (p,), data.design.dtype)
         state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
         result = run_chains(
             build_linear_kernel(sample_gamma, params["overrelaxation"]),
@@ -716,7 +725,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                X_imputed=np.asarray(st.D_mean), res=res, imputation_mean=np.asarray(st.mu_mean),
                                imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
                 else:
-                    coef0 = 0.1 * jax.random.normal(key, (chains, d + 1), dtype)
+                    coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
                     state = jax.vmap(init_missing, (0, None, None, None))(coef0, data, h, imp)
                     r = run_chains(build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
@@ -737,7 +746,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
                                res=res)
                 else:
-                    v0 = 0.1 * jax.random.normal(key, (chains, d), dtype)
+                    v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
                     state = jax.vmap(init_laplace_zero, (None, 0, None, None, None, None))(
                         jnp.zeros(1, dtype), v0, jnp.ones(d, dtype), 1.0, data, h)
                     r = run_chains(build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
@@ -764,7 +773,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
                                res=res)
                 else:
-                    coef0 = 0.1 * jax.random.normal(key, (chains, data.X.shape[1] + m), dtype)
+                    coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
                     r = run_chains(build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
                     s = r.samples
@@ -1473,7 +1482,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_gibbs(self, key, X, y, theta0, fixed, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
         k_init, k_run = jax.random.split(key)
-        f0 = 0.1 * jax.random.normal(k_init, (params["num_chains"], X.shape[0]), X.dtype)
+        f0 = 0.1 * _chain_normals(k_init, params["num_chains"], (X.shape[0],), X.dtype)
         if fixed or not to_unconstrained(theta0):  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)

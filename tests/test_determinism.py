@@ -1,0 +1,39 @@
+"""The same random_state gives identical results on the CPU, across runs and across chain layouts:
+chain c starts from and draws with keys derived from c alone, so running more chains leaves the
+first ones unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection
+
+rng = np.random.default_rng(7)
+X = rng.normal(size=(40, 3))
+Y = np.where(X[:, 0] + X[:, 1] ** 2 - 1 + 0.3 * rng.normal(size=40) > 0, 1, 0)
+MC = dict(num_samples=25, num_warmup=15, random_state=11, progress_bar=False)
+
+
+@pytest.mark.parametrize("make", [
+    lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC),
+    pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), marks=pytest.mark.extended),
+    lambda chains: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=chains, **MC),
+], ids=["linear", "luts-laplace_zero", "gp"])
+def test_chains_do_not_depend_on_how_many_run(make):
+    two, again, three = make(2).fit(X, Y), make(2).fit(X, Y), make(3).fit(X, Y)
+    for name, draws in two.idata_.posterior.data_vars.items():
+        np.testing.assert_array_equal(draws.values, again.idata_.posterior[name].values)
+        np.testing.assert_array_equal(draws.values, three.idata_.posterior[name].values[:2])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GPBSVM(inference="svi", num_inducing=6, batch_size=10, max_iter=30, random_state=4),
+    lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=6, num_samples=10, num_warmup=10,
+                                random_state=4),
+], ids=["gp-svi", "projection"])
+def test_repeated_fits_are_identical(make):
+    a, b = make().fit(X, Y), make().fit(X, Y)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    for name, values in a.idata_.posterior.data_vars.items():
+        np.testing.assert_array_equal(values.values, b.idata_.posterior[name].values)
