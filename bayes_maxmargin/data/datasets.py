@@ -29,11 +29,13 @@ with :func:`register_dataset`.
 from __future__ import annotations
 
 import gzip
+import inspect
 import io
 import itertools
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -122,7 +124,12 @@ _ALIASES: dict[str, str] = {}
 def _normalise(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"Dataset name must be a string, got {type(name).__name__}: {name!r}")
-    return name.strip().lower().replace("-", "_")
+    key = name.strip().lower().replace("-", "_")
+    if not re.fullmatch(r"[a-z0-9_]+", key):  # never a path: no '', '.', '/', '..'
+        raise ValueError(
+            f"Invalid dataset name {name!r}: names are letters, digits, '_' and '-' (see list_datasets())"
+        )
+    return key
 
 
 def register_dataset(
@@ -273,7 +280,15 @@ def load_dataset(
     key = _ALIASES.get(key, key)
     root, source = _resolve_data_dir(data_dir)
     if key in _REGISTRY:
-        return _REGISTRY[key](data_dir=root, **kwargs)
+        loader = _REGISTRY[key]
+        accepted = [p for p in inspect.signature(loader).parameters if p != "data_dir"]
+        unknown = sorted(set(kwargs) - set(accepted))
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(loader).parameters.values()):
+            raise TypeError(
+                f"load_dataset({key!r}) got unexpected keyword argument(s): {', '.join(unknown)}; "
+                f"it takes {', '.join(accepted) if accepted else 'no options'}."
+            )
+        return loader(data_dir=root, **kwargs)
 
     if root is None:
         builtin = sorted(set(_REGISTRY) | set(_ALIASES))

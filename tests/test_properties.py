@@ -1,0 +1,232 @@
+"""Property-based tests of the public entry points: every generated input ends in a valid result
+(finite probabilities in [0, 1] summing to 1, the right shapes, labels from the training labels)
+or in a ValueError / TypeError whose message names the problem. 2050 cases per run."""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection, load_dataset
+from bayes_maxmargin.data.validation import check_X_y
+
+FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+# a message names the problem: the argument, a column / row / label, or the offending value
+NAMED = re.compile(r"\bX\b|\by\b|column|row|label|class|feature|sample|dtype|NaN|nan|inf|string|numeric|"
+                   r"shape|dimension|value|n_components|n_basis|name|dataset", re.I)
+
+
+def _assert_clear(err: Exception) -> None:
+    assert isinstance(err, (ValueError, TypeError)), f"{type(err).__name__}: {err}"
+    assert NAMED.search(str(err)), f"the message does not name the problem: {err}"
+
+
+# ------------------------------------------------------------------------------------------ inputs
+DTYPES = ["float64", "float32", "int64", "int8", "bool", "object-num", "object-str", "list"]
+SPECIALS = ["none", "nan", "inf", "-inf", "huge", "tiny", "duplicate-rows", "constant-column", "string-cell"]
+
+
+@st.composite
+def feature_matrices(draw, n=None, d=None):
+    n = draw(st.sampled_from([8, 12])) if n is None else n
+    d = draw(st.sampled_from([2, 3])) if d is None else d
+    seed = draw(st.integers(0, 2**16))
+    scale = 10.0 ** draw(st.integers(-6, 6))
+    X = np.random.default_rng(seed).normal(size=(n, d)) * scale
+    special = draw(st.sampled_from(SPECIALS))
+    i, j = draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))
+    if special in ("nan", "inf", "-inf"):
+        X[i, j] = float(special)
+    elif special == "huge":
+        X[:, j] *= 1e12
+    elif special == "tiny":
+        X[:, j] *= 1e-12
+    elif special == "duplicate-rows":
+        X[: n // 2] = X[n // 2 : 2 * (n // 2)]
+    elif special == "constant-column":
+        X[:, j] = 3.0
+    kind = draw(st.sampled_from(DTYPES))
+    if kind in ("int64", "int8"):
+        X = np.clip(np.nan_to_num(X, posinf=100, neginf=-100), -100, 100).astype(kind)
+    elif kind == "bool":
+        X = np.nan_to_num(X) > 0
+    elif kind.startswith("object") or kind == "list":
+        X = X.astype(object)
+        if kind == "object-str":
+            X = X.astype(str).astype(object)
+    else:
+        X = X.astype(kind)
+    if special == "string-cell":
+        X = np.asarray(X, dtype=object)
+        X[i, j] = "abc"
+    return X.tolist() if kind == "list" else X
+
+
+LABEL_SETS = [[-1, 1], [0, 1], ["no", "yes"], [False, True], [1, 2, 3], ["a"], [3.5, 7.25]]
+
+
+@st.composite
+def labels(draw, n):
+    classes = draw(st.sampled_from(LABEL_SETS))
+    idx = draw(st.lists(st.integers(0, len(classes) - 1), min_size=n, max_size=n))
+    if len(classes) > 1 and len(set(idx)) < 2:  # mostly two classes present
+        idx[0], idx[-1] = 0, len(classes) - 1
+    y = np.asarray([classes[k] for k in idx], dtype=object if isinstance(classes[0], str) else None)
+    if draw(st.booleans()) and y.dtype.kind == "f":
+        y[0] = draw(st.sampled_from([np.nan, np.inf, y[0]]))
+    return y
+
+
+# ------------------------------------------------------------------------------------------ validation
+@settings(max_examples=800, **FAST)
+@given(data=st.data())
+def test_check_X_y(data):
+    X = data.draw(feature_matrices(n=data.draw(st.sampled_from([1, 3, 8])), d=data.draw(st.sampled_from([1, 2, 5]))))
+    y = data.draw(labels(len(X) if data.draw(st.booleans()) else 4))
+    try:
+        Xc, yc = check_X_y(X, y)
+    except Exception as err:  # noqa: BLE001
+        _assert_clear(err)
+        return
+    assert Xc.dtype == np.float64 and np.isfinite(Xc).all() and Xc.shape == np.shape(X) and len(yc) == len(Xc)
+
+
+# ------------------------------------------------------------------------------------------ estimators
+def _check_fitted(est, X_new):
+    proba = est.predict_proba(X_new)
+    assert proba.shape == (len(X_new), len(est.classes_))
+    assert np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    pred = est.predict(X_new)
+    assert pred.shape == (len(X_new),) and set(pred.tolist()) <= set(est.classes_.tolist())
+
+
+#: examples per estimator: (fit, predict); the GP compiles once per training shape
+EXAMPLES = {"linear-em": (200, 150), "linear-vb": (150, 100), "gp-vi": (100, 100)}
+ESTIMATORS = {
+    "linear-em": lambda: LinearBSVM(inference="em", gamma_prior=(2.0, 1.0), max_iter=50),
+    "linear-vb": lambda: LinearBSVM(inference="vb", max_iter=30),
+    "gp-vi": lambda: GPBSVM(inference="vi", max_iter=10, learn_kernel=False),
+}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_fit_and_predict(name):
+    settings(max_examples=EXAMPLES[name][0], **FAST)(given(data=st.data())(_fit_and_predict))(name=name)
+
+
+def _fit_and_predict(name, data):
+    X = data.draw(feature_matrices())
+    y = data.draw(labels(len(X)))
+    est = ESTIMATORS[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            est.fit(X, y)
+        except Exception as err:  # noqa: BLE001
+            _assert_clear(err)
+            return
+        _check_fitted(est, np.asarray(X, dtype=float)[:3] if not isinstance(X, list) else X[:3])
+
+
+@functools.cache
+def _fitted(name: str, d: int):
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(20, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ESTIMATORS[name]().fit(X, np.where(X[:, 0] > 0, "pos", "neg"))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_predict_on_new_inputs(name):
+    settings(max_examples=EXAMPLES[name][1], **FAST)(given(data=st.data())(_predict_on_new_inputs))(name=name)
+
+
+def _predict_on_new_inputs(name, data):
+    est = _fitted(name, 2)
+    X = data.draw(feature_matrices(n=data.draw(st.sampled_from([1, 4])), d=data.draw(st.sampled_from([1, 2, 3]))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            _check_fitted(est, X)
+        except AssertionError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            _assert_clear(err)
+
+
+@settings(max_examples=100, **FAST)
+@given(data=st.data())
+def test_projection_rejects_bad_input_clearly(data):
+    """Invalid inputs and parameters of MaxMarginProjection fail before any sampling."""
+    X = data.draw(feature_matrices())
+    y = data.draw(labels(len(X)))
+    params = data.draw(st.fixed_dictionaries({"kernel": st.sampled_from(["rbf", "poly", "laplace", 3])}, optional={
+        "n_components": st.sampled_from([0, -1, 2.5, "two"]),
+        "n_basis": st.sampled_from([0, 10_000, -3, "all"]),
+    }))
+    cells = np.asarray(X, dtype=object).ravel()
+    bad_x = not all(isinstance(v, (int, float, bool, np.number, np.bool_)) and np.isfinite(float(v)) for v in cells)
+    assume(bad_x or len(params) > 1 or params["kernel"] not in ("rbf", "poly"))
+    with pytest.raises((ValueError, TypeError)) as info:
+        MaxMarginProjection(num_samples=2, num_warmup=2, **params).fit(X, y)
+    _assert_clear(info.value)
+
+
+# ------------------------------------------------------------------------------------------ load_dataset
+NAMES = ["wdbc", "pima", "toenail", "susy_synthetic", "usps_3vs5", "not_a_dataset", "", "../etc/passwd", "WDBC"]
+
+
+@settings(max_examples=300, **FAST)
+@given(name=st.one_of(st.sampled_from(NAMES), st.text(max_size=12), st.integers(), st.none()),
+       kwargs=st.fixed_dictionaries({}, optional={
+           "n": st.one_of(st.integers(-5, 50), st.floats(allow_nan=True), st.text(max_size=3)),
+           "random_state": st.one_of(st.integers(-3, 5), st.text(max_size=2)),
+           "dtype": st.sampled_from(["float32", "float64", "int8", "complex64", None]),
+       }))
+def test_load_dataset(name, kwargs):
+    try:
+        ds = load_dataset(name, **kwargs)
+    except FileNotFoundError as err:  # a named dataset missing from BMM_DATA_DIR: says what to do
+        assert "BMM_DATA_DIR" in str(err)
+        return
+    except Exception as err:  # noqa: BLE001
+        _assert_clear(err)
+        return
+    assert ds.X.ndim == 2 and len(ds.y) == len(ds.X)
+
+
+# ------------------------------------------------------------------------------------------ bmm configuration
+KEYS = ["seed", "precision", "plots", "model.gamma0", "model.sigma", "inference.num_samples", "data.test_size",
+        "inference.tol", "nonsense", "model.nonsense", "data.n", "resume", "checkpoint"]
+VALUES = ["1", "-1", "0.5", "abc", "true", "null", "[1,2]", "1e300", "float16", "''"]
+
+
+@settings(max_examples=50, **FAST)
+@given(overrides=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=3),
+       groups=st.lists(st.sampled_from(["model=linear", "model=gp", "inference=em", "inference=gibbs",
+                                        "inference=svi", "data=wdbc", "data=pima"]), max_size=2, unique=True))
+def test_bmm_configuration(overrides, groups):
+    """Composing any override set either works or yields a message naming the key (the `bmm`
+    command prints it and exits with status 2); nothing else escapes."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from bayes_maxmargin.cli import _precheck
+
+    args = groups + [f"{k}={v}" for k, v in overrides]
+    try:
+        message = _precheck(args)
+    except (ConfigCompositionException, OmegaConfBaseException) as err:  # Hydra's own message
+        assert any(k in str(err) or k in str(err.__cause__) for k, _ in overrides) or "Could not" in str(err)
+        return
+    if message is not None:
+        assert any(k in message for k, _ in overrides), message
