@@ -227,7 +227,7 @@ def _draw_scores_gp(
 
     n = W.shape[0]
     k_perm, k_ess = jax.random.split(key)
-    block = jnp.zeros(n, jnp.int32).at[jax.random.permutation(k_perm, n)].set(jnp.arange(n) % n_blocks)
+    block = jnp.zeros(n, jnp.int32).at[jax.random.permutation(k_perm, n)].set(jnp.arange(n, dtype=jnp.int32) % n_blocks)
 
     def body(zz, j):
         zz, _ = ess_step(jax.random.fold_in(k_ess, j), zz, block == j, loglik)
