@@ -123,7 +123,7 @@ def test_elliptical_slice_step_alone():
     masks = jnp.array([[True, False, True], [False, True, False]])
 
     def step(z, k):
-        z, _ = ess_step(k, z, masks[jax.random.bernoulli(k).astype(int)], loglik)
+        z, _, _ = ess_step(k, z, masks[jax.random.bernoulli(k).astype(int)], loglik)
         return z, z
 
     with jax.enable_x64(True):
@@ -139,6 +139,6 @@ def test_elliptical_slice_step_alone():
 
 def test_held_rows_do_not_move():
     z0 = jnp.arange(6.0).reshape(3, 2)
-    z1, n_eval = ess_step(jax.random.PRNGKey(3), z0, jnp.array([False, True, False]), lambda z: -jnp.sum(z**2))
+    z1, _, n_eval = ess_step(jax.random.PRNGKey(3), z0, jnp.array([False, True, False]), lambda z: -jnp.sum(z**2))
     np.testing.assert_array_equal(np.asarray(z1)[[0, 2]], np.asarray(z0)[[0, 2]])
     assert not np.allclose(z1[1], z0[1]) and int(n_eval) >= 1

@@ -192,13 +192,16 @@ def log_marginal_z(W: Array, data: FactorData, kernel_fn, inv_lam: Array, gamma:
     return -0.5 * jnp.sum(v**2) - jnp.sum(jnp.log(jnp.diag(chol)))
 
 
-def ess_step(key: Array, z: Array, mask: Array, loglik) -> tuple[Array, Array]:
+def ess_step(
+    key: Array, z: Array, mask: Array, loglik, current: Array | None = None
+) -> tuple[Array, Array, Array]:
     """One elliptical slice step (BlackJAX) on the rows of ``z`` selected by ``mask``.
 
-    ``z`` has prior N(0, I) (whitened coordinates); ``loglik(z)`` the log-likelihood. Rows
-    outside the mask are held fixed: the likelihood sees them at their current values and they are
-    restored after the step, so the move is the elliptical slice step on the block alone.
-    Returns the new z and the number of likelihood evaluations.
+    ``z`` has prior N(0, I) (whitened coordinates); ``loglik(z)`` the log-likelihood, ``current``
+    its value at ``z`` when known (saves one evaluation). Rows outside the mask are held fixed: the
+    likelihood sees them at their current values and they are restored after the step, so the move
+    is the elliptical slice step on the block alone. Returns the new z, the log-likelihood there
+    and the number of likelihood evaluations of the step (excluding ``current``).
     """
     m = mask[:, None]
 
@@ -206,9 +209,9 @@ def ess_step(key: Array, z: Array, mask: Array, loglik) -> tuple[Array, Array]:
         return loglik(jnp.where(m, zp, z))
 
     algo = blackjax.elliptical_slice(block_loglik, mean=jnp.zeros(()), cov=jnp.ones(z.size, z.dtype))
-    state = algo.init(z)
+    state = algo.init(z) if current is None else blackjax.mcmc.elliptical_slice.EllipSliceState(z, current)
     new, info = algo.step(key, state)
-    return jnp.where(m, new.position, z), info.subiter
+    return jnp.where(m, new.position, z), new.logdensity, info.subiter
 
 
 def _draw_scores_gp(
@@ -229,11 +232,12 @@ def _draw_scores_gp(
     k_perm, k_ess = jax.random.split(key)
     block = jnp.zeros(n, jnp.int32).at[jax.random.permutation(k_perm, n)].set(jnp.arange(n, dtype=jnp.int32) % n_blocks)
 
-    def body(zz, j):
-        zz, _ = ess_step(jax.random.fold_in(k_ess, j), zz, block == j, loglik)
-        return zz, None
+    def body(carry, j):
+        zz, ll = carry
+        zz, ll, _ = ess_step(jax.random.fold_in(k_ess, j), zz, block == j, loglik, ll)
+        return (zz, ll), None
 
-    z, _ = jax.lax.scan(body, z, jnp.arange(n_blocks))
+    (z, _), _ = jax.lax.scan(body, (z, loglik(z)), jnp.arange(n_blocks))
     return to_w(z)
 
 
