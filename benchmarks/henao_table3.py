@@ -27,10 +27,13 @@ def main() -> None:
     parser.add_argument("--num-warmup", type=int, default=None)
     parser.add_argument("--num-samples", type=int, default=None)
     parser.add_argument("--n-blocks", type=int, default=None)
+    parser.add_argument("--thin", type=int, default=None)
+    parser.add_argument("--vb-iter", type=int, default=None)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     factor = {k: v for k, v in dict(num_warmup=args.num_warmup, num_samples=args.num_samples,
-                                    n_blocks=args.n_blocks).items() if v is not None}
+                                    n_blocks=args.n_blocks, thin=args.thin,
+                                    vb_iter=args.vb_iter).items() if v is not None}
     rows, table = table3(args.datasets, args.variants, repetitions=args.repetitions, folds=args.folds,
                          quick=args.quick, factor=factor)
     print(table)

@@ -21,7 +21,9 @@ def data():
     return X, y
 
 
-@pytest.mark.parametrize("kw", [dict(classifier="gp"), dict(classifier="linear", inference="vbem")])
+@pytest.mark.parametrize(
+    "kw", [pytest.param(dict(classifier="gp"), marks=pytest.mark.extended), dict(classifier="linear", inference="vbem")]
+)
 def test_fit_predict_transform(data, kw):
     X, y = data
     clf = FactorBSVM(n_factors=2, **SMALL, **kw).fit(X, y)
@@ -37,6 +39,7 @@ def test_fit_predict_transform(data, kw):
     assert (np.abs(lists["loading"]) > 0.1).all()
 
 
+@pytest.mark.extended
 def test_two_step(data):
     X, y = data
     clf = FactorBSVM(n_factors=2, joint=False, classifier="linear", **SMALL).fit(X, y)

@@ -38,6 +38,7 @@ The linear classifier (VLDFM) is the same algorithm with the kernel k(w, w') = w
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -280,24 +281,29 @@ def init_vb(X, y, n_factors: int, theta_raw, hyper: VBHyper, gamma: float = 1.0)
                    jnp.ones(n, X.dtype), g, g * jnp.ones(n, X.dtype), g, jnp.asarray(1.0, X.dtype))
 
 
+@functools.partial(jax.jit, static_argnames=("kernel_fn", "m_steps", "learn", "track"))
+def _vbem_iteration(state, X, y, like, hyper, *, kernel_fn, m_steps, learn, track):
+    """One E-step and one M-step, the bound after each (compiled once per kernel and shapes)."""
+    state = e_step(state, X, y, kernel_fn, like, hyper)
+    fe = factor_bound(state, X, y, kernel_fn, like, hyper) if track else jnp.nan
+    state = m_step(state, X, y, kernel_fn, like, hyper, m_steps, learn)
+    fm = factor_bound(state, X, y, kernel_fn, like, hyper) if track else jnp.nan
+    return state, jnp.stack([fe, fm])
+
+
 def run_vbem(X, y, state: VBState, kernel_fn, like, hyper: VBHyper, *, n_iter: int = 30, m_steps: int = 10,
              learn: tuple = ("lengthscale", "lengthscales"), track: bool = True):
     """Alternate E- and M-steps; returns the final state and the bound after every E and M step
-    (shape (n_iter, 2)) when ``track``."""
+    (shape (n_iter, 2)) when ``track``. ``like`` (the kernel parameter container that ``theta``
+    unpacks into) and ``hyper`` are traced, so new values do not recompile."""
     X = jnp.asarray(X)
     y = jnp.asarray(y, X.dtype)
-
-    @jax.jit
-    def one(state):
-        state = e_step(state, X, y, kernel_fn, like, hyper)
-        fe = factor_bound(state, X, y, kernel_fn, like, hyper) if track else jnp.nan
-        state = m_step(state, X, y, kernel_fn, like, hyper, m_steps, learn)
-        fm = factor_bound(state, X, y, kernel_fn, like, hyper) if track else jnp.nan
-        return state, jnp.stack([fe, fm])
-
+    hyper = VBHyper(*(jnp.asarray(v, X.dtype) for v in hyper))
+    like = None if like is None else jax.tree_util.tree_map(lambda v: jnp.asarray(v, X.dtype), like)
     trace = []
     for _ in range(n_iter):
-        state, f = one(state)
+        state, f = _vbem_iteration(state, X, y, like, hyper, kernel_fn=kernel_fn, m_steps=m_steps,
+                                   learn=tuple(learn), track=track)
         trace.append(f)
     return state, jnp.stack(trace)
 
