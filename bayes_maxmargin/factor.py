@@ -183,6 +183,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             check_scalar_param(name, getattr(self, name), kind="int", low=0)
         for name in ("num_samples", "thin", "num_chains", "vb_iter", "m_steps", "n_blocks"):
             check_scalar_param(name, getattr(self, name), kind="int", low=1)
+        if not self.joint and self.inference == "vbem":
+            raise InvalidParameterError(
+                "joint=False (the factor model alone, then a classifier: FM+L / FM+N) is fitted by "
+                "inference='gibbs'; VB-EM is implemented for the joint models (VLDFM, VNDFM)"
+            )
         if self.n_blocks > n:
             raise InvalidParameterError(f"n_blocks must be <= n_samples = {n}, got {self.n_blocks}")
         for name in ("psi_prior", "gamma_prior"):
@@ -265,19 +270,18 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _fit_vbem(self, X: np.ndarray, y: np.ndarray) -> None:
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = VBHyper(float(self.nu), float(self.psi_prior[0]), float(self.psi_prior[1]), float(a0), float(b0))
-        if self.joint and self.classifier == "gp":
+        if self.classifier == "gp":
             like = self._theta()
             kfn = get_kernel(self.kernel)
             theta = to_unconstrained(like)
         else:
-            # linear classifier (or the factor model alone, with a linear classifier that the
-            # two-step variants ignore): k(w, w') = w'w + s^2
+            # the linear classifier: k(w, w') = w'w + s^2 (beta ~ N(0, I), b ~ N(0, s^2) integrated out)
             like, kfn, theta = None, _linear_kernel(float(self.intercept_scale) ** 2), {}
         Xj, yj = jnp.asarray(X), jnp.asarray(y, jnp.float64)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         state, trace = run_vbem(Xj, yj, s0, kfn, like, hyper, n_iter=int(self.vb_iter), m_steps=int(self.m_steps))
         self._vb = (state, kfn, like)
-        self._structure = "vb-" + (self.classifier if self.joint else "none")
+        self._structure = "vb-" + self.classifier
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
         post = {"A": np.asarray(state.mA)[None, None], "psi": np.asarray(state.psi_a / state.psi_b)[None, None],

@@ -55,6 +55,7 @@ def test_two_step(data):
         (dict(classifier="tree"), "classifier"),
         (dict(inference="nuts"), "inference"),
         (dict(nu=-1.0), "nu"),
+        (dict(joint=False, inference="vbem"), "joint"),
     ],
 )
 def test_bad_parameters(data, kwargs, match):
