@@ -48,7 +48,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import digamma, gammaln
 
-from ..kernels import from_unconstrained, to_unconstrained
+from ..kernels import from_unconstrained
 from ..linalg import LOG_2PI
 
 __all__ = ["VBState", "e_step", "factor_bound", "init_vb", "m_step", "mstep_bound", "mstep_grad_w_se",
@@ -167,9 +167,9 @@ def factor_bound(state: VBState, X, y, kernel_fn, like, hyper: VBHyper) -> Array
     R = jnp.sum(X**2) - 2 * jnp.sum(X * (W @ mA.T)) + jnp.sum(jnp.sum(AtA_rows, 0) * WtW)
     lik_x = 0.5 * n * d * (Elogpsi - LOG_2PI) - 0.5 * Epsi * R
     kl_psi = _kl_gamma(state.psi_a, state.psi_b, hyper.a_psi, hyper.b_psi)
-    K = A_dim = mA.shape[1]
+    K = mA.shape[1]
     _, logdets = jnp.linalg.slogdet(SA)
-    h_a = 0.5 * jnp.sum(logdets) + 0.5 * d * A_dim * (1.0 + LOG_2PI)
+    h_a = 0.5 * jnp.sum(logdets) + 0.5 * d * K * (1.0 + LOG_2PI)
     a2 = mA**2 + jnp.diagonal(SA, axis1=1, axis2=2)
     nu = hyper.nu
     phi_terms = jnp.sum(jnp.log(jnp.sqrt(nu) / 2) - jnp.sqrt(nu * state.m0)
