@@ -10,12 +10,14 @@ __version__ = "0.1.0"
 from .data import Dataset, list_datasets, load_dataset  # noqa: E402
 from .diagnostics import convergence_summary, to_inference_data  # noqa: E402
 from .estimators import GPBSVM, LinearBSVM  # noqa: E402
+from .factor import FactorBSVM  # noqa: E402
 from .inference.driver import NonFiniteStateError  # noqa: E402
 from .persistence import InvalidModelFileError, load, save  # noqa: E402
 from .projection import MaxMarginProjection  # noqa: E402
 
 __all__ = [
     "Dataset",
+    "FactorBSVM",
     "GPBSVM",
     "InvalidModelFileError",
     "LinearBSVM",

@@ -53,13 +53,14 @@ def register(*classes: type) -> None:
 
 def _registry() -> dict[str, type]:
     if not _TYPES:
-        from . import estimators, kernels, projection
+        from . import estimators, factor, kernels, projection
         from .data.validation import BinaryLabelEncoder
-        from .inference import svi
+        from .inference import factor_vbem, svi
 
-        register(estimators.LinearBSVM, estimators.GPBSVM, projection.MaxMarginProjection, BinaryLabelEncoder,
+        register(estimators.LinearBSVM, estimators.GPBSVM, projection.MaxMarginProjection, factor.FactorBSVM,
+                 BinaryLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
-                 svi.NatParams, svi.SVIState)
+                 svi.NatParams, svi.SVIState, factor_vbem.VBState)
     return _TYPES
 
 

@@ -146,8 +146,19 @@ def check_chen2015_projection(ns: dict[str, Any]) -> None:
     assert ns["Z"].shape == (len(ns["X2_te"]), ns["N_COMPONENTS"])
 
 
+def check_henao2014_factor_models(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["N_TRAIN"] <= 150
+    assert ns["ndfm"].loadings_.shape == (ns["X"].shape[1], ns["K"])
+    assert ns["scores"].shape == (len(ns["yte"]), ns["K"])
+    assert ns["bound_monotone"]
+    assert all(e < 0.25 for e in ns["errors"].values()), ns["errors"]
+    assert ns["ndfm"].idata_.posterior.sizes["draw"] == ns["SAMPLES"]
+    assert list(ns["lists"].columns) == ["factor", "feature", "loading"]
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "chen2015_projection.ipynb": check_chen2015_projection,
+    "henao2014_factor_models.ipynb": check_henao2014_factor_models,
     "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
     "luts2014_vb.ipynb": check_luts2014_vb,
     "wenzel2017_svi.ipynb": check_wenzel2017_svi,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bayes_maxmargin as bmm
-from bayes_maxmargin import GPBSVM, InvalidModelFileError, LinearBSVM, MaxMarginProjection
+from bayes_maxmargin import GPBSVM, FactorBSVM, InvalidModelFileError, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.persistence import FORMAT_VERSION
 
 pytestmark = pytest.mark.xdist_group("persistence")
@@ -37,6 +37,8 @@ EXTENDED = {
     "gp-ecm": lambda: GPBSVM(max_iter=20, kernel="ard", random_state=0),
     "gp-gibbs": lambda: GPBSVM(inference="gibbs", learn_kernel=False, **MCMC),
     "gp-fitc": lambda: GPBSVM(inference="fitc", num_inducing=5, max_iter=20, random_state=0),
+    "factor-gibbs-gp": lambda: FactorBSVM(n_factors=2, classifier="gp", num_samples=10, num_warmup=10, random_state=0),
+    "factor-vbem": lambda: FactorBSVM(n_factors=2, classifier="gp", inference="vbem", random_state=0),
 }
 ESTIMATORS.update(EXTENDED)
 

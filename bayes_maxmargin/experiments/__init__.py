@@ -9,6 +9,7 @@ holds its settings (``bayes_maxmargin/configs/experiment/*.yaml``).
 ===================  ==================================================================
 ``henao_table1``     :func:`~bayes_maxmargin.experiments.henao2014.table1`
 ``henao_table2``     :func:`~bayes_maxmargin.experiments.henao2014.table2`
+``henao_table3``     :func:`~bayes_maxmargin.experiments.henao2014_factor.table3`
 ``luts_simulation``  :func:`~bayes_maxmargin.experiments.luts2014.simulation` (Sec. 4.2)
 ``luts_toenail``     :func:`~bayes_maxmargin.experiments.luts2014.toenail` (Sec. 4.3)
 ``luts_spam``        :func:`~bayes_maxmargin.experiments.luts2014.spam` (Sec. 4.4)
@@ -28,14 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from ..io import write_json, write_text
-from . import chen2015, henao2014, luts2014, wenzel2017
+from . import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017
 
-__all__ = ["EXPERIMENTS", "chen2015", "henao2014", "luts2014", "machine_info", "run", "wenzel2017"]
+__all__ = ["EXPERIMENTS", "chen2015", "henao2014", "henao2014_factor", "luts2014", "machine_info", "run",
+           "wenzel2017"]
 
 #: Experiment name -> function(**settings) -> (rows, markdown table).
 EXPERIMENTS = {
     "henao_table1": henao2014.table1,
     "henao_table2": henao2014.table2,
+    "henao_table3": henao2014_factor.table3,
     "luts_simulation": luts2014.simulation,
     "luts_toenail": luts2014.toenail,
     "luts_spam": luts2014.spam,

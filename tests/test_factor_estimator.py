@@ -1,0 +1,76 @@
+"""FactorBSVM: the estimator, its transform, factor lists and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_maxmargin import FactorBSVM
+
+SMALL = dict(num_warmup=20, num_samples=10, thin=2, n_blocks=2, vb_iter=4, m_steps=3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    n, d = 60, 8
+    w = rng.normal(size=(n, 2))
+    A = rng.normal(size=(d, 2))
+    X = w @ A.T + 0.3 * rng.normal(size=(n, d)) + 2.0
+    y = np.where(w[:, 0] > 0, "pos", "neg")
+    return X, y
+
+
+@pytest.mark.parametrize(
+    "kw", [pytest.param(dict(classifier="gp"), marks=pytest.mark.extended), dict(classifier="linear", inference="vbem")]
+)
+def test_fit_predict_transform(data, kw):
+    X, y = data
+    clf = FactorBSVM(n_factors=2, **SMALL, **kw).fit(X, y)
+    assert set(clf.predict(X)) <= set(clf.classes_)
+    assert np.mean(clf.predict(X) == y) > 0.8
+    p = clf.predict_proba(X)
+    assert p.shape == (60, 2) and np.allclose(p.sum(1), 1)
+    Z = clf.transform(X[:5])
+    assert Z.shape == (5, 2) and np.all(np.isfinite(Z))
+    assert clf.loadings_.shape == (8, 2)
+    lists = clf.factor_lists(threshold=0.1)
+    assert list(lists.columns) == ["factor", "feature", "loading"]
+    assert (np.abs(lists["loading"]) > 0.1).all()
+
+
+@pytest.mark.extended
+def test_two_step(data):
+    X, y = data
+    clf = FactorBSVM(n_factors=2, joint=False, classifier="linear", **SMALL).fit(X, y)
+    assert clf._stage2 is not None and np.mean(clf.predict(X) == y) > 0.8
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(n_factors=0), "n_factors"),
+        (dict(n_factors=8), "n_factors"),
+        (dict(n_factors=2.5), "n_factors"),
+        (dict(classifier="tree"), "classifier"),
+        (dict(inference="nuts"), "inference"),
+        (dict(nu=-1.0), "nu"),
+        (dict(joint=False, inference="vbem"), "joint"),
+    ],
+)
+def test_bad_parameters(data, kwargs, match):
+    X, y = data
+    with pytest.raises((ValueError, TypeError), match=match):
+        FactorBSVM(**{"n_factors": 2, **kwargs}).fit(X, y)
+
+
+def test_constant_column_and_nan(data):
+    X, y = data
+    Xc = X.copy()
+    Xc[:, 3] = 1.5
+    with pytest.raises(ValueError, match="constant column.*3"):
+        FactorBSVM(n_factors=2).fit(Xc, y)
+    Xn = X.copy()
+    Xn[4, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        FactorBSVM(n_factors=2).fit(Xn, y)

@@ -1,0 +1,144 @@
+"""Gibbs kernels of the discriminative factor models (Henao et al. 2014, Sec. 5).
+
+The factor model is identified only up to signed permutations of the factors ((a_k, w_k, beta_k)
+-> (-a_k, -w_k, -beta_k) leaves the joint unchanged), so the samplers are compared on quantities
+invariant to them: psi, |beta|, the intercept, gamma, |a_11| and y_n f_n.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_maxmargin.inference.driver import run_chains
+from bayes_maxmargin.inference.factor_gibbs import (
+    FactorData,
+    build_factor_kernel,
+    ess_step,
+    init_factor,
+    record_factor,
+)
+from bayes_maxmargin.inference.nuts import run_nuts
+from bayes_maxmargin.kernels import LinearParams, SEParams
+from bayes_maxmargin.models.factor import FactorHyper, factor_bsvm
+
+from ._posterior import assert_posteriors_agree
+
+GAMMA0 = 0.5
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    rng = np.random.default_rng(1)
+    n, d = 12, 4
+    w = rng.normal(size=(n, 1))
+    A = rng.normal(size=(d, 1))
+    X = w @ A.T + 0.5 * rng.normal(size=(n, d))
+    X -= X.mean(0)
+    y = np.where(w[:, 0] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+def _hyper():
+    return FactorHyper(*(jnp.asarray(v) for v in (1.0, 2.0, 1.0, 1.0, 2.0, 1.0, GAMMA0, 1.0, 1.0)))
+
+
+def _gibbs(X, y, classifier, theta, kernel="rbf", fit_intercept=True, n_iter=1500, seed=0, sample_gamma=False):
+    hyper = _hyper()
+    data = FactorData(jnp.asarray(X), jnp.asarray(y), theta, jnp.asarray(1e-6))
+    kern = build_factor_kernel(classifier, sample_gamma, False, fit_intercept, kernel, 2)
+    s0 = init_factor(data, hyper, 1, classifier)
+    init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (4,) + a.shape), s0)
+    res = run_chains(kern, record_factor, init, jax.random.PRNGKey(seed), data, hyper,
+                     num_warmup=300, num_samples=n_iter, progress_bar=False)
+    return res.samples
+
+
+def _invariants(s, y, linear: bool):
+    out = {"psi": s["psi"], "absA": np.abs(s["A"][..., 0, 0]),
+           "yf0": s["f"][..., 0] * y[0], "yf1": s["f"][..., 1] * y[1]}
+    if linear:
+        beta = s["coef"][..., 0] if "coef" in s else s["beta"][..., 0]
+        out["absbeta"] = np.abs(beta)
+    return out
+
+
+def _nuts(X, y, classifier, theta, gamma_prior=None, **kw):
+    kwargs = dict(n_factors=1, classifier=classifier, nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=gamma_prior,
+                  gamma0=GAMMA0, intercept_scale=1.0, kernel_params=theta, marginal_phi=True)
+    samples, stats = run_nuts(factor_bsvm, jax.random.PRNGKey(1), (jnp.asarray(X), jnp.asarray(y)), kwargs,
+                              num_chains=4, **kw)
+    return samples
+
+
+def test_linear_gibbs_agrees_with_nuts(tiny):
+    """Linear discriminative factor model: Gibbs (phi, A, psi, lambda, [beta, b], W, gamma) against
+    NUTS on the program with phi and lambda integrated out, within 4 MCSE."""
+    X, y = tiny
+    with jax.enable_x64(True):
+        gibbs = _gibbs(X, y, "linear", SEParams())
+        nuts = _nuts(X, y, "linear", SEParams(), num_warmup=300, num_samples=600)
+    nuts["coef"] = np.stack([nuts["beta"][..., 0], nuts["intercept"]], -1)
+    assert_posteriors_agree(_invariants(gibbs, y, True), _invariants(nuts, y, True),
+                            ["psi", "absbeta", "absA", "yf0", "yf1"], sd_rtol=0.15)
+
+
+def test_gp_ess_sampler_with_linear_kernel_is_the_linear_sampler(tiny):
+    """With the linear kernel k(w, w') = w'w the GP classifier is the linear one without intercept:
+    the collapsed elliptical slice sampler of W (eq. 14) and the conjugate linear sampler, two
+    different kernels, must give the same posterior."""
+    X, y = tiny
+    with jax.enable_x64(True):
+        gp = _gibbs(X, y, "gp", LinearParams(1.0), kernel="linear")
+        lin = _gibbs(X, y, "linear", LinearParams(1.0), fit_intercept=False, seed=1)
+    names = ["psi", "absA", "yf0", "yf1"]
+    assert_posteriors_agree(_invariants(gp, y, False), _invariants(lin, y, False), names, sd_rtol=0.15)
+
+
+@pytest.mark.extended
+def test_gp_gibbs_agrees_with_nuts(tiny):
+    """GP discriminative factor model (SE kernel) against NUTS (slow: several minutes)."""
+    X, y = tiny
+    theta = SEParams(1.5, 1.0)
+    with jax.enable_x64(True):
+        gibbs = _gibbs(X, y, "gp", theta, n_iter=4000, sample_gamma=True)
+        nuts = _nuts(X, y, "gp", theta, gamma_prior=(2.0, 1.0), num_warmup=1000, num_samples=2000)
+    inv_g, inv_n = _invariants(gibbs, y, False), _invariants(nuts, y, False)
+    inv_g["gamma"], inv_n["gamma"] = gibbs["gamma"], nuts["gamma"]
+    assert_posteriors_agree(inv_g, inv_n, ["psi", "gamma", "absA", "yf0", "yf1"], sd_rtol=0.15)
+
+
+def test_elliptical_slice_step_alone():
+    """The masked elliptical slice step leaves a conjugate Gaussian posterior invariant: prior
+    N(0, I), likelihood N(obs | z, 0.5^2) on every coordinate, the analytic posterior N(obs / 1.25,
+    0.2 I); half the rows moved per step (alternating blocks), the rest held."""
+    obs = jnp.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0]])
+
+    def loglik(z):
+        return -0.5 * jnp.sum((z - obs) ** 2) / 0.25
+
+    masks = jnp.array([[True, False, True], [False, True, False]])
+
+    def step(z, k):
+        z, _, _ = ess_step(k, z, masks[jax.random.bernoulli(k).astype(int)], loglik)
+        return z, z
+
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(0), 40_000)
+        _, zs = jax.lax.scan(step, jnp.zeros((3, 2)), keys)
+        zs = np.asarray(zs[2000:])
+    post = az.summary(az.from_dict(posterior={"z": zs[None]}), round_to="none")
+    mean = np.asarray(obs / 1.25).ravel()
+    err = np.abs(post["mean"].to_numpy() - mean) / post["mcse_mean"].to_numpy()
+    assert (err < 4).all(), err
+    np.testing.assert_allclose(post["sd"].to_numpy(), np.sqrt(0.2), rtol=0.05)
+
+
+def test_held_rows_do_not_move():
+    z0 = jnp.arange(6.0).reshape(3, 2)
+    z1, _, n_eval = ess_step(jax.random.PRNGKey(3), z0, jnp.array([False, True, False]), lambda z: -jnp.sum(z**2))
+    np.testing.assert_array_equal(np.asarray(z1)[[0, 2]], np.asarray(z0)[[0, 2]])
+    assert not np.allclose(z1[1], z0[1]) and int(n_eval) >= 1
