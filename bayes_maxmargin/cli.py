@@ -27,7 +27,7 @@ Examples::
     bmm +experiment=henao_table1
     bmm resume=outputs/<date>/<time>/checkpoint     # continue an interrupted Gibbs run
 
-Gibbs runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
+Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
 turns it off); Ctrl-C or SIGTERM leave it and the draws so far.
 """
 
@@ -334,14 +334,14 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
     fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
-    if cfg.inference.name == "gibbs":  # checkpoints after every chunk; resume=<folder> continues a run
+    if cfg.inference.name in ("gibbs", "svi"):  # a checkpoint after every chunk; resume=<folder> continues
         resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
         if resume is not None and not resume.is_dir():
             raise ValueError(f"resume={cfg.resume}: no checkpoint folder there (a 'checkpoint' folder of an "
-                             "earlier bmm run with inference=gibbs)")
+                             "earlier bmm run with inference=gibbs or svi)")
         fit_groups.update(resume=resume, checkpoint=resume or (output_dir / "checkpoint" if cfg.checkpoint else None))
     elif cfg.resume:
-        raise ValueError(f"resume={cfg.resume}: only inference=gibbs runs are checkpointed and resumed")
+        raise ValueError(f"resume={cfg.resume}: only inference=gibbs and svi runs are checkpointed and resumed")
     clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
     proba = clf.predict_proba(X_te, **test_groups)[:, 1]

@@ -121,11 +121,12 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         return self._encoder.inverse_transform(signs)
 
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
-        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.inference.driver.run_chains`,
-        checked to apply: only the Gibbs samplers run through the chunked driver."""
-        if (checkpoint is not None or resume is not None) and params["inference"] != "gibbs":
+        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.inference.driver.run_chains` and
+        :func:`~bayes_maxmargin.inference.svi.run_svi`, checked to apply: only the Gibbs samplers and
+        SVI run in chunks."""
+        if (checkpoint is not None or resume is not None) and params["inference"] not in ("gibbs", "svi"):
             raise InvalidParameterError(
-                f"checkpoint / resume apply to inference='gibbs' (the chunked samplers), not "
+                f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
                 f"inference={params['inference']!r}"
             )
         return {"checkpoint": checkpoint, "resume": resume}
@@ -428,8 +429,9 @@ class LinearBSVM(_BayesianSVMClassifier):
             Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
             Example 2).
         checkpoint : path, optional
-            ``inference="gibbs"``: folder that receives a checkpoint after every chunk of
-            iterations; Ctrl-C, SIGTERM or an error leave it and the draws so far (``idata.nc``).
+            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
+            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
+            ``idata.nc``).
         resume : path, optional
             A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
             continue from; on the CPU the result equals an uninterrupted fit.
@@ -546,7 +548,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         res, _ = _svi.svi_linear(
             design, y, np.diag(prec), num_steps=params["max_iter"],
             batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype, seed=seed,
-            devices=params["devices"],
+            devices=params["devices"], **params["run_io"],
         )
         if not res.elbo.size:
             raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
@@ -1285,8 +1287,9 @@ class GPBSVM(_BayesianSVMClassifier):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,), two classes of any label type
         checkpoint : path, optional
-            ``inference="gibbs"``: folder that receives a checkpoint after every chunk of
-            iterations; Ctrl-C, SIGTERM or an error leave it and the draws so far (``idata.nc``).
+            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
+            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
+            ``idata.nc``).
         resume : path, optional
             A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
             continue from; on the CPU the result equals an uninterrupted fit.
@@ -1371,6 +1374,7 @@ class GPBSVM(_BayesianSVMClassifier):
             batch_size=params["batch_size"], step_size=self.step_size, hyper_every=params["mlii_every"],
             learning_rate=params["learning_rate"], gamma=params["gamma"], jitter=params["jitter"], dtype=dtype,
             seed=seed, devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000,
+            **params["run_io"],
         )
         state = res.state
         if not res.elbo.size:

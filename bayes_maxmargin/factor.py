@@ -210,7 +210,22 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             )
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, y: Any) -> "FactorBSVM":
+    def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "FactorBSVM":
+        """Fit the factor model and its classifier (jointly, or in two steps).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), two classes
+        checkpoint, resume : path, optional
+            ``inference="gibbs"``: checkpoint folder written after every chunk, and a checkpoint
+            of the same fit to continue from (see :func:`~bayes_maxmargin.inference.driver.run_chains`).
+
+        Returns
+        -------
+        self
+        """
+        run_io = self._run_io({"inference": self.inference}, checkpoint, resume)
         X, y = self._fit_input(X, y)
         self._check_params(X)
         self.mean_ = X.mean(axis=0)
@@ -218,7 +233,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         t0 = time.perf_counter()
         with jax.enable_x64(True):
             if self.inference == "gibbs":
-                self._fit_gibbs(Xc, y)
+                self._fit_gibbs(Xc, y, run_io)
             else:
                 self._fit_vbem(Xc, y)
         self._stage2 = None
@@ -240,7 +255,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         ls = float(np.sqrt(2.0 * K)) if self.lengthscale is None else float(self.lengthscale)
         return SEParams(ls, 1.0) if self.kernel == "rbf" else ARDParams(jnp.full((K,), ls), 1.0)
 
-    def _fit_gibbs(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
         structure = self.classifier if self.joint else "none"
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = FactorHyper(*(jnp.asarray(float(v)) for v in (
@@ -253,7 +268,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (self.num_chains,) + a.shape), s0)
         res = run_chains(kern, record_factor, init, _random_key(self.random_state), data, hyper,
                          num_warmup=self.num_warmup, num_samples=self.num_samples, thin=self.thin,
-                         chunk_size=20, progress_bar=self.progress_bar)
+                         chunk_size=20, progress_bar=self.progress_bar, **run_io)
         s = res.samples
         self._draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
         self._structure = structure

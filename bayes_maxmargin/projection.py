@@ -200,13 +200,16 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         return p
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, y: Any) -> "MaxMarginProjection":
+    def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "MaxMarginProjection":
         """Run the Gibbs sampler(s) on (X, y).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,), at least two classes of two samples each
+        checkpoint, resume : path, optional
+            Checkpoint folder written after every chunk of iterations, and a checkpoint of the
+            same fit to continue from (see :func:`~bayes_maxmargin.inference.driver.run_chains`).
 
         Returns
         -------
@@ -259,7 +262,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             k_run = jax.random.PRNGKey(seed)
             kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1])
             res = run_chains(kernel, record_projection, init, k_run, data, hyper, num_warmup=params["num_warmup"],
-                             num_samples=params["num_samples"], thin=thin, progress_bar=self.progress_bar)
+                             num_samples=params["num_samples"], thin=thin, progress_bar=self.progress_bar,
+                             checkpoint=checkpoint, resume=resume)
         fs = jax.tree_util.tree_map(np.asarray, res.final_state)
         kept = fs.n_kept[..., None]  # (chain, L, 1)
         self.coef_ = (fs.Aw_sum / kept).mean(0)

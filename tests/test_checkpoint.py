@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin import GPBSVM, LinearBSVM
+from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.inference import driver
 from bayes_maxmargin.inference.checkpoint import CheckpointError
 from bayes_maxmargin.inference.driver import run_chains
@@ -99,7 +99,13 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path):
     lambda: LinearBSVM(num_samples=30, num_warmup=20, num_chains=2, random_state=3, progress_bar=False),
     lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_samples=30, num_warmup=20, num_chains=2,
                    random_state=3, progress_bar=False),
-], ids=["linear", "gp"])
+    # the same driver arguments passed through (extended runs)
+    pytest.param(lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=6, spike_slab=True,
+                                             num_samples=30, num_warmup=20, random_state=3),
+                 marks=pytest.mark.extended, id="projection"),
+    pytest.param(lambda: FactorBSVM(n_factors=1, num_samples=15, num_warmup=20, thin=2, random_state=3),
+                 marks=pytest.mark.extended, id="factor"),
+], ids=["linear", "gp", "projection", "factor"])
 def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
     full = make().fit(X, Y)
     real, calls = driver._run_chunk, []
@@ -116,6 +122,33 @@ def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
         make().fit(X, Y, checkpoint=tmp_path)
     monkeypatch.setattr(driver, "_run_chunk", real)
     resumed = make().fit(X, Y, resume=tmp_path)
-    np.testing.assert_array_equal(resumed.predict_proba(X), full.predict_proba(X))
-    with pytest.raises(ValueError, match="checkpoint / resume apply to inference='gibbs'"):
-        make().set_params(inference="em" if isinstance(full, LinearBSVM) else "ecm").fit(X, Y, checkpoint=tmp_path)
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+    other = {LinearBSVM: "em", GPBSVM: "ecm", FactorBSVM: "vbem"}.get(type(full))
+    if other is not None:
+        with pytest.raises(ValueError, match="checkpoint / resume apply to inference='gibbs' and 'svi'"):
+            make().set_params(inference=other).fit(X, Y, checkpoint=tmp_path)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LinearBSVM(inference="svi", batch_size=5, max_iter=200, random_state=2),
+    lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=5, max_iter=200, random_state=2),
+], ids=["linear", "gp"])
+def test_svi_fit_resumes(make, tmp_path, monkeypatch):
+    """SVI interrupted after its first chunk and resumed: the same state, ELBO trace and predictions."""
+    from bayes_maxmargin.inference import svi
+
+    monkeypatch.setitem(svi.run_svi.__kwdefaults__, "rounds_per_chunk", 4)  # several chunks
+    full = make().fit(X, Y)
+    real_write = svi.write_checkpoint
+
+    def write_then_stop(folder, ckpt):  # Ctrl-C right after the first checkpoint
+        real_write(folder, ckpt)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(svi, "write_checkpoint", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        make().fit(X, Y, checkpoint=tmp_path)
+    monkeypatch.setattr(svi, "write_checkpoint", real_write)
+    resumed = make().fit(X, Y, resume=tmp_path)
+    np.testing.assert_array_equal(resumed.elbo_, full.elbo_)
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))

@@ -1,4 +1,4 @@
-"""Checkpoints of chunked MCMC runs: interrupt, then resume the same chains.
+"""Checkpoints of chunked runs (MCMC chains, SVI): interrupt, then resume the same run.
 
 A checkpoint is a folder holding
 
@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-__all__ = ["Checkpoint", "CheckpointError", "read_checkpoint", "sigterm_as_interrupt", "write_checkpoint",
-           "write_draws"]
+__all__ = ["Checkpoint", "CheckpointError", "flat_state", "read_checkpoint", "restore_state", "sigterm_as_interrupt",
+           "write_checkpoint", "write_draws"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
 VERSION = 1
@@ -42,13 +42,26 @@ class CheckpointError(ValueError):
 
 
 class Checkpoint(NamedTuple):
-    """What a run needs to continue: settings (PRNG keys included), progress, states, kept draws."""
+    """What a run needs to continue: settings (PRNG keys included), progress, state, kept arrays."""
 
     settings: dict[str, Any]
-    done: int  # blocks of ``thin`` iterations completed (warm-up included)
-    state: dict[str, np.ndarray]
+    done: int  # chunks' worth of progress: blocks of ``thin`` iterations (MCMC), rounds (SVI)
+    state: dict[str, np.ndarray]  # :func:`flat_state` of the run's state pytree
     bad: tuple[np.ndarray, np.ndarray]
-    kept: dict[str, np.ndarray]  # (draw, chain, ...) as recorded
+    kept: dict[str, np.ndarray]  # draws (draw, chain, ...) as recorded, or the SVI traces
+    extra: dict[str, Any] = {}  # JSON-able host state (the SVI minibatch stream)
+
+
+def flat_state(tree: Any) -> dict[str, np.ndarray]:
+    """The leaves of a state pytree by their path (``.nat.eta1``, ...), as NumPy arrays."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def restore_state(template: Any, saved: dict[str, np.ndarray]) -> Any:
+    """``template``'s pytree with the leaves of :func:`flat_state` ``saved``."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(saved[jax.tree_util.keystr(p)]) for p, _ in leaves])
 
 
 def fingerprint(data: Any, hyper: Any) -> str:
@@ -68,7 +81,8 @@ def write_checkpoint(folder: Path, ckpt: Checkpoint) -> None:
     arrays = {f"state/{k}": np.asarray(v) for k, v in ckpt.state.items()}
     arrays.update({f"kept/{k}": v for k, v in ckpt.kept.items()})
     arrays.update(bad_iter=np.asarray(ckpt.bad[0]), bad_field=np.asarray(ckpt.bad[1]))
-    meta = {"format": FORMAT, "version": VERSION, "done": int(ckpt.done), "settings": ckpt.settings}
+    meta = {"format": FORMAT, "version": VERSION, "done": int(ckpt.done), "settings": ckpt.settings,
+            "extra": ckpt.extra}
     arrays["meta"] = np.asarray(json.dumps(meta))
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_path(folder / "checkpoint.npz") as tmp:
@@ -94,6 +108,7 @@ def read_checkpoint(folder: Path) -> Checkpoint:
         {k[6:]: v for k, v in arrays.items() if k.startswith("state/")},
         (arrays["bad_iter"], arrays["bad_field"]),
         {k[5:]: v for k, v in arrays.items() if k.startswith("kept/")},
+        meta.get("extra", {}),
     )
 
 
@@ -104,7 +119,7 @@ def check_resumable(ckpt: Checkpoint, settings: dict[str, Any], init_state: Any,
             what = "the data or hyperparameters differ" if key == "fingerprint" else (
                 f"{key} = {ckpt.settings.get(key)!r} there, {value!r} now")
             raise CheckpointError(f"the checkpoint in {str(folder)!r} belongs to a different run: {what}")
-    for field, leaf in zip(init_state._fields, init_state):
+    for field, leaf in flat_state(init_state).items():
         saved = ckpt.state.get(field)
         if saved is None or saved.shape != leaf.shape or saved.dtype != leaf.dtype:
             raise CheckpointError(

@@ -37,7 +37,9 @@ from .checkpoint import (
     Checkpoint,
     check_resumable,
     fingerprint,
+    flat_state,
     read_checkpoint,
+    restore_state,
     sigterm_as_interrupt,
     write_checkpoint,
     write_draws,
@@ -208,7 +210,7 @@ def run_chains(
     if resume is not None:
         ckpt = read_checkpoint(Path(resume))
         check_resumable(ckpt, settings, init_state, Path(resume))
-        state = init_state._replace(**{k: jnp.asarray(v) for k, v in ckpt.state.items()})
+        state = restore_state(init_state, ckpt.state)
         bad, done = tuple(jnp.asarray(b) for b in ckpt.bad), ckpt.done
         kept = [ckpt.kept] if ckpt.kept else []
 
@@ -231,7 +233,7 @@ def run_chains(
                 state, bad, done = new_state, new_bad, done + n_blocks
                 if folder is not None:
                     write_checkpoint(folder, Checkpoint(
-                        settings, done, {k: np.asarray(v) for k, v in zip(state._fields, state)},
+                        settings, done, flat_state(state),
                         tuple(np.asarray(b) for b in bad), draws_so_far()))
                 if callback is not None:
                     callback(done * thin)

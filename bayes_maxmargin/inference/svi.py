@@ -51,11 +51,13 @@ the per-device sufficient statistics are summed by the compiler (data parallel S
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -67,6 +69,16 @@ from threadpoolctl import threadpool_limits
 from jax.scipy.linalg import solve_triangular
 
 from bayes_maxmargin.augmentation import margin_floor, vb_hinge_bound
+from bayes_maxmargin.inference.checkpoint import (
+    Checkpoint,
+    check_resumable,
+    fingerprint,
+    flat_state,
+    read_checkpoint,
+    restore_state,
+    sigterm_as_interrupt,
+    write_checkpoint,
+)
 from bayes_maxmargin.inference.vb import VBResult, cavi_loop
 from bayes_maxmargin.kernels import from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from bayes_maxmargin.linalg import jittered_cholesky
@@ -511,6 +523,8 @@ def run_svi(
     progress: bool = False,
     callback: Callable[[SVIState, int, float], None] | None = None,
     cache_key: Any = None,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
 ) -> SVIResult:
     """Run S-BSVM (Alg. 1) for ``num_steps`` natural-gradient steps on minibatches streamed from
     host memory.
@@ -548,6 +562,12 @@ def run_svi(
     cache_key : hashable, optional
         Identifies ``problem``'s functions and the transformations: runs with an equal key reuse
         one compiled program (the entry points :func:`svi_gp` and :func:`svi_linear` set it).
+    checkpoint : path, optional
+        Folder that receives ``checkpoint.npz`` (state, optimiser states, minibatch stream, ELBO
+        trace) after every chunk, atomically; Ctrl-C, SIGTERM or an error leave the last one.
+    resume : path, optional
+        Checkpoint folder of the same run to continue from (also the checkpoint folder unless
+        ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
 
     Returns
     -------
@@ -578,8 +598,23 @@ def run_svi(
     elbos, steps, times = [], [], []
     t0 = time.perf_counter()
     done = 0
+    folder = Path(checkpoint if checkpoint is not None else resume) if (checkpoint or resume) else None
+    if folder is not None:
+        sample = slice(None, None, max(1, n // 1000))  # the data by a strided sample of rows
+        settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
+                    "rounds_per_chunk": R, "seed": int(seed), "learn_hyper": bool(learn_hyper),
+                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(y[sample]), consts))}
+    if resume is not None:
+        ckpt = read_checkpoint(Path(resume))
+        check_resumable(ckpt, settings, state, Path(resume))
+        carry = (restore_state(state, ckpt.state), jnp.asarray(False))
+        done = ckpt.done
+        rng.bit_generator.state = ckpt.extra["rng"]
+        if "pool" in ckpt.kept:
+            pool = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
+        elbos, steps, times = ([ckpt.kept[name]] for name in ("elbo", "steps", "times"))
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), sigterm_as_interrupt():
         while done < n_rounds:
             idx = _batch_indices(n, R * k * batch_size, rng, pool)
             active = np.arange(done, done + R) < n_rounds
@@ -598,6 +633,13 @@ def run_svi(
             if progress:
                 print(f"[svi] step {done * k:>10d}  elbo ~ {values[np.isfinite(values)][-1:].sum():.6g}  "
                       f"{done * k * batch_size / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
+            if folder is not None:
+                kept = {"elbo": np.concatenate(elbos), "steps": np.concatenate(steps), "times": np.concatenate(times)}
+                if pool:
+                    kept["pool"] = pool[0][0]
+                extra = {"rng": rng.bit_generator.state, "pool_pos": int(pool[0][1]) if pool else 0}
+                write_checkpoint(folder, Checkpoint(settings, done, flat_state(carry[0]), (np.zeros(1), np.zeros(1)),
+                                                    kept, extra))
             if callback is not None:
                 callback(carry[0], done * k, now)
             if bool(carry[1]):
@@ -793,6 +835,8 @@ def svi_gp(
     devices: int | None = None,
     progress: bool = False,
     callback: Callable | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
 ) -> tuple[SVIResult, Problem]:
     """S-BSVM for the GP model from q(u) = p(u) (Alg. 1), with ML-II (Adam, ``learning_rate``) on the
     hyperparameters named in ``learn`` (kernel fields and/or ``"inducing"``) every ``hyper_every``
@@ -814,7 +858,7 @@ def svi_gp(
     res = run_svi(state, problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
                   num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn), gamma=gamma, seed=seed,
                   mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress, callback=callback,
-                  cache_key=key)
+                  cache_key=key, checkpoint=checkpoint, resume=resume)
     return res, problem
 
 
@@ -836,6 +880,8 @@ def svi_linear(
     seed: int = 0,
     devices: int | None = None,
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
 ) -> tuple[SVIResult, Problem]:
     """Linear SVI (Sec. 4.5, eq. 14): q(beta) = N(mu, zeta) from the prior, O(d^3) per step."""
     p = design.shape[1]
@@ -848,5 +894,5 @@ def svi_linear(
     res = run_svi(state, problem, design, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
                   num_steps=num_steps, hyper_every=hyper_every, gamma=gamma, seed=seed,
                   mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
-                  cache_key=("linear", _step_key(step_size)))
+                  cache_key=("linear", _step_key(step_size)), checkpoint=checkpoint, resume=resume)
     return res, problem
