@@ -13,6 +13,7 @@ import os
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,8 +46,12 @@ def _quiet_arviz() -> Iterator[None]:
 
 
 def _save(fig: Figure, path: PathLike | None) -> Figure:
+    """Save ``fig`` to ``path`` (format from its suffix) atomically, if a path is given."""
     if path is not None:
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        from .io import atomic_path
+
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=100, bbox_inches="tight")
     return fig
 
 

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, write_results  # noqa: E402
 
-from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection  # noqa: E402
+from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection  # noqa: E402
 
 N, D = 24, 4
 MC = dict(num_samples=40, num_warmup=40, num_chains=2, progress_bar=False, random_state=0)
@@ -109,6 +109,9 @@ MODELS: dict[str, Callable[[bool], Any]] = {
     "sskmmdp": lambda f32: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=8, spike_slab=True,
                                                num_samples=20, num_warmup=20, random_state=0,
                                                **(F32 if f32 else {})),
+    "factor gibbs gp": lambda f32: FactorBSVM(n_factors=2, classifier="gp", num_samples=10, num_warmup=20,
+                                              random_state=0),
+    "factor vbem gp": lambda f32: FactorBSVM(n_factors=2, classifier="gp", inference="vbem", random_state=0),
 }
 QUICK = ("linear em", "linear vb", "gp vi", "sskmmdp")
 

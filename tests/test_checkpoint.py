@@ -97,8 +97,8 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path):
 
 @pytest.mark.parametrize("make", [
     lambda: LinearBSVM(num_samples=30, num_warmup=20, num_chains=2, random_state=3, progress_bar=False),
-    lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_samples=30, num_warmup=20, num_chains=2,
-                   random_state=3, progress_bar=False),
+    pytest.param(lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_samples=30, num_warmup=20,
+                                num_chains=2, random_state=3, progress_bar=False), marks=pytest.mark.extended, id="gp"),
     # the same driver arguments passed through (extended runs)
     pytest.param(lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=6, spike_slab=True,
                                              num_samples=30, num_warmup=20, random_state=3),
@@ -131,7 +131,8 @@ def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("make", [
     lambda: LinearBSVM(inference="svi", batch_size=5, max_iter=200, random_state=2),
-    lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=5, max_iter=200, random_state=2),
+    pytest.param(lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=5, max_iter=200, random_state=2),
+                 marks=pytest.mark.extended, id="gp"),
 ], ids=["linear", "gp"])
 def test_svi_fit_resumes(make, tmp_path, monkeypatch):
     """SVI interrupted after its first chunk and resumed: the same state, ELBO trace and predictions."""

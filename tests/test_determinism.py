@@ -18,7 +18,8 @@ MC = dict(num_samples=25, num_warmup=15, random_state=11, progress_bar=False)
 @pytest.mark.parametrize("make", [
     lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC),
     pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), marks=pytest.mark.extended),
-    lambda chains: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=chains, **MC),
+    pytest.param(lambda chains: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=chains, **MC),
+                 marks=pytest.mark.extended),
 ], ids=["linear", "luts-laplace_zero", "gp"])
 def test_chains_do_not_depend_on_how_many_run(make):
     two, again, three = make(2).fit(X, Y), make(2).fit(X, Y), make(3).fit(X, Y)

@@ -75,6 +75,7 @@ def test_support_vectors_follow_eq13(moons):
     np.testing.assert_allclose(mean, K @ clf.alpha_, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.extended  # Gibbs vs NUTS: test_gp_gibbs.py; FITC with M = N: test_fitc.py
 def test_samplers_and_fitc_agree_with_ecm(moons):
     """Gibbs, NUTS (fixed theta) and FITC with M = N classify like ECM and give sensible
     probabilities; the MCMC posterior lands in idata_ with its chains."""

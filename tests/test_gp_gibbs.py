@@ -97,6 +97,7 @@ def test_f_draw_is_the_conditional_of_eq7(tiny):
     np.testing.assert_allclose(np.cov(draws.T), S, atol=5 * np.sqrt(2.0 / n) * scale.max())
 
 
+@pytest.mark.extended  # compiled and op-by-op agree: a compiler check, slow op by op
 def test_jit_equals_eager(tiny):
     X, y = tiny
     with jax.enable_x64(True):

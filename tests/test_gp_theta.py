@@ -139,6 +139,7 @@ def test_slice_sweep_leaves_a_gaussian_invariant():
     assert_posteriors_agree({"x": draws[:, 200:]}, {"x": ref[:, 200:]}, ["x"], z=4.0, sd_rtol=0.08)
 
 
+@pytest.mark.extended  # compiled and op-by-op agree: a compiler check, slow op by op
 def test_jit_equals_eager(wave):
     X, y = wave
     with jax.enable_x64(True):

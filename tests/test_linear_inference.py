@@ -77,6 +77,7 @@ def test_log_joint_is_the_augmented_program(synthetic_binary, gamma0, gamma_prio
         np.testing.assert_allclose(state.log_joint, expected, rtol=1e-10)
 
 
+@pytest.mark.extended  # compiled and op-by-op agree: a compiler check, slow op by op
 def test_jit_equals_eager(synthetic_binary):
     X, y = synthetic_binary[0][:30], synthetic_binary[1][:30]
     with jax.enable_x64(True):

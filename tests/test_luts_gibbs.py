@@ -117,6 +117,7 @@ def _last(state):
 
 
 # ---------------------------------------------------------------------------------------- targets
+@pytest.mark.extended  # Appendix A against NUTS below; B and C through the estimator tests
 def test_kernels_target_the_augmented_programs(x64):
     """Each kernel's log joint, at the final state of its chains, equals NumPyro's log density of
     the augmented program."""

@@ -184,6 +184,11 @@ def test_notebook_is_clean(name):
     assert sum("BMM_NOTEBOOK_QUICK" in _source(c) for c in code) == 1
 
 
-@pytest.mark.parametrize("name", sorted(CHECKS))
+# the two slowest notebooks run with the extended tests (`pytest -m extended`)
+SLOW_NOTEBOOKS = {"henao2014_factor_models.ipynb", "wenzel2017_svi.ipynb"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) if n in SLOW_NOTEBOOKS else n
+                                  for n in sorted(CHECKS)])
 def test_notebook_runs(name, monkeypatch, tmp_path):
     CHECKS[name](execute_notebook(name, monkeypatch, tmp_path))
