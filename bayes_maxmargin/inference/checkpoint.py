@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-__all__ = ["Checkpoint", "CheckpointError", "flat_state", "read_checkpoint", "restore_state", "sigterm_as_interrupt",
-           "write_checkpoint", "write_draws"]
+__all__ = ["Checkpoint", "CheckpointError", "checkpoint_folder", "flat_state", "read_checkpoint", "restore_state",
+           "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
 VERSION = 1
@@ -47,7 +47,6 @@ class Checkpoint(NamedTuple):
     settings: dict[str, Any]
     done: int  # chunks' worth of progress: blocks of ``thin`` iterations (MCMC), rounds (SVI)
     state: dict[str, np.ndarray]  # :func:`flat_state` of the run's state pytree
-    bad: tuple[np.ndarray, np.ndarray]
     kept: dict[str, np.ndarray]  # draws (draw, chain, ...) as recorded, or the SVI traces
     extra: dict[str, Any] = {}  # JSON-able host state (the SVI minibatch stream)
 
@@ -80,7 +79,6 @@ def write_checkpoint(folder: Path, ckpt: Checkpoint) -> None:
 
     arrays = {f"state/{k}": np.asarray(v) for k, v in ckpt.state.items()}
     arrays.update({f"kept/{k}": v for k, v in ckpt.kept.items()})
-    arrays.update(bad_iter=np.asarray(ckpt.bad[0]), bad_field=np.asarray(ckpt.bad[1]))
     meta = {"format": FORMAT, "version": VERSION, "done": int(ckpt.done), "settings": ckpt.settings,
             "extra": ckpt.extra}
     arrays["meta"] = np.asarray(json.dumps(meta))
@@ -106,7 +104,6 @@ def read_checkpoint(folder: Path) -> Checkpoint:
     return Checkpoint(
         meta["settings"], int(meta["done"]),
         {k[6:]: v for k, v in arrays.items() if k.startswith("state/")},
-        (arrays["bad_iter"], arrays["bad_field"]),
         {k[5:]: v for k, v in arrays.items() if k.startswith("kept/")},
         meta.get("extra", {}),
     )
@@ -125,6 +122,20 @@ def check_resumable(ckpt: Checkpoint, settings: dict[str, Any], init_state: Any,
             raise CheckpointError(
                 f"the checkpoint in {str(folder)!r} belongs to a different run: state field {field!r} is "
                 f"{None if saved is None else (saved.shape, str(saved.dtype))}, expected {(leaf.shape, str(leaf.dtype))}")
+
+
+def checkpoint_folder(checkpoint: Any, resume: Any) -> Path | None:
+    """Where a run writes its checkpoints: ``checkpoint``, else the ``resume`` folder it continues."""
+    chosen = checkpoint if checkpoint is not None else resume
+    return None if chosen is None else Path(chosen)
+
+
+def resume_run(resume: Any, settings: dict[str, Any], template: Any) -> tuple[Checkpoint, Any]:
+    """The checkpoint in ``resume``, checked to belong to this run, and its state as ``template``'s
+    pytree; :class:`CheckpointError` otherwise."""
+    ckpt = read_checkpoint(Path(resume))
+    check_resumable(ckpt, settings, template, Path(resume))
+    return ckpt, restore_state(template, ckpt.state)
 
 
 def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, complete: bool) -> None:

@@ -25,7 +25,6 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -35,11 +34,10 @@ from jax import Array
 
 from .checkpoint import (
     Checkpoint,
-    check_resumable,
+    checkpoint_folder,
     fingerprint,
     flat_state,
-    read_checkpoint,
-    restore_state,
+    resume_run,
     sigterm_as_interrupt,
     write_checkpoint,
     write_draws,
@@ -202,17 +200,15 @@ def run_chains(
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
     state, kept, done, bar = init_state, [], 0, None
     length = min(chunk_size or DEFAULT_CHUNK_SIZE, total_blocks)  # the compiled chunk length
-    folder = Path(checkpoint if checkpoint is not None else resume) if (checkpoint or resume) else None
+    folder = checkpoint_folder(checkpoint, resume)
     settings = None
     if folder is not None:
         settings = {"num_warmup": num_warmup, "num_samples": num_samples, "thin": thin, "num_chains": num_chains,
                     "chain_keys": _key_data(chain_keys).tolist(), "fingerprint": fingerprint(data, hyper)}
     if resume is not None:
-        ckpt = read_checkpoint(Path(resume))
-        check_resumable(ckpt, settings, init_state, Path(resume))
-        state = restore_state(init_state, ckpt.state)
-        bad, done = tuple(jnp.asarray(b) for b in ckpt.bad), ckpt.done
-        kept = [ckpt.kept] if ckpt.kept else []
+        # a checkpoint is written only after a chunk passed the non-finite check: ``bad`` starts afresh
+        ckpt, state = resume_run(resume, settings, init_state)
+        done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
 
     def draws_so_far() -> dict[str, np.ndarray]:
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
@@ -232,9 +228,7 @@ def run_chains(
                     kept.append(records)
                 state, bad, done = new_state, new_bad, done + n_blocks
                 if folder is not None:
-                    write_checkpoint(folder, Checkpoint(
-                        settings, done, flat_state(state),
-                        tuple(np.asarray(b) for b in bad), draws_so_far()))
+                    write_checkpoint(folder, Checkpoint(settings, done, flat_state(state), draws_so_far()))
                 if callback is not None:
                     callback(done * thin)
                 if bar is not None:

@@ -57,7 +57,6 @@ import time
 import warnings
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -71,11 +70,10 @@ from jax.scipy.linalg import solve_triangular
 from bayes_maxmargin.augmentation import margin_floor, vb_hinge_bound
 from bayes_maxmargin.inference.checkpoint import (
     Checkpoint,
-    check_resumable,
+    checkpoint_folder,
     fingerprint,
     flat_state,
-    read_checkpoint,
-    restore_state,
+    resume_run,
     sigterm_as_interrupt,
     write_checkpoint,
 )
@@ -598,17 +596,15 @@ def run_svi(
     elbos, steps, times = [], [], []
     t0 = time.perf_counter()
     done = 0
-    folder = Path(checkpoint if checkpoint is not None else resume) if (checkpoint or resume) else None
+    folder = checkpoint_folder(checkpoint, resume)
     if folder is not None:
         sample = slice(None, None, max(1, n // 1000))  # the data by a strided sample of rows
         settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
                     "rounds_per_chunk": R, "seed": int(seed), "learn_hyper": bool(learn_hyper),
                     "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(y[sample]), consts))}
     if resume is not None:
-        ckpt = read_checkpoint(Path(resume))
-        check_resumable(ckpt, settings, state, Path(resume))
-        carry = (restore_state(state, ckpt.state), jnp.asarray(False))
-        done = ckpt.done
+        ckpt, restored = resume_run(resume, settings, state)
+        carry, done = (restored, jnp.asarray(False)), ckpt.done
         rng.bit_generator.state = ckpt.extra["rng"]
         if "pool" in ckpt.kept:
             pool = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
@@ -638,8 +634,7 @@ def run_svi(
                 if pool:
                     kept["pool"] = pool[0][0]
                 extra = {"rng": rng.bit_generator.state, "pool_pos": int(pool[0][1]) if pool else 0}
-                write_checkpoint(folder, Checkpoint(settings, done, flat_state(carry[0]), (np.zeros(1), np.zeros(1)),
-                                                    kept, extra))
+                write_checkpoint(folder, Checkpoint(settings, done, flat_state(carry[0]), kept, extra))
             if callback is not None:
                 callback(carry[0], done * k, now)
             if bool(carry[1]):
