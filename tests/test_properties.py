@@ -1,6 +1,6 @@
 """Property-based tests of the public entry points: every generated input ends in a valid result
 (finite probabilities in [0, 1] summing to 1, the right shapes, labels from the training labels)
-or in a ValueError / TypeError whose message names the problem. 2150 cases per run."""
+or in a ValueError / TypeError whose message names the problem. 2340 cases per run."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection, load_dataset
+from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection, load_dataset
 from bayes_maxmargin.data.validation import check_X_y
 
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -100,20 +100,31 @@ def test_check_X_y(data):
 
 # ------------------------------------------------------------------------------------------ estimators
 def _check_fitted(est, X_new):
-    proba = est.predict_proba(X_new)
-    assert proba.shape == (len(X_new), len(est.classes_))
-    assert np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    if hasattr(est, "predict_proba"):
+        proba = est.predict_proba(X_new)
+        assert proba.shape == (len(X_new), len(est.classes_))
+        assert np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
     pred = est.predict(X_new)
     assert pred.shape == (len(X_new),) and set(pred.tolist()) <= set(est.classes_.tolist())
+    if hasattr(est, "transform"):
+        Z = est.transform(X_new)
+        assert Z.ndim == 2 and len(Z) == len(X_new) and np.isfinite(Z).all()
 
 
-#: examples per estimator: (fit, predict); the GP compiles once per training shape
-EXAMPLES = {"linear-em": (200, 150), "linear-vb": (150, 100), "gp-vi": (0, 100)}
+#: examples per estimator: (fit, predict). The GP, factor and projection models compile once per
+#: training shape, and the generated matrices have four (8 or 12 rows, 2 or 3 columns).
+EXAMPLES = {"linear-em": (200, 150), "linear-vb": (150, 100), "gp-vi": (40, 100), "factor-vbem": (20, 60),
+            "projection-kmmdp": (10, 60)}
+#: the factor and projection models are fitted on one training shape (one compilation)
+FIT_SHAPE = {"factor-vbem": (8, 3), "projection-kmmdp": (8, 3)}
 ESTIMATORS = {
     "linear-em": lambda: LinearBSVM(inference="em", gamma_prior=(2.0, 1.0), max_iter=50),
     "linear-vb": lambda: LinearBSVM(inference="vb", max_iter=30),
     "gp-vi": lambda: GPBSVM(inference="vi", max_iter=10, learn_kernel=False),
+    "factor-vbem": lambda: FactorBSVM(n_factors=1, classifier="linear", inference="vbem", vb_iter=5, random_state=0),
+    "projection-kmmdp": lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=6, num_samples=5,
+                                                    num_warmup=5, random_state=0),
 }
 
 
@@ -123,7 +134,7 @@ def test_fit_and_predict(name):
 
 
 def _fit_and_predict(name, data):
-    X = data.draw(feature_matrices())
+    X = data.draw(feature_matrices(*FIT_SHAPE.get(name, (None, None))))
     y = data.draw(labels(len(X)))
     est = ESTIMATORS[name]()
     with warnings.catch_warnings():
