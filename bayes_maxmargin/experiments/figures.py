@@ -11,7 +11,6 @@ pyplot (headless, no global figure registry); :func:`save_figure` writes one ato
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -174,7 +173,3 @@ def save_figure(fig, path: str | os.PathLike[str], dpi: int = 100) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi)
     return path
-
-
-def _nan_to_none(x: Any) -> Any:
-    return None if isinstance(x, float) and math.isnan(x) else x
