@@ -34,6 +34,12 @@ def _finite(values: Sequence[Any]) -> np.ndarray:
     return out[np.isfinite(out)]
 
 
+def _wrap(text: str, width: int = 55) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width)
+
+
 def _unique(values: Sequence[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
@@ -95,7 +101,7 @@ def error_bars(
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
-    ax.set_title(title + ("\n" if title else "") + "ours: mean ± sd over folds (●), paper (◇)", fontsize=9)
+    ax.set_title(_wrap(title) + ("\n" if title else "") + "ours: mean ± sd over folds (●), paper (◇)", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     if methods:
         ax.legend(fontsize=7, ncol=min(4, len(methods)))
@@ -128,7 +134,7 @@ def box_plots(
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y")
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(_wrap(title, 30 * len(datasets) + 20), fontsize=10)
     return fig
 
 
@@ -158,7 +164,7 @@ def paired_bars(
     ax.set_xticks(x)
     ax.set_xticklabels(list(labels), rotation=90, fontsize=max(5, min(8, int(400 / max(1, len(labels))))))
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(_wrap(title, 90), fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     return fig
