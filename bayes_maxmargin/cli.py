@@ -25,7 +25,15 @@ Examples::
     bmm model=gp inference=svi data=susy_synthetic data.n=5000000
     bmm model=gp inference=svi inference.num_inducing=64 inference.step_size=adaptive data=waveform
     bmm +experiment=henao_table1
+    bmm +experiment=henao_table1 smoke=true          # a tiny version in seconds (not a reproduction)
+    bmm --multirun +experiment=luts_simulation smoke=true seed=0,1,2
+    bmm --multirun inference=gibbs,em data=pima    # one folder per job under multirun/
     bmm resume=outputs/<date>/<time>/checkpoint     # continue an interrupted Gibbs run
+
+``smoke=true`` makes any job tiny: an experiment runs its smoke settings (see
+:mod:`bayes_maxmargin.experiments`); a model job caps the draws, chains and iterations
+(:func:`smoke_inference`). ``--multirun`` sweeps comma-separated values with Hydra's basic
+launcher, one output folder per job.
 
 Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
 turns it off); Ctrl-C or SIGTERM leave it and the draws so far.
@@ -45,10 +53,10 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from .io import atomic_path, write_json
+from .io import atomic_path, write_config, write_json
 from .persistence import save
 
-__all__ = ["main", "run"]
+__all__ = ["SMOKE_INFERENCE", "main", "run", "smoke_inference"]
 
 #: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except the
 #: built-in wdbc and susy_synthetic).
@@ -220,6 +228,7 @@ class Config:
     plots: bool = True
     checkpoint: bool = True
     resume: Optional[str] = None
+    smoke: bool = False
 
 
 #: The schema of every option of the ``inference`` group.
@@ -230,6 +239,9 @@ INFERENCE = {
 
 
 def _register() -> None:
+    from .configs import register_resolvers
+
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="model", name="linear", node=LinearModelConfig)
@@ -241,6 +253,21 @@ def _register() -> None:
 
 
 _register()
+
+
+#: Caps of a model job's inference options under ``smoke=true``.
+SMOKE_INFERENCE = {"num_samples": 50, "num_warmup": 50, "num_chains": 2, "max_iter": 20, "num_inducing": 10,
+                   "mlii_steps": 2}
+
+
+def smoke_inference(inference: dict[str, Any]) -> dict[str, Any]:
+    """The inference options of a ``smoke=true`` model job: each option of
+    :data:`SMOKE_INFERENCE` capped at its value (None, the estimator's default, becomes the cap)."""
+    out = dict(inference)
+    for key, cap in SMOKE_INFERENCE.items():
+        if key in out:
+            out[key] = cap if out[key] is None else min(out[key], cap)
+    return out
 
 
 def _estimator(cfg: DictConfig):
@@ -268,6 +295,8 @@ def _estimator(cfg: DictConfig):
                 f"{key!r} option)"
             )
         del inference[key]
+    if cfg.get("smoke", False):
+        inference = {k: v for k, v in smoke_inference(inference).items() if v is not None}
     return cls(
         inference=name,
         **model,
@@ -406,7 +435,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     from .data.validation import InvalidParameterError
 
     output_dir = Path(HydraConfig.get().runtime.output_dir)
-    OmegaConf.save(cfg, output_dir / "config.yaml")
+    write_config(output_dir / "config.yaml", cfg)
     try:
         _job(cfg, output_dir)
     except InvalidParameterError as err:
@@ -457,7 +486,7 @@ def main() -> None:
     args = sys.argv[1:]
     if not any(a.startswith("-") for a in args):
         # "+group=option" overrides (e.g. +experiment=henao_table1) stay: without them the keys they
-        # add (experiment.quick, ...) would read as unknown
+        # add (experiment.n_folds, ...) would read as unknown
         message = _precheck([a for a in args if "=" in a and not a.startswith("~")])
         if message:
             print(f"bmm: error: {message}", file=sys.stderr)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "write_json", "write_text"]
+__all__ = ["atomic_path", "write_config", "write_json", "write_text"]
 
 
 @contextlib.contextmanager
@@ -38,3 +38,13 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 def write_json(path: str | os.PathLike, obj: Any, **kwargs: Any) -> None:
     """Write ``obj`` as JSON to ``path`` atomically (``kwargs`` go to :func:`json.dumps`)."""
     write_text(path, json.dumps(obj, **{"indent": 2, **kwargs}))
+
+
+def write_config(path: str | os.PathLike, cfg: Any) -> None:
+    """Write a run configuration (OmegaConf node or mapping) as YAML to ``path`` atomically, its
+    interpolations resolved (``OmegaConf.to_yaml(cfg, resolve=True)``)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(dict(cfg))
+    write_text(path, OmegaConf.to_yaml(cfg, resolve=True))

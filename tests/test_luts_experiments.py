@@ -1,42 +1,27 @@
-"""The Luts & Ormerod (2014) Sec. 4 reproductions: evaluation helpers and quick runs of each experiment.
-
-The quick runs use method subsets without MCMC: every Gibbs kernel costs 6-16 s of JIT compilation,
-more than this file's budget; the samplers are covered by the estimator's tests, and the VB / MCMC
-agreement of the spam row by :func:`test_spam_agreement_of_selected_sets` on given probabilities.
+"""The Luts & Ormerod (2014) Sec. 4 reproductions: evaluation helpers (default SVM, repeated hold-out,
+standardisation, simulated data, the VB / MCMC agreement). The four experiments' smoke runs, checked
+for sizes and error rates, are in test_experiment_runner.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bayes_maxmargin.experiments import EXPERIMENTS, run
+from bayes_maxmargin.experiments import EXPERIMENTS
 from bayes_maxmargin.experiments.luts2014 import (
     PAPER_SIMULATION,
-    QUICK_SVM,
     SVM_C_STAGE1,
     SVM_C_STAGE2_FACTORS,
     _agreement,
-    acath,
     default_svm,
     repeated_holdout,
     simulate_logistic,
-    simulation,
-    spam,
     standardize,
-    toenail,
 )
 
-from .conftest import needs_data
-
-METHOD_COLUMNS = {f"{m}_{c}" for m in ("svm", "vb", "mcmc")
-                  for c in ("ber", "ber_sd", "bers", "time_s", "first_fit_s")}
 
 
 def _easy_problem(n: int = 160, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +113,7 @@ def test_simulated_data_follow_the_design():
     assert Xtr.shape == (300, 4) and Xte.shape == (500, 4)
     assert set(np.unique(ytr)) <= {-1, 1} and set(np.unique(yte)) <= {-1, 1}
     assert abs(Xtr.std() - 1.0) < 0.1 and abs(Xtr.mean()) < 0.1
+    assert PAPER_SIMULATION[(200, 10)]["vb_time_s"] == 1.68
 
 
 def test_experiments_are_registered():
@@ -137,66 +123,7 @@ def test_experiments_are_registered():
         assert f"name: {name}" in config.read_text()
 
 
-# --------------------------------------------------------------------------- quick experiment runs
-def _check_method_columns(row: dict, methods: tuple[str, ...], n: int) -> None:
-    assert METHOD_COLUMNS <= set(row)
-    for m in ("svm", "vb", "mcmc"):
-        if m in methods:
-            assert len(row[f"{m}_bers"]) == n
-            assert all(0.0 <= b <= 1.0 for b in row[f"{m}_bers"])
-            assert row[f"{m}_ber"] == pytest.approx(np.mean(row[f"{m}_bers"]))
-            assert row[f"{m}_time_s"] > 0 and row[f"{m}_first_fit_s"] > 0
-        else:
-            assert row[f"{m}_ber"] is None and row[f"{m}_bers"] is None and row[f"{m}_time_s"] is None
-
-
-def test_simulation_quick_rows_and_table():
-    rows, table = simulation(ns=[60], ds=[3], repetitions=2, methods=["svm", "vb"], quick=True, verbose=False)
-    assert len(rows) == 1
-    row = rows[0]
-    assert row["key"] == "n60_d3" and row["n"] == 60 and row["d"] == 3 and row["n_test"] == 200
-    _check_method_columns(row, ("svm", "vb"), 2)
-    # a 3-dimensional logistic problem: both well better than chance
-    assert row["vb_ber"] < 0.4 and row["svm_ber"] < 0.4
-    grid = [c1 * f for c1 in QUICK_SVM["C_grid"] for f in QUICK_SVM["refine_factors"]]
-    assert all(np.isclose(grid, c).any() for c in row["svm_C"])
-    assert row["vb_converged"] == [True, True]
-    assert row["paper_svm_time_s"] is None
-    assert "| 60 | 3 | 2 |" in table and "QUICK MODE" in table and "n/a" in table
-    assert PAPER_SIMULATION[(200, 10)]["vb_time_s"] == 1.68
-    with pytest.raises(ValueError, match="methods"):
-        simulation(methods=["knn"], quick=True)
-
-
-@needs_data
-def test_toenail_quick_random_intercepts_beat_chance():
-    rows, table = toenail(methods=["svm", "vb"], n_splits=1, quick=True, verbose=False)
-    row = rows[0]
-    assert row["key"] == "toenail" and row["n_patients"] == 30 and row["n_splits"] == 1
-    assert row["fixed_effects"] == ["time", "treat", "time_x_treat"]
-    _check_method_columns(row, ("svm", "vb"), 1)
-    assert row["vb_ber"] < 0.4  # the patients' random intercepts carry most of the signal
-    assert row["paper_vb_time_s"] == pytest.approx(171.85) and row["paper_n_patients"] == 294
-    assert "| toenail |" in table and "3668.70" in table
-
-
-@needs_data
-def test_spam_quick_inclusion_probabilities():
-    rows, table = spam(methods=["vb"], quick=True, verbose=False)
-    row = rows[0]
-    assert row["n"] == 300 and row["d"] == 8 and len(row["variables"]) == 8
-    assert row["variables"][:3] == ["make", "address", "all"]
-    p = np.asarray(row["vb_inclusion"])
-    assert p.shape == (8,) and np.all((p >= 0.0) & (p <= 1.0))
-    assert row["vb_selected"] == [v for v, q in zip(row["variables"], p) if q > 0.5]
-    assert "remove" in row["vb_selected"]  # the strongest spam word among the first 8
-    assert 0 < row["n_vb_selected"] < 8  # rho = 0.01 leaves some out
-    assert row["vb_time_s"] > 0 and row["vb_n_iter"] >= 1
-    assert row["mcmc_inclusion"] is None and row["n_vb_agree"] is None and row["n_mcmc_selected"] is None
-    assert row["paper_n_mcmc_selected"] == 24 and row["paper_n_vb_agree"] == 23
-    assert "| remove |" in table and "QUICK MODE" in table and "n/a" in table
-
-
+# --------------------------------------------------------------------------- spam agreement
 def test_spam_agreement_of_selected_sets():
     names = ["a", "b", "c", "d", "e"]
     vb = [0.99, 0.2, 0.7, 0.6, 0.0]
@@ -206,41 +133,3 @@ def test_spam_agreement_of_selected_sets():
     assert got["n_mcmc_selected"] == 3 and got["n_vb_agree"] == 2
     assert got["mcmc_only"] == ["b"] and got["vb_only"] == ["d"]
     assert _agreement(names, vb, None, 0.5, 0.9)["n_vb_agree"] is None
-
-
-@needs_data
-def test_acath_quick_test_cases_are_complete():
-    rows, table = acath(methods=["svm", "vb"], n_splits=1, quick=True, verbose=False)
-    row = rows[0]
-    assert row["n"] == 300 and row["n_test"] == 75 and row["n_train"] == 225
-    assert 0 < row["n_missing"] and row["n_train_complete"] == row["n_train"] - row["n_missing"]
-    _check_method_columns(row, ("svm", "vb"), 1)
-    assert row["vb_ber"] < 0.45
-    assert row["predictors"] == ["age", "sex", "log1p_cad_dur", "log_choleste"]
-    assert row["paper_mcmc_time_s"] == pytest.approx(1718.98)
-    assert "| acath |" in table
-
-
-def test_run_collects_balanced_error_rates(tmp_path):
-    cfg = {"experiment": {"name": "luts_simulation", "methods": ["svm"], "quick": True, "repetitions": 1,
-                          "verbose": False}}
-    metrics = run(cfg, tmp_path)
-    assert 0.0 <= metrics["n60_d5/svm_ber"] <= 1.0
-    assert "n60_d5/vb_ber" not in metrics  # not run: None
-    assert json.loads((tmp_path / "results.json").read_text())["rows"][0]["key"] == "n60_d5"
-
-
-@needs_data
-def test_bmm_runs_a_luts_experiment(tmp_path):
-    out = tmp_path / "run"
-    code = "from bayes_maxmargin.cli import main; main()"
-    res = subprocess.run(
-        [sys.executable, "-c", code, "+experiment=luts_acath", "experiment.quick=true", "experiment.n_splits=1",
-         "experiment.methods=[svm]", f"hydra.run.dir={out}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ),
-    )
-    assert res.returncode == 0, res.stderr
-    assert "| acath |" in res.stdout and "QUICK MODE" in res.stdout
-    saved = json.loads((out / "results.json").read_text())
-    assert saved["experiment"] == "luts_acath" and saved["settings"]["quick"] is True
-    assert 0.0 <= saved["rows"][0]["svm_ber"] <= 1.0

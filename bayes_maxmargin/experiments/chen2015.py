@@ -34,8 +34,13 @@ __all__ = [
     "TABLE3_DATASETS",
     "TABLE3_METHODS",
     "TABLE3_SETTINGS",
+    "TABLE4_METHODS",
     "table3",
+    "table3_figures",
+    "table3_folds",
     "table4",
+    "table4_figures",
+    "table4_folds",
 ]
 
 _T3_COLS = ("LiSVM", "GKSVM", "MMLDP", "GKMMDP", "PKMMDP", "ssGKMMDP", "ssPKMMDP")
@@ -85,6 +90,7 @@ PAPER_TABLE4: dict[str, dict[str, float | None]] = {
 
 TABLE3_DATASETS: tuple[str, ...] = tuple(_T3)
 TABLE3_METHODS: tuple[str, ...] = ("MMLDP", "GKMMDP", "PKMMDP", "ssGKMMDP", "ssPKMMDP", "LiSVM", "GKSVM")
+TABLE4_METHODS: tuple[str, ...] = ("LDA", "LiSVM", "MMLDP", "KMMDP", "ssKMMDP")
 QUICK_DATASETS: tuple[str, ...] = ("heart", "diabetis")
 #: Datasets that the paper ran with 20 splits instead of 50.
 TWENTY_SPLITS = frozenset({"dna", "satimage", "isolet", "usps"})
@@ -159,7 +165,12 @@ def table3(
 
     Returns
     -------
-    rows, markdown table
+    rows : list of dict
+        One per dataset: ``key``, ``dataset``, ``n``, ``p``, ``classes``; per method m
+        ``m`` = (mean accuracy %, sd, splits) or None (not run), ``m_seconds`` (all splits),
+        ``m_accuracies`` and ``m_split_seconds`` (fit and score) per split.
+    table : str
+        Markdown table, ours beside the paper's.
     """
     from sklearn.model_selection import train_test_split
 
@@ -178,17 +189,21 @@ def table3(
             if method == "MMLDP" and X.shape[1] > 1000:
                 row[method] = None
                 continue
-            accs, t0 = [], time.perf_counter()
+            accs, times, t0 = [], [], time.perf_counter()
             for s in range(splits):
                 X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed + s)
                 X_tr, X_te = _standardise(X_tr, X_te)
                 model = (_svc(method) if method in ("LiSVM", "GKSVM")
                          else _bayes_model(method, len(X_tr), X.shape[1], L, settings, seed + s))
+                t_split = time.perf_counter()
                 accs.append(100.0 * model.fit(X_tr, y_tr).score(X_te, y_te))
+                times.append(time.perf_counter() - t_split)
                 if time.perf_counter() - t0 > max_seconds:
                     break
             row[method] = (float(np.mean(accs)), float(np.std(accs)), len(accs))
             row[f"{method}_seconds"] = time.perf_counter() - t0
+            row[f"{method}_accuracies"] = accs
+            row[f"{method}_split_seconds"] = times
             if verbose:
                 print(name, method, row[method], f"{row[f'{method}_seconds']:.1f}s", flush=True)
         rows.append(row)
@@ -215,13 +230,15 @@ def table4(
     seed: int = 0,
     quick: bool = False,
     verbose: bool = False,
+    methods: Sequence[str] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """CPU and wall seconds of 200 Gibbs iterations (100 burn-in) beside LDA and linear SVC
     (Chen et al. 2015, Table 4), on one stratified 70 % training split.
 
     Each Bayesian model is fitted twice: the first fit includes XLA compilation (reported as
     ``*_first_wall``), the second reuses the compiled program and is the one reported. ``quick``:
-    2 datasets, 20 + 20 iterations.
+    2 datasets, 20 + 20 iterations. ``methods``: a subset of LDA, LiSVM, MMLDP, KMMDP, ssKMMDP
+    (default all; the others read "-").
     """
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
     from sklearn.model_selection import train_test_split
@@ -230,6 +247,9 @@ def table4(
     from ..projection import MaxMarginProjection
 
     names = list(datasets or (QUICK_DATASETS if quick else TABLE3_DATASETS))
+    unknown = sorted(set(methods or ()) - set(TABLE4_METHODS))
+    if unknown:
+        raise ValueError(f"Unknown methods {unknown}; valid methods are {', '.join(TABLE4_METHODS)}")
     it = 20 if quick else 100
     rows = []
     for name in names:
@@ -250,6 +270,9 @@ def table4(
                                                    num_warmup=it, num_samples=it, random_state=seed),
         }
         for method, make in models.items():
+            if methods is not None and method not in methods:
+                row[method] = row[f"{method}_wall"] = None
+                continue
             if method == "MMLDP" and p > 1000:
                 row[method] = row[f"{method}_wall"] = None
                 continue
@@ -282,3 +305,52 @@ def table4_markdown(rows: list[dict[str, Any]]) -> str:
         "\n\nours: CPU s (wall s), compiled program (second fit) / paper CPU s; "
         "Bayesian models: 100 burn-in + 100 kept iterations"
     )
+
+
+# --------------------------------------------------------------------------- per-fold records, figures
+def table3_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-split records of :func:`table3`'s rows: one per dataset, method and split with the test
+    ``error`` (1 - accuracy), ``accuracy`` (%), ``time_s`` and the paper's mean error and sd."""
+    out = []
+    for r in rows:
+        for method in TABLE3_METHODS:
+            accs = r.get(f"{method}_accuracies")
+            if not accs:
+                continue
+            paper = PAPER_TABLE3.get(r["dataset"], {}).get(method)
+            for k, (acc, t) in enumerate(zip(accs, r[f"{method}_split_seconds"])):
+                out.append({"dataset": r["dataset"], "method": method, "fold": k, "metric": "error",
+                            "error": 1.0 - acc / 100.0, "paper_error": None if paper is None else 1.0 - paper[0] / 100.0,
+                            "paper_error_sd": None if paper is None else paper[1] / 100.0, "time_s": t,
+                            "accuracy": acc})
+    return out
+
+
+def table3_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``errors.png``: test error (1 - accuracy) per dataset and method beside the paper's Table 3."""
+    from .figures import error_bars
+
+    return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
+                                     title="Chen et al. (2015) Table 3: 1 - accuracy")}
+
+
+def table4_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per dataset and method of :func:`table4` (a timing, no error): CPU seconds
+    ``time_s`` of the compiled program, ``wall_s`` and the paper's CPU seconds."""
+    out = []
+    for r in rows:
+        paper = PAPER_TABLE4.get(r["dataset"], {})
+        for method in ("LiSVM", "LDA", "MMLDP", "KMMDP", "ssKMMDP"):
+            if r.get(method) is None:
+                continue
+            out.append({"dataset": r["dataset"], "method": method, "fold": 0, "metric": "cpu_s", "error": None,
+                        "time_s": r[method], "wall_s": r[f"{method}_wall"], "paper_time_s": paper.get(method)})
+    return out
+
+
+def table4_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``times.png``: CPU seconds per dataset and method beside the paper's Table 4 (log scale)."""
+    from .figures import error_bars
+
+    return {"times.png": error_bars(records, value="time_s", paper="paper_time_s", ylabel="CPU seconds", log=True,
+                                    title="Chen et al. (2015) Table 4: CPU seconds")}

@@ -76,7 +76,11 @@ __all__ = [
     "limit_blas_threads",
     "median_distance",
     "table1",
+    "table1_figures",
+    "table1_folds",
     "table2",
+    "table2_figures",
+    "table2_folds",
     "usps_task",
 ]
 
@@ -345,8 +349,8 @@ def table1(
     -------
     rows : list of dict
         One per dataset: ``key``, ``dataset``, ``n``, ``d``, ``preprocessing``, ``n_folds``;
-        ``<m>_error`` (mean fold error, a fraction), ``<m>_fold_errors``, ``<m>_time_s`` (fit and
-        predict, all folds) for each method m in bsvm, svm, gpc (None when not run);
+        ``<m>_error`` (mean fold error, a fraction), ``<m>_fold_errors``, ``<m>_fold_times`` and
+        ``<m>_time_s`` (fit and predict, per fold and all folds) for each method m in bsvm, svm, gpc (None when not run);
         ``paper_<m>_error`` (fractions); ``bsvm_kernel_params``, ``svm_best_params``,
         ``gpc_kernel_params`` per fold.
     table : str
@@ -414,6 +418,7 @@ def table1(
             res = out.get(m)
             row[f"{m}_error"] = float(np.mean(res["err"])) if res else None
             row[f"{m}_fold_errors"] = res["err"] if res else None
+            row[f"{m}_fold_times"] = res["time"] if res else None
             row[f"{m}_time_s"] = float(np.sum(res["time"])) if res else None
             row[f"paper_{m}_error"] = paper[m] / 100.0 if m in paper else None
         row["bsvm_kernel_params"] = out["bsvm"]["params"] if "bsvm" in out else None
@@ -618,3 +623,49 @@ def table2_markdown(rows: list[dict[str, Any]], *, settings: Mapping[str, Any] |
     if quick:
         notes.append("QUICK MODE: smoke-test settings, not a reproduction.")
     return "\n".join(lines + notes)
+
+
+# --------------------------------------------------------------------------- per-fold records, figures
+TABLE1_LABELS = {"bsvm": "BSVM", "svm": "SVC", "gpc": "GPC"}
+
+
+def table1_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-fold records of :func:`table1`'s rows: one per dataset, method and fold with the fold's
+    test ``error``, ``time_s`` (fit and predict) and the paper's mean error."""
+    out = []
+    for r in rows:
+        for m in ("bsvm", "svm", "gpc"):
+            times = r.get(f"{m}_fold_times") or []
+            for k, err in enumerate(r.get(f"{m}_fold_errors") or []):
+                out.append({"dataset": r["key"], "method": m, "fold": k, "metric": "error", "error": err,
+                            "paper_error": r.get(f"paper_{m}_error"),
+                            "time_s": times[k] if k < len(times) else None})
+    return out
+
+
+def table1_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``errors.png``: mean ± sd fold error per dataset and method beside the paper's Table 1."""
+    from .figures import error_bars
+
+    return {"errors.png": error_bars(records, title="Henao et al. (2014) Table 1: CV error (GPC: ours Laplace, "
+                                                    "paper EP)")}
+
+
+def table2_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-repetition records of :func:`table2`'s rows (method ``fitc_bsvm``): test ``error``,
+    ``time_s`` (fit) and the paper's mean and sd."""
+    out = []
+    for r in rows:
+        for k, (err, t) in enumerate(zip(r["errors"], r["fit_times_s"])):
+            out.append({"dataset": r["key"], "method": "fitc_bsvm", "fold": k, "metric": "error", "error": err,
+                        "paper_error": r["paper_fitc_bsvm_error"], "paper_error_sd": r["paper_fitc_bsvm_error_sd"],
+                        "time_s": t})
+    return out
+
+
+def table2_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``errors.png``: FITC-BSVM test error per task, ours (over k-means seeds) beside the paper's."""
+    from .figures import error_bars
+
+    return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
+                                     title="Henao et al. (2014) Table 2: FITC-BSVM, USPS")}

@@ -20,7 +20,7 @@ from sklearn.model_selection import StratifiedKFold
 from ..data import load_dataset
 from ..data.splits import train_test_split_stratified
 
-__all__ = ["PAPER_TABLE3", "VARIANTS", "table3", "variant_params"]
+__all__ = ["PAPER_TABLE3", "VARIANTS", "table3", "table3_figures", "table3_folds", "variant_params"]
 
 VARIANTS = ("FM+L", "FM+N", "LDFM", "VLDFM", "LDFM+N", "VLDFM+N", "NDFM", "VNDFM")
 
@@ -144,3 +144,23 @@ def table3_markdown(rows, *, quick: bool = False, settings: Mapping[str, Any] | 
     if quick:
         notes.append("QUICK MODE: smoke-test settings, not a reproduction.")
     return "\n".join(lines + notes)
+
+
+def table3_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-split records of :func:`table3`'s rows: one per dataset, variant and split / fold with the
+    test ``error``, ``time_s`` (fit) and the paper's mean and sd."""
+    return [
+        {"dataset": r["dataset"], "method": r["variant"], "fold": k, "metric": "error", "error": err,
+         "paper_error": r["paper_error"], "paper_error_sd": r["paper_error_sd"], "time_s": t,
+         "paper_time_s": r["paper_time_s"]}
+        for r in rows for k, (err, t) in enumerate(zip(r["errors"], r["fit_times_s"]))
+    ]
+
+
+def table3_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``errors.png``: test error per dataset and variant beside the paper's Table 3 (p53_proxy is a
+    proxy of the paper's p53 data)."""
+    from .figures import error_bars
+
+    return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
+                                     title="Henao et al. (2014) Table 3: factor models")}

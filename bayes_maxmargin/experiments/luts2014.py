@@ -69,10 +69,14 @@ __all__ = [
     "acath",
     "acath_design",
     "default_svm",
+    "realdata_figures",
     "repeated_holdout",
     "simulate_logistic",
     "simulation",
     "spam",
+    "spam_figures",
+    "spam_folds",
+    "split_folds",
     "standardize",
     "toenail",
     "toenail_design",
@@ -404,6 +408,7 @@ def _summary(method: str, bers: list[float], times: list[float]) -> dict[str, An
         f"{method}_ber": float(np.mean(bers)) if bers else None,
         f"{method}_ber_sd": float(np.std(bers, ddof=1)) if len(bers) > 1 else (0.0 if bers else None),
         f"{method}_bers": list(bers) if bers else None,
+        f"{method}_fit_times_s": list(times) if times else None,
         f"{method}_time_s": _mean_time(times),
         f"{method}_first_fit_s": float(times[0]) if times else None,
     }
@@ -577,7 +582,8 @@ def simulation(
     -------
     rows : list of dict
         One per (n, d): ``key`` ("n200_d10"), ``n``, ``d``, ``repetitions``, ``n_test``; per method m
-        in svm, vb, mcmc: ``m_ber`` (mean), ``m_ber_sd``, ``m_bers`` (all), ``m_time_s`` (mean fit
+        in svm, vb, mcmc: ``m_ber`` (mean), ``m_ber_sd``, ``m_bers`` (all), ``m_fit_times_s`` (all),
+        ``m_time_s`` (mean fit
         time after the first fit, which includes JIT compilation), ``m_first_fit_s`` (None when not
         run); ``svm_C``, ``vb_converged``, ``vb_n_iter`` per repetition; ``paper_m_time_s`` where the
         paper reports it (n = 200, d = 10), else None.
@@ -1119,3 +1125,55 @@ def spam_markdown(rows: list[dict[str, Any]], *, quick: bool = False) -> str:
     if quick:
         lines.append("QUICK MODE: smoke-test settings, not a reproduction.")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- per-fold records, figures
+def split_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-split records of :func:`simulation`'s, :func:`toenail`'s or :func:`acath`'s rows: one per
+    setting / dataset, method and repetition / split with the test BER (``error``, ``metric``
+    "ber"), the fit ``time_s`` and the paper's mean fit time (None where it reports none)."""
+    out = []
+    for r in rows:
+        for m in METHODS:
+            times = r.get(f"{m}_fit_times_s") or []
+            for k, ber in enumerate(r.get(f"{m}_bers") or []):
+                out.append({"dataset": r["key"], "method": m, "fold": k, "metric": "ber", "error": ber,
+                            "time_s": times[k] if k < len(times) else None,
+                            "paper_time_s": r.get(f"paper_{m}_time_s")})
+    return out
+
+
+def realdata_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``bers.png``: box plots of the test BER over the splits per method, as the paper's Figures
+    1, 2 and 4 (which give the BERs only as box plots)."""
+    from .figures import box_plots
+
+    return {"bers.png": box_plots(records, title="Luts & Ormerod (2014): balanced error rate over splits")}
+
+
+def spam_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per fit of :func:`spam` (method vb / mcmc; no test split, so no error): ``time_s``,
+    the number of variables selected and the paper's time and count."""
+    out = []
+    for r in rows:
+        for m in ("vb", "mcmc"):
+            if r.get(f"{m}_inclusion") is None:
+                continue
+            out.append({"dataset": r["key"], "method": m, "fold": 0, "metric": "inclusion", "error": None,
+                        "time_s": r[f"{m}_time_s"], "n_selected": r[f"n_{m}_selected"],
+                        "paper_time_s": r[f"paper_{m}_time_s"],
+                        "paper_n_selected": r["paper_n_mcmc_selected"] if m == "mcmc" else None})
+    return out
+
+
+def spam_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``inclusion.png``: VB and MCMC inclusion probabilities per variable with the two selection
+    thresholds (the paper's Figure 3)."""
+    from .figures import paired_bars
+
+    r = rows[0]
+    return {"inclusion.png": paired_bars(
+        r["variables"], {"VB": r["vb_inclusion"], "MCMC": r["mcmc_inclusion"]},
+        thresholds={f"VB threshold {r['vb_threshold']}": r["vb_threshold"],
+                    f"MCMC threshold {r['mcmc_threshold']}": r["mcmc_threshold"]},
+        ylabel="inclusion probability", title=f"Luts & Ormerod (2014) Fig. 3: spambase, rho = {r['rho']}")}

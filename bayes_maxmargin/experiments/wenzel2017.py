@@ -60,6 +60,8 @@ __all__ = [
     "TABLE1_DATASETS",
     "fig1",
     "table1",
+    "table1_figures",
+    "table1_folds",
     "table1_markdown",
 ]
 
@@ -491,3 +493,30 @@ def _plot_fig1(rows, output, *, n_train, n_test, lengthscale) -> None:
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=120)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- per-fold records, figures
+def table1_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-fold records of :func:`table1`'s rows: one per dataset, method and fold with the test
+    ``error``, ``brier``, ``time_s`` (fit) and the paper's means and sds."""
+    out = []
+    for r in rows:
+        for m in METHODS:
+            errs = r.get(f"{m}_fold_errors") or []
+            for k, (err, brier, t) in enumerate(zip(errs, r[f"{m}_fold_briers"], r[f"{m}_fold_times"])):
+                out.append({"dataset": r["key"], "method": m, "fold": k, "metric": "error", "error": err,
+                            "paper_error": r.get(f"paper_{m}_error"), "paper_error_sd": r.get(f"paper_{m}_error_sd"),
+                            "time_s": t, "paper_time_s": r.get(f"paper_{m}_time_s"), "brier": brier,
+                            "paper_brier": r.get(f"paper_{m}_brier"), "paper_brier_sd": r.get(f"paper_{m}_brier_sd")})
+    return out
+
+
+def table1_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``errors.png`` and ``brier.png``: ours (mean ± sd over folds) beside the paper's Table 1."""
+    from .figures import error_bars
+
+    return {
+        "errors.png": error_bars(records, paper_sd="paper_error_sd", title="Wenzel et al. (2017) Table 1: error"),
+        "brier.png": error_bars(records, value="brier", paper="paper_brier", paper_sd="paper_brier_sd",
+                                ylabel="Brier score", title="Wenzel et al. (2017) Table 1: Brier score"),
+    }

@@ -1,0 +1,254 @@
+"""Every paper reproduction's smoke version (`bmm +experiment=NAME smoke=true`) through the real entry:
+the configuration composed from the yaml files with Hydra's compose API, then
+:func:`bayes_maxmargin.experiments.run`; its outputs exist and are well-formed, and its rows hold the
+expected sizes, the paper's numbers and errors better than chance where the tiny settings allow
+(``_check_<name>``). Also `bmm --multirun` for an experiment sweep and a model-job sweep.
+
+Experiments on datasets of BMM_DATA_DIR are skipped without it; ``luts_simulation`` (simulated data)
+always runs. The smoke runs share one process, so JAX's compilation caches carry over between them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from bayes_maxmargin.experiments import EXPERIMENTS, FIGURES, FOLD_COLUMNS, SMOKE_BANNER, run
+
+#: Experiments whose records carry no error (spam: inclusion probabilities; chen_table4: times).
+NO_ERROR = {"luts_spam", "chen_table4"}
+#: The paper-column header of each table.md.
+PAPER_HEADER = {
+    "henao_table1": "BSVM (paper)", "henao_table2": "FITC-BSVM (paper)", "henao_table3": "paper %",
+    "luts_simulation": "SVM s (paper)", "luts_toenail": "SVM s (paper)", "luts_spam": "| ours | paper |",
+    "luts_acath": "SVM s (paper)", "wenzel_table1": "S-BSVM (paper)", "chen_table3": "/ 83.7 (3.7)",
+    "chen_table4": "/ 0.18",
+}
+NEEDS_NO_DATA = {"luts_simulation"}
+
+
+# --------------------------------------------------------------------------- numbers of each smoke run
+def _check_henao_table1(rows, table):
+    (r,) = rows
+    assert r["key"] == "crabs" and r["n"] == 200 and r["d"] == 7 and r["n_folds"] == 2
+    for m in ("bsvm", "svm", "gpc"):
+        assert r[f"{m}_error"] == pytest.approx(np.mean(r[f"{m}_fold_errors"]))
+    assert r["svm_error"] <= 0.2 and r["gpc_error"] <= 0.2  # crabs is nearly separable once standardised
+    assert r["paper_bsvm_error"] == pytest.approx(0.015) and r["preprocessing"] == "standardised per fold"
+    assert "| Crabs | 200 | 7 |" in table and "Laplace" in table
+
+
+def _check_henao_table2(rows, table):
+    (r,) = rows
+    assert (r["key"], r["n_train"], r["n_test"], r["num_inducing"], r["repetitions"]) == ("3vs5", 100, 100, 10, 2)
+    assert len(r["errors"]) == 2 and r["fitc_bsvm_error_sd"] >= 0.0 and r["fitc_bsvm_error"] < 0.3
+    assert r["paper_fitc_bsvm_error"] == pytest.approx(0.0349) and "| 3 vs 5 |" in table
+
+
+def _check_henao_table3(rows, table):
+    (r,) = rows
+    assert (r["dataset"], r["variant"], len(r["errors"])) == ("p53_proxy", "VLDFM", 2)
+    assert r["paper_error"] == pytest.approx(0.2231) and "(PROXY)" in table
+
+
+def _check_luts_simulation(rows, table):
+    (r,) = rows
+    assert (r["key"], r["repetitions"], r["n_test"]) == ("n40_d3", 2, 100)
+    for m in ("svm", "vb", "mcmc"):  # a 3-dimensional logistic problem: all better than chance
+        assert len(r[f"{m}_bers"]) == 2 and r[f"{m}_ber"] < 0.45, (m, r[f"{m}_bers"])
+        assert r[f"{m}_ber"] == pytest.approx(np.mean(r[f"{m}_bers"]))
+    from bayes_maxmargin.experiments.luts2014 import QUICK_SVM
+
+    grid = [c1 * f for c1 in QUICK_SVM["C_grid"] for f in QUICK_SVM["refine_factors"]]
+    assert all(np.isclose(grid, c).any() for c in r["svm_C"]) and r["vb_converged"] == [True, True]
+    assert "| 40 | 3 | 2 |" in table
+
+
+def _check_luts_toenail(rows, table):
+    (r,) = rows
+    assert r["n_patients"] == 20 and r["fixed_effects"] == ["time", "treat", "time_x_treat"]
+    assert r["vb_ber"] < 0.45  # the patients' random intercepts carry most of the signal
+    assert r["mcmc_ber"] is None and r["paper_vb_time_s"] == pytest.approx(171.85) and "3668.70" in table
+
+
+def _check_luts_spam(rows, table):
+    (r,) = rows
+    assert r["n"] == 100 and r["variables"] == ["make", "address", "all", "3d", "our"]
+    for m in ("vb", "mcmc"):
+        p = np.asarray(r[f"{m}_inclusion"])
+        assert p.shape == (5,) and np.all((p >= 0.0) & (p <= 1.0))
+    assert r["vb_selected"] == [v for v, q in zip(r["variables"], r["vb_inclusion"]) if q > 0.5]
+    assert r["n_vb_agree"] == len(set(r["vb_selected"]) & set(r["mcmc_selected"]))
+    assert r["paper_n_mcmc_selected"] == 24 and "| of those VB-selected" in table
+
+
+def _check_luts_acath(rows, table):
+    (r,) = rows
+    assert r["n"] == 100 and r["n_test"] == 25 and r["n_train"] == 75 and r["n_splits"] == 2
+    assert 0 < r["n_missing"] and r["n_train_complete"] == r["n_train"] - r["n_missing"]
+    assert r["predictors"] == ["age", "sex", "log1p_cad_dur", "log_choleste"] and r["vb_ber"] < 0.5
+    assert r["paper_mcmc_time_s"] == pytest.approx(1718.98) and "| acath |" in table
+
+
+def _check_wenzel_table1(rows, table):
+    (r,) = rows
+    assert r["key"] == "heart" and r["n"] == 200 and r["folds"] == 2
+    for m in ("sbsvm", "ecm", "gpc", "svm"):
+        assert r[f"{m}_n_folds"] == 2 and 0.0 <= r[f"{m}_error"] < 0.35 and 0.0 <= r[f"{m}_brier"] < 0.25, m
+        assert r[f"{m}_error"] == pytest.approx(np.mean(r[f"{m}_fold_errors"]))
+    assert set(r["sbsvm_within_paper_sd"]) == {"error", "brier"}
+    assert "| Heart | 200 | 13 | Error |" in table and ".160±.060" in table and "GPC / S-BSVM time" in table
+
+
+def _check_chen_table3(rows, table):
+    (r,) = rows
+    assert r["GKMMDP"][2] == 2 and len(r["GKMMDP_accuracies"]) == 2 and 60 < r["GKMMDP"][0] <= 100
+    assert 70 < r["LiSVM"][0] <= 100 and "MMLDP" not in r
+
+
+def _check_chen_table4(rows, table):
+    (r,) = rows
+    assert all(r[m] > 0 for m in ("LDA", "LiSVM", "MMLDP")) and r["KMMDP"] is None and r["ssKMMDP"] is None
+    assert r["MMLDP_first_wall"] > 0 and "| heart |" in table
+
+
+CHECKS = {name[len("_check_"):]: f for name, f in dict(globals()).items() if name.startswith("_check_")}
+TIMINGS: dict[str, float] = {}
+
+
+def compose(*overrides: str):
+    """The ``bmm`` configuration for ``overrides`` (Hydra's compose API, the package's yaml files)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    import bayes_maxmargin.cli  # noqa: F401  (registers the schemas and the smoke resolver)
+
+    with initialize_config_module(config_module="bayes_maxmargin.configs", version_base=None):
+        return hydra_compose("config", overrides=list(overrides))
+
+
+def test_every_experiment_has_a_config_folds_and_figures():
+    configs = Path(__file__).resolve().parents[1] / "bayes_maxmargin" / "configs" / "experiment"
+    assert {p.stem for p in configs.glob("*.yaml")} == set(EXPERIMENTS) == set(FIGURES) == set(PAPER_HEADER)
+    assert set(CHECKS) == set(EXPERIMENTS)
+    # smoke=true swaps in the smoke values, an explicit override still wins, quick is gone
+    cfg = compose("+experiment=henao_table1", "smoke=true")
+    assert cfg.experiment.datasets == ["crabs"] and cfg.experiment.n_folds == 2
+    assert compose("+experiment=henao_table1").experiment.datasets is None
+    assert compose("+experiment=henao_table1", "smoke=true", "experiment.n_folds=3").experiment.n_folds == 3
+    with pytest.raises(Exception, match="quick"):
+        compose("+experiment=henao_table1", "experiment.quick=true")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_timings():
+    yield
+    if TIMINGS:
+        print("\nsmoke run wall times: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items())
+              + f"; total {sum(TIMINGS.values()):.1f} s")
+
+
+@pytest.mark.parametrize("name", list(PAPER_HEADER))
+def test_smoke_run_writes_well_formed_outputs(name, tmp_path):
+    data_dir = os.environ.get("BMM_DATA_DIR")
+    if name not in NEEDS_NO_DATA and not (data_dir and Path(data_dir).is_dir()):
+        pytest.skip("BMM_DATA_DIR is not set to the benchmark datasets folder")
+    cfg = compose(f"+experiment={name}", "smoke=true", "experiment.verbose=false")
+    t0 = time.perf_counter()
+    metrics = run(cfg, tmp_path)
+    TIMINGS[name] = time.perf_counter() - t0
+    assert metrics["experiment"] == name and metrics["smoke"] is True
+
+    table = (tmp_path / "table.md").read_text()
+    assert table.startswith(SMOKE_BANNER) and PAPER_HEADER[name] in table
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["experiment"] == name and results["smoke"] is True and results["rows"]
+    CHECKS[name](results["rows"], table)
+
+    with open(tmp_path / "folds.csv", newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames[: len(FOLD_COLUMNS)]) == FOLD_COLUMNS
+        records = list(reader)
+    assert records and records == [
+        {k: "" if v is None else str(v) for k, v in rec.items()}
+        for rec in _csv_view(json.loads((tmp_path / "folds.json").read_text()))
+    ]
+    assert len(records) == metrics["n_folds"]
+    assert all(r["experiment"] == name and r["dataset"] and r["method"] for r in records)
+    assert all(math.isfinite(float(r["time_s"])) and float(r["time_s"]) >= 0 for r in records)
+    if name in NO_ERROR:
+        assert all(r["error"] == "" for r in records)
+    else:
+        errors = [float(r["error"]) for r in records]
+        assert all(math.isfinite(e) and 0.0 <= e <= 1.0 for e in errors)
+        assert {r["metric"] for r in records} <= {"error", "ber"}
+        keys = {(r["dataset"], r["method"], r["fold"]) for r in records}
+        assert len(keys) == len(records)  # one record per dataset x method x fold
+
+    assert metrics["figures"] and set(metrics["figures"]) == set(results["figures"])
+    for png in metrics["figures"]:
+        data = (tmp_path / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+        import matplotlib.image
+
+        assert matplotlib.image.imread(tmp_path / png).ndim == 3
+
+    saved = OmegaConf.load(tmp_path / "config.yaml")
+    assert saved.experiment.name == name and saved.smoke is True
+    assert OmegaConf.to_container(saved) == OmegaConf.to_container(cfg, resolve=True)
+
+
+def _csv_view(records: list[dict]) -> list[dict]:
+    """folds.json records as the CSV writer renders them (lists as JSON, floats by str)."""
+    out = []
+    for rec in records:
+        row = {}
+        for k, v in rec.items():
+            if isinstance(v, (list, dict)):
+                v = json.dumps(v)
+            elif isinstance(v, float) and math.isnan(v):
+                v = None
+            row[k] = v
+        out.append(row)
+    return out
+
+
+def test_run_rejects_quick_and_unknown_names(tmp_path):
+    with pytest.raises(ValueError, match="Unknown experiment"):
+        run({"experiment": {"name": "nope"}}, tmp_path)
+    with pytest.raises(ValueError, match="smoke=true"):
+        run({"experiment": {"name": "luts_simulation", "quick": True}}, tmp_path)
+
+
+def test_multirun_sweeps_an_experiment_and_a_model_job(tmp_path):
+    """`bmm --multirun`: one folder per job, for an experiment sweep and for the plain model job."""
+    code = "from bayes_maxmargin.cli import main; main()"
+    env = dict(os.environ)
+
+    def bmm(*args: str, sweep: Path) -> None:
+        res = subprocess.run([sys.executable, "-c", code, "--multirun", *args, f"hydra.sweep.dir={sweep}"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+
+    bmm("+experiment=luts_simulation", "smoke=true", "seed=0,1", "experiment.methods=[svm]",
+        "experiment.verbose=false", sweep=tmp_path / "exp")
+    for job, seed in (("0", 0), ("1", 1)):
+        folder = tmp_path / "exp" / job
+        assert OmegaConf.load(folder / "config.yaml").seed == seed
+        assert (folder / "bers.png").exists() and (folder / "folds.csv").exists()
+        assert json.loads((folder / "results.json").read_text())["settings"]["seed"] == seed
+    bmm("inference=gibbs,em", "smoke=true", "plots=false", sweep=tmp_path / "model")
+    for job, inference in (("0", "gibbs"), ("1", "em")):
+        metrics = json.loads((tmp_path / "model" / job / "metrics.json").read_text())
+        assert metrics["inference"] == inference and metrics["error"] < 0.15
