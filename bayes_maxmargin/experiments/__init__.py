@@ -34,7 +34,7 @@ from . import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017
 __all__ = ["EXPERIMENTS", "chen2015", "henao2014", "henao2014_factor", "luts2014", "machine_info", "run",
            "wenzel2017"]
 
-#: Experiment name -> function(**settings) -> (rows, markdown table).
+#: Experiment name -> ``function(**settings)`` -> (rows, markdown table).
 EXPERIMENTS = {
     "henao_table1": henao2014.table1,
     "henao_table2": henao2014.table2,

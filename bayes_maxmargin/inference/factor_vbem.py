@@ -4,7 +4,7 @@ E-step: coordinate ascent on q(A) prod_k q(Phi_k) q(psi) q(f) q(lambda) q(gamma)
 hinge, as the paper sets for VB-EM); M-step: the factor scores W and the kernel parameters theta
 maximise the bound by L-BFGS (Optax). The bound tracked, F, is the evidence lower bound with q(f)
 at its optimum given everything else (so F is the bound "with f marginalised" that the M-step of
-the supplement maximises):
+the supplement maximises)::
 
     F = E[log p(X | A, W, psi)] - KL(q(psi) || p(psi)) + H[q(A)]
         + sum_ik { log(sqrt(nu) / 2) - sqrt(nu m0_ik) + (m0_ik - <a_ik^2>) sqrt(nu / m0_ik) / 2 }
