@@ -300,6 +300,8 @@ def run_vbem(X, y, state: VBState, kernel_fn, like, hyper: VBHyper, *, n_iter: i
     y = jnp.asarray(y, X.dtype)
     hyper = VBHyper(*(jnp.asarray(v, X.dtype) for v in hyper))
     like = None if like is None else jax.tree_util.tree_map(lambda v: jnp.asarray(v, X.dtype), like)
+    # strong-typed leaves: a weakly typed initial theta would compile the iteration a second time
+    state = jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.asarray(v).dtype), state)
     trace = []
     for _ in range(n_iter):
         state, f = _vbem_iteration(state, X, y, like, hyper, kernel_fn=kernel_fn, m_steps=m_steps,
