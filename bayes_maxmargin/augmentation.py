@@ -5,7 +5,7 @@ The hinge pseudo-likelihood is a location-scale mixture of normals,
     exp(-2 gamma max(u, 0)) = int_0^inf N(u | -lambda, lambda / gamma) d lambda,   u = 1 - y f,
 
 (Henao et al. 2014, eq. 3) and with the proper prior lambda ~ Exp(gamma0) the integral is the skewed
-Laplace density (gamma0 / c) exp(-gamma (c |u| + u)), c = sqrt(1 + 2 gamma0 / gamma) (eq. 4-5).
+Laplace density (gamma0 / c) exp(-gamma (c ``|u|`` + u)), c = sqrt(1 + 2 gamma0 / gamma) (eq. 4-5).
 Given lambda every model is conditionally Gaussian in its linear predictor f, so the same few
 updates recur in every model and inference algorithm. They are written once here:
 
@@ -20,8 +20,8 @@ updates recur in every model and inference algorithm. They are written once here
 
 Numerical floor
 ---------------
-|u| = |1 - y f| reaches zero for points exactly on the margin, where E[1 / lambda] = c / |u| is
-infinite. Every update floors |u| at :func:`margin_floor` (sqrt of the machine epsilon: 1.5e-8 in
+``|u|`` = ``|1 - y f|`` reaches zero for points exactly on the margin, where E[1 / lambda] = c / ``|u|`` is
+infinite. Every update floors ``|u|`` at :func:`margin_floor` (sqrt of the machine epsilon: 1.5e-8 in
 float64, 3.5e-4 in float32), so 1 / lambda stays finite. For a continuous sampler the floor is
 reached with probability of the order of the floor itself; in EM it turns the hard margin
 constraint of a support vector into a stiff penalty, which moves the fixed point by O(floor).
@@ -60,7 +60,7 @@ __all__ = [
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
-    """The floor applied to |1 - y f| in every update: sqrt of the machine epsilon of ``dtype``."""
+    """The floor applied to ``|1 - y f|`` in every update: sqrt of the machine epsilon of ``dtype``."""
     return float(jnp.finfo(dtype).eps) ** 0.5
 
 
@@ -113,12 +113,12 @@ def _abs_u(u: Array) -> Array:
 
 
 def expected_inv_lambda(u: Array, gamma: Array, gamma0: Array) -> Array:
-    """E[1 / lambda_n | f, gamma] = c / |u_n| (Henao et al. 2014, eq. 8), |u| floored."""
+    """E[1 / lambda_n | f, gamma] = c / ``|u_n|`` (Henao et al. 2014, eq. 8), ``|u|`` floored."""
     return hinge_c(gamma, gamma0) / _abs_u(u)
 
 
 def expected_lambda(u: Array, gamma: Array, gamma0: Array) -> Array:
-    """E[lambda_n | f, gamma] = |u_n| / c + 1 / (gamma c^2).
+    """E[lambda_n | f, gamma] = ``|u_n|`` / c + 1 / (gamma c^2).
 
     lambda_n | f, gamma is GIG(1/2, gamma + 2 gamma0, gamma u_n^2), whose mean is
     sqrt(b / a) (1 + 1 / sqrt(a b)); needed by the ECM update of gamma (Henao et al. 2014, Sec. 3).
@@ -131,7 +131,7 @@ def vb_inv_lambda(chi: Array) -> Array:
     """Mean-field E_q[1 / a_n] = chi_n^(-1/2) for q(a_n) = GIG(1/2, 1, chi_n), the hinge with unit
     scale (Luts & Ormerod 2014, Algorithm 1, step 3), chi_n = E_q[(1 - y_n f_n)^2].
 
-    The same algebra as :func:`expected_inv_lambda` with |u_n| replaced by sqrt(chi_n), floored
+    The same algebra as :func:`expected_inv_lambda` with ``|u_n|`` replaced by sqrt(chi_n), floored
     alike.
     """
     return expected_inv_lambda(jnp.sqrt(chi), 1.0, 0.0)
@@ -157,7 +157,7 @@ def vb_hinge_bound(chi: Array, margin_mean: Array) -> Array:
 
 
 def sample_inv_lambda(key: Array, u: Array, gamma: Array, gamma0: Array) -> Array:
-    """Draw 1 / lambda_n | f, gamma ~ IG(c / |u_n|, gamma + 2 gamma0) (Henao et al. 2014, eq. 7)."""
+    """Draw 1 / lambda_n | f, gamma ~ IG(c / ``|u_n|``, gamma + 2 gamma0) (Henao et al. 2014, eq. 7)."""
     mean = expected_inv_lambda(u, gamma, gamma0)
     concentration = jnp.broadcast_to(gamma + 2.0 * gamma0, mean.shape)
     return InverseGaussian(mean, concentration).sample(key)

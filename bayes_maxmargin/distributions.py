@@ -1,6 +1,6 @@
 r"""Distributions of the data augmentation behind Bayesian support vector machines.
 
-Polson & Scott (2011) showed that the SVM hinge pseudo-likelihood is a
+Polson & Scott (2011) [1]_ showed that the SVM hinge pseudo-likelihood is a
 location-scale mixture of normals,
 
 .. math::
@@ -8,15 +8,15 @@ location-scale mixture of normals,
     e^{-2\gamma \max(u, 0)} = \int_0^\infty \mathcal N(u \mid -\lambda,
     \lambda / \gamma)\, d\lambda, \qquad u = 1 - y f,
 
-and Henao, Yuan & Carin (2014) made the mixing measure proper with
+and Henao, Yuan & Carin (2014) [2]_ made the mixing measure proper with
 :math:`\lambda \sim \mathrm{Exp}(\gamma_0)`, which turns the marginal into
 the skewed Laplace density of their eq. (4)-(5).  Given the classifier, the
 latent :math:`\lambda` has a generalized inverse Gaussian conditional and
 :math:`1/\lambda` an inverse Gaussian one.  This module provides the three
 distributions as :class:`numpyro.distributions.Distribution` subclasses:
 
-* :class:`InverseGaussian` -- ``IG(mean, concentration)``;
-* :class:`GeneralizedInverseGaussian` -- ``GIG(p, a, b)`` for any real ``p``;
+* :class:`InverseGaussian` -- ``IG(mean, concentration)``, sampled as in [3]_;
+* :class:`GeneralizedInverseGaussian` -- ``GIG(p, a, b)`` for any real ``p``, sampled as in [4]_;
 * :class:`SkewedLaplace` -- the marginal of ``u = 1 - y f``.
 
 All of them broadcast their parameters into a batch shape, support

@@ -1115,7 +1115,7 @@ class GPBSVM(_BayesianSVMClassifier):
     optimize_inducing : bool
         FITC, svi: whether ML-II also moves the pseudo-inputs.
     batch_size : int
-        svi: minibatch size |S|, 1 <= |S| <= N (the paper: 10 on its benchmark sets, 100 on SUSY).
+        svi: minibatch size ``|S|``, 1 <= ``|S|`` <= N (the paper: 10 on its benchmark sets, 100 on SUSY).
     step_size : float, Optax schedule, "robbins_monro" or "adaptive"
         svi: the natural-gradient step rho_t of Alg. 1, in (0, 1]: a constant, a schedule
         t -> rho_t, Robbins-Monro (t + 10)^-0.55, or the adaptive rate of Ranganath et al. (2013).
@@ -1157,7 +1157,7 @@ class GPBSVM(_BayesianSVMClassifier):
     variational_mean_, variational_cov_ : ndarray
         svi: mu and zeta of q(u) = N(mu, zeta) at the inducing points.
     elbo_ : ndarray
-        vi: the ELBO after every sweep; svi: minibatch estimates of eq. (8) (scaled by N / |S|)
+        vi: the ELBO after every sweep; svi: minibatch estimates of eq. (8) (scaled by N / ``|S|``)
         every ``mlii_every`` steps, at ``elbo_steps_``.
     f_, alpha_, support_ ... : svi does not define the training-set attributes ``f_``,
         ``alpha_``, ``support_``, ``support_vectors_``, ``dual_coef_`` (N may be in the millions).

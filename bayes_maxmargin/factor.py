@@ -370,10 +370,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
 
     # ------------------------------------------------------------------ gene lists
     def factor_lists(self, threshold: float = 0.1, feature_names: Any = None):
-        """The features of each factor with |a_ik| > threshold (the paper's gene lists, Sec. 6).
+        """The features of each factor with ``|a_ik|`` > threshold (the paper's gene lists, Sec. 6).
 
         Returns a pandas DataFrame with columns factor, feature, loading, sorted by factor and
-        decreasing |loading|; write it with ``.to_csv``.
+        decreasing ``|loading|``; write it with ``.to_csv``.
         """
         import pandas as pd
 

@@ -1,10 +1,14 @@
-"""Diagnostic plots: MCMC traces and ranks, reliability diagrams, objective curves.
+"""Diagnostic plots: MCMC traces and ranks, reliability diagrams, objective curves,
+decision boundaries with predictive uncertainty, inclusion probabilities and inducing points.
 
 Every function returns a :class:`matplotlib.figure.Figure` and never calls
 ``plt.show``, so it is safe on headless machines; pass ``path`` to also save
-the figure as a PNG. Figures drawn by this module itself (not by ArviZ) are
-created with :class:`matplotlib.figure.Figure` directly, outside pyplot's
-global figure registry, unless an existing ``ax`` is given.
+the figure (format from the suffix, PNG by default), written atomically.
+Figures drawn by this module itself (not by ArviZ) are created with
+:class:`matplotlib.figure.Figure` directly, outside pyplot's global figure
+registry, unless an existing ``ax`` is given. Functions that take a fitted
+estimator raise :class:`ValueError` for an unfitted one or one that lacks the
+quantity plotted.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
-__all__ = ["plot_trace", "plot_rank", "plot_reliability", "plot_objective"]
+__all__ = [
+    "plot_convergence",
+    "plot_decision_boundary",
+    "plot_inclusion_probabilities",
+    "plot_inducing_points",
+    "plot_objective",
+    "plot_rank",
+    "plot_reliability",
+    "plot_trace",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -68,23 +81,50 @@ def _figure_of(axes: Any) -> Figure:
     return _root_figure(np.ravel(np.asarray(axes, dtype=object))[0])
 
 
+def _fitted(estimator: Any, attribute: str = "classes_") -> None:
+    """Raise a ValueError unless ``estimator`` is fitted (has ``attribute``)."""
+    if not hasattr(estimator, "get_params"):
+        raise ValueError(f"expected a fitted bayes_maxmargin estimator, got {type(estimator).__name__}")
+    if not hasattr(estimator, "classes_") and not hasattr(estimator, "idata_"):
+        raise ValueError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
+    if not hasattr(estimator, attribute):
+        raise ValueError(f"the fitted {type(estimator).__name__} has no {attribute!r} to plot")
+
+
+def _posterior_of(source: Any) -> Any:
+    """The InferenceData of ``source``: an InferenceData, or a fitted estimator's ``idata_``."""
+    if hasattr(source, "get_params"):
+        _fitted(source, "idata_")
+        source = source.idata_
+    if not hasattr(source, "groups") or "posterior" not in source.groups():
+        raise ValueError(
+            f"expected an arviz.InferenceData with a posterior group or a fitted estimator, "
+            f"got {type(source).__name__}"
+        )
+    return source
+
+
 def plot_trace(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
     path: PathLike | None = None,
+    ax: Any = None,
     **kwargs: Any,
 ) -> Figure:
     """Trace plot (marginal densities and sampled values per chain) via :func:`arviz.plot_trace`.
 
     Parameters
     ----------
-    idata : arviz.InferenceData
+    idata : arviz.InferenceData or fitted estimator
         Posterior draws (a ``posterior`` group with ``chain`` and ``draw``
-        dimensions).
+        dimensions), or an estimator whose ``idata_`` holds them.
     var_names : str or sequence of str, optional
         Variables to plot; all by default.
     path : str or os.PathLike, optional
-        If given, save the figure there as a PNG.
+        If given, save the figure there.
+    ax : ndarray of matplotlib.axes.Axes, optional
+        Axes of shape ``(n_panels, 2)`` to draw on (ArviZ's ``axes``); a new
+        figure is created when omitted.
     **kwargs
         Passed on to :func:`arviz.plot_trace`.
 
@@ -92,12 +132,19 @@ def plot_trace(
     -------
     matplotlib.figure.Figure
         The figure holding the trace plot.
+
+    Raises
+    ------
+    ValueError
+        If ``idata`` has no posterior group or the estimator is not fitted.
     """
     az = _arviz()
+    idata = _posterior_of(idata)
     with _quiet_arviz():
-        kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
+        if ax is None:
+            kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
         axes = az.plot_trace(
-            idata, var_names=var_names, backend="matplotlib", show=False, **kwargs
+            idata, var_names=var_names, backend="matplotlib", show=False, axes=ax, **kwargs
         )
     return _save(_figure_of(axes), path)
 
@@ -106,6 +153,7 @@ def plot_rank(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
     path: PathLike | None = None,
+    ax: Any = None,
     **kwargs: Any,
 ) -> Figure:
     """Rank plot (histograms of the ranks of each chain's draws) via :func:`arviz.plot_rank`.
@@ -114,12 +162,15 @@ def plot_rank(
 
     Parameters
     ----------
-    idata : arviz.InferenceData
-        Posterior draws with at least two chains.
+    idata : arviz.InferenceData or fitted estimator
+        Posterior draws with at least two chains, or an estimator whose
+        ``idata_`` holds them.
     var_names : str or sequence of str, optional
         Variables to plot; all by default.
     path : str or os.PathLike, optional
-        If given, save the figure there as a PNG.
+        If given, save the figure there.
+    ax : matplotlib.axes.Axes or ndarray of Axes, optional
+        Axes to draw on, one per panel; a new figure is created when omitted.
     **kwargs
         Passed on to :func:`arviz.plot_rank`.
 
@@ -127,11 +178,22 @@ def plot_rank(
     -------
     matplotlib.figure.Figure
         The figure holding the rank plot.
+
+    Raises
+    ------
+    ValueError
+        If ``idata`` has no posterior group, fewer than two chains, or the
+        estimator is not fitted.
     """
     az = _arviz()
+    idata = _posterior_of(idata)
+    if idata.posterior.sizes.get("chain", 0) < 2:
+        raise ValueError(
+            f"a rank plot needs at least two chains, got {idata.posterior.sizes.get('chain', 0)}"
+        )
     with _quiet_arviz():
         axes = az.plot_rank(
-            idata, var_names=var_names, backend="matplotlib", show=False, **kwargs
+            idata, var_names=var_names, backend="matplotlib", show=False, ax=ax, **kwargs
         )
     return _save(_figure_of(axes), path)
 
@@ -253,6 +315,8 @@ def plot_objective(
     path: PathLike | None = None,
     ax: Axes | None = None,
     label: str = "objective",
+    steps: ArrayLike | None = None,
+    xlabel: str = "iteration",
 ) -> Figure:
     """Objective (e.g. ELBO or negative log posterior) against iteration.
 
@@ -263,11 +327,16 @@ def plot_objective(
         line per column (e.g. per restart or chain). Non-finite values show
         as gaps.
     path : str or os.PathLike, optional
-        If given, save the figure there as a PNG.
+        If given, save the figure there.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on; a new figure is created when omitted.
     label : str, default "objective"
         Name of the quantity, used for the y axis and the legend.
+    steps : ArrayLike, optional
+        The x value of each row of ``trace``, shape ``(T,)`` (e.g. the SVI
+        step of each ELBO estimate); ``0, ..., T - 1`` by default.
+    xlabel : str, default "iteration"
+        Label of the x axis.
 
     Returns
     -------
@@ -277,23 +346,379 @@ def plot_objective(
     Raises
     ------
     ValueError
-        If ``trace`` is empty or has more than two dimensions.
+        If ``trace`` is empty or has more than two dimensions, or ``steps``
+        does not have one entry per row of ``trace``.
     """
     values = np.asarray(trace, dtype=float)
     if values.ndim == 0 or values.ndim > 2 or values.shape[0] == 0:
         raise ValueError(f"trace must have shape (T,) or (T, R) with T > 0, got {values.shape}")
-    if ax is None:
-        fig = Figure(figsize=(6.0, 4.0))
-        ax = fig.add_subplot()
-    else:
-        fig = _root_figure(ax)
-    iterations = np.arange(values.shape[0])
+    iterations = np.arange(values.shape[0]) if steps is None else np.asarray(steps, dtype=float)
+    if iterations.shape != values.shape[:1]:
+        raise ValueError(
+            f"steps must have shape ({values.shape[0]},) like the rows of trace, got {iterations.shape}"
+        )
+    fig, ax = _figure_and_axes(ax, (6.0, 4.0))
     if values.ndim == 1:
         ax.plot(iterations, values, label=label)
     else:
         for r in range(values.shape[1]):
             ax.plot(iterations, values[:, r], label=f"{label} [{r}]")
-    ax.set_xlabel("iteration")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(label)
     ax.legend(loc="best")
+    return _save(fig, path)
+
+
+def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    """``ax`` and its root figure, or a new pyplot-free figure with one axes."""
+    if ax is None:
+        fig = Figure(figsize=figsize)
+        return fig, fig.add_subplot()
+    return _root_figure(ax), ax
+
+
+# (attribute, y label, x label) of the objective traces the estimators keep, in order of preference
+_OBJECTIVE_TRACES = (
+    ("elbo_", "ELBO", "step"),
+    ("lower_bound_", "VB lower bound", "iteration"),
+    ("objective_", "log posterior", "iteration"),
+    ("bound_", "VB-EM bound", "iteration"),
+)
+
+
+def plot_convergence(
+    estimator: Any,
+    path: PathLike | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """The objective trace of a fitted optimisation or variational estimator.
+
+    Draws whichever trace the fit kept: the ELBO of SVI (minibatch
+    estimates at ``elbo_steps_``) or of batch VI (per sweep), the VB lower
+    bound of Luts & Ormerod's coordinate ascent (``lower_bound_``), the log
+    posterior after every EM / ECM / FITC iteration (``objective_``; the
+    jumps are the ML-II steps), or the VB-EM bound of :class:`FactorBSVM`
+    (``bound_``).
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        A :class:`~bayes_maxmargin.LinearBSVM`, :class:`~bayes_maxmargin.GPBSVM`
+        or :class:`~bayes_maxmargin.FactorBSVM` fitted by EM, ECM, FITC, VB,
+        VI, SVI or VB-EM.
+    path : str or os.PathLike, optional
+        If given, save the figure there.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure is created when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the curve.
+
+    Raises
+    ------
+    ValueError
+        If the estimator is not fitted or its fit kept no objective trace
+        (MCMC fits: use :func:`plot_trace`).
+    """
+    _fitted(estimator, "idata_")
+    for attribute, label, xlabel in _OBJECTIVE_TRACES:
+        trace = getattr(estimator, attribute, None)
+        if trace is not None and np.size(trace) > 0:
+            steps = getattr(estimator, "elbo_steps_", None) if attribute == "elbo_" else None
+            if steps is None or np.shape(steps) != np.shape(trace):
+                steps, xlabel = None, "sweep" if attribute == "elbo_" else xlabel
+            return plot_objective(trace, path=path, ax=ax, label=label, steps=steps, xlabel=xlabel)
+    names = ", ".join(a for a, _, _ in _OBJECTIVE_TRACES)
+    raise ValueError(
+        f"the fitted {type(estimator).__name__} kept no objective trace ({names}); "
+        f"MCMC fits have none, use plot_trace"
+    )
+
+
+def _two_columns(X: ArrayLike, features: tuple[int, int], name: str) -> np.ndarray:
+    """Columns ``features`` of a 2-D array ``X``, as float."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got shape {X.shape}")
+    if len(features) != 2 or not all(0 <= int(j) < X.shape[1] for j in features):
+        raise ValueError(f"features must be two column indices of {name} (0 to {X.shape[1] - 1}), got {features}")
+    return X[:, list(features)]
+
+
+def _scatter_classes(ax: Axes, X2: np.ndarray, y: ArrayLike | None, classes: Any) -> None:
+    """The points of ``X2`` coloured by class (grey without labels)."""
+    if y is None:
+        ax.scatter(X2[:, 0], X2[:, 1], s=12, c="0.4", label="data")
+        return
+    y = np.asarray(y)
+    if y.shape != (X2.shape[0],):
+        raise ValueError(f"y must have shape ({X2.shape[0]},) like X, got {y.shape}")
+    for k, label in enumerate(classes if classes is not None else np.unique(y)):
+        mask = y == label
+        ax.scatter(X2[mask, 0], X2[mask, 1], s=14, color=f"C{k}", edgecolors="w", linewidths=0.3,
+                   label=f"class {_label_text(label)}")
+
+
+def plot_decision_boundary(
+    estimator: Any,
+    X: ArrayLike,
+    y: ArrayLike | None = None,
+    shade: str | None = "proba",
+    resolution: int = 100,
+    support_vectors: bool = True,
+    inducing_points: bool = True,
+    path: PathLike | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Decision boundary of a classifier on two features, shaded by predictive uncertainty.
+
+    The estimator is evaluated on a ``resolution x resolution`` grid
+    spanning ``X`` (5 % padding). The boundary (predictive probability
+    1/2, i.e. posterior mean of f equal to zero, the SVM decision rule) is
+    a black contour line; the background is the predictive probability of
+    ``classes_[1]``, Phi(m / sqrt(1 + v)) (``shade="proba"``), or the
+    predictive variance v of the latent f from ``predict_latent``
+    (``shade="variance"``). With more than two classes the shading is the
+    largest class probability and the contours separate the predicted
+    classes. The points of ``X`` are drawn coloured by ``y``; the support
+    vectors (``support_vectors_``, e.g. of :class:`~bayes_maxmargin.GPBSVM`)
+    as black rings and the inducing points (``inducing_points_``, FITC and
+    SVI) as red crosses.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        A classifier fitted on two features, with ``predict_proba`` and
+        ``predict_latent``.
+    X : ArrayLike of shape (n_samples, 2)
+        Points to draw; they set the extent of the grid.
+    y : ArrayLike of shape (n_samples,), optional
+        Their labels (colours); grey points when omitted.
+    shade : {"proba", "variance", None}, default "proba"
+        What the background shows; None for the boundary alone.
+    resolution : int, default 100
+        Grid points per axis, at least 2.
+    support_vectors : bool, default True
+        Ring the estimator's ``support_vectors_``, if it has them.
+    inducing_points : bool, default True
+        Mark the estimator's ``inducing_points_``, if it has them.
+    path : str or os.PathLike, optional
+        If given, save the figure there.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure is created when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the map (with a colour bar when shaded).
+
+    Raises
+    ------
+    ValueError
+        If the estimator is not fitted or was not fitted on two features,
+        ``X`` is not of shape ``(n_samples, 2)``, ``y`` does not match it,
+        or ``shade`` or ``resolution`` is invalid.
+    """
+    _fitted(estimator)
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != 2 or X.shape[0] == 0:
+        raise ValueError(f"X must have shape (n_samples, 2) for a decision boundary, got {X.shape}")
+    n_in = getattr(estimator, "n_features_in_", 2)
+    if n_in != 2:
+        raise ValueError(f"the estimator was fitted on {n_in} features; a decision boundary needs 2")
+    if shade not in ("proba", "variance", None):
+        raise ValueError(f"shade must be 'proba', 'variance' or None, got {shade!r}")
+    if int(resolution) < 2:
+        raise ValueError(f"resolution must be at least 2, got {resolution}")
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    pad = 0.05 * np.where(hi > lo, hi - lo, 1.0)
+    g0, g1 = (np.linspace(lo[j] - pad[j], hi[j] + pad[j], int(resolution)) for j in (0, 1))
+    xx, yy = np.meshgrid(g0, g1)
+    grid = np.column_stack([xx.ravel(), yy.ravel()])
+    proba = np.asarray(estimator.predict_proba(grid), dtype=float)
+    binary = proba.shape[1] == 2
+
+    fig, ax = _figure_and_axes(ax, (6.0, 5.0))
+    if shade is not None:
+        if shade == "proba":
+            values = proba[:, 1] if binary else proba.max(axis=1)
+            levels = np.linspace(0.0, 1.0, 11)
+            cmap = "RdBu_r" if binary else "viridis"
+            what = f"P(class {_label_text(estimator.classes_[1])})" if binary else "largest class probability"
+        else:
+            var = np.asarray(estimator.predict_latent(grid)[1], dtype=float)
+            values = var if var.ndim == 1 else var.max(axis=1)
+            levels, cmap, what = 12, "viridis", "predictive variance of f"
+        filled = ax.contourf(xx, yy, values.reshape(xx.shape), levels=levels, cmap=cmap, alpha=0.75)
+        fig.colorbar(filled, ax=ax, label=what)
+    if binary:
+        ax.contour(xx, yy, proba[:, 1].reshape(xx.shape), levels=[0.5], colors="k", linewidths=1.5)
+    else:
+        winner = proba.argmax(axis=1).reshape(xx.shape)
+        ax.contour(xx, yy, winner, levels=np.arange(proba.shape[1] - 1) + 0.5, colors="k", linewidths=1.5)
+    _scatter_classes(ax, X, y, getattr(estimator, "classes_", None))
+    sv = getattr(estimator, "support_vectors_", None) if support_vectors else None
+    if sv is not None:
+        sv = np.asarray(sv, dtype=float)
+        ax.scatter(sv[:, 0], sv[:, 1], s=70, facecolors="none", edgecolors="k", linewidths=1.0,
+                   label=f"support vectors ({len(sv)})")
+    Z = getattr(estimator, "inducing_points_", None) if inducing_points else None
+    if Z is not None:
+        Z = np.asarray(Z, dtype=float)
+        ax.scatter(Z[:, 0], Z[:, 1], marker="x", s=50, color="red", label=f"inducing points ({len(Z)})")
+    ax.set_xlim(g0[0], g0[-1])
+    ax.set_ylim(g1[0], g1[-1])
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    ax.legend(loc="best", fontsize="small")
+    return _save(fig, path)
+
+
+def plot_inducing_points(
+    estimator: Any,
+    X: ArrayLike | None = None,
+    y: ArrayLike | None = None,
+    features: tuple[int, int] = (0, 1),
+    path: PathLike | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """The inducing points (pseudo-inputs) of a sparse GP fit over the data, on two features.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        A :class:`~bayes_maxmargin.GPBSVM` fitted with ``inference="fitc"``
+        or ``"svi"`` (anything with ``inducing_points_``).
+    X : ArrayLike of shape (n_samples, n_features), optional
+        Training (or other) points drawn beneath, coloured by ``y``.
+    y : ArrayLike of shape (n_samples,), optional
+        Labels of ``X``.
+    features : (int, int), default (0, 1)
+        The two columns shown.
+    path : str or os.PathLike, optional
+        If given, save the figure there.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure is created when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the scatter plot.
+
+    Raises
+    ------
+    ValueError
+        If the estimator is not fitted or has no inducing points, ``features``
+        does not name two columns, or ``X`` does not match the inducing points'
+        dimension.
+    """
+    _fitted(estimator, "inducing_points_")
+    Z = _two_columns(estimator.inducing_points_, features, "inducing_points_")
+    fig, ax = _figure_and_axes(ax, (6.0, 5.0))
+    if X is not None:
+        X2 = _two_columns(X, features, "X")
+        if np.shape(X)[1] != np.shape(estimator.inducing_points_)[1]:
+            raise ValueError(
+                f"X has {np.shape(X)[1]} features, the inducing points "
+                f"{np.shape(estimator.inducing_points_)[1]}"
+            )
+        _scatter_classes(ax, X2, y, getattr(estimator, "classes_", None))
+    ax.scatter(Z[:, 0], Z[:, 1], marker="x", s=50, color="red", label=f"inducing points ({len(Z)})")
+    ax.set_xlabel(f"x{features[0] + 1}")
+    ax.set_ylabel(f"x{features[1] + 1}")
+    ax.legend(loc="best", fontsize="small")
+    return _save(fig, path)
+
+
+def plot_inclusion_probabilities(
+    source: Any,
+    feature_names: Sequence[str] | None = None,
+    threshold: float = 0.5,
+    path: PathLike | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Posterior inclusion probabilities P(gamma_k = 1 | y) per feature, as bars.
+
+    For the spike-and-slab (Laplace-zero) prior of Luts & Ormerod (2014,
+    Sec. 3.2). Bars above ``threshold`` are highlighted and the threshold is
+    drawn as a dashed line. Several sources (e.g. VB and MCMC, the paper's
+    Figure 3) are drawn as grouped bars.
+
+    Parameters
+    ----------
+    source : fitted estimator, ArrayLike or dict
+        A :class:`~bayes_maxmargin.LinearBSVM` fitted with
+        ``prior="laplace_zero"`` (its ``inclusion_probabilities_``), an array
+        of probabilities of shape ``(n_features,)``, or a dict mapping a
+        name to either, all of the same length.
+    feature_names : sequence of str, optional
+        Tick labels; the estimator's ``feature_names_in_`` when available,
+        else the column indices.
+    threshold : float, default 0.5
+        The inclusion threshold drawn, in ``[0, 1]``.
+    path : str or os.PathLike, optional
+        If given, save the figure there.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure is created when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the bar chart.
+
+    Raises
+    ------
+    ValueError
+        If an estimator is unfitted or has no inclusion probabilities, the
+        probabilities are not a non-empty 1-D array in ``[0, 1]``, the
+        sources differ in length, or ``feature_names`` or ``threshold`` do
+        not fit.
+    """
+    sources = source if isinstance(source, dict) else {"": source}
+    if not sources:
+        raise ValueError("source must not be an empty dict")
+    probs: dict[str, np.ndarray] = {}
+    for name, src in sources.items():
+        if hasattr(src, "get_params"):
+            _fitted(src, "inclusion_probabilities_")
+            if feature_names is None and hasattr(src, "feature_names_in_"):
+                feature_names = list(src.feature_names_in_)
+            src = src.inclusion_probabilities_
+        p = np.asarray(src, dtype=float)
+        if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or p.min() < 0.0 or p.max() > 1.0:
+            raise ValueError(
+                f"inclusion probabilities{f' of {name!r}' if name else ''} must be a non-empty 1-D "
+                f"array in [0, 1], got shape {p.shape}"
+            )
+        probs[str(name)] = p
+    sizes = {p.size for p in probs.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"the sources have different numbers of features: {sorted(sizes)}")
+    d = sizes.pop()
+    if feature_names is not None and len(feature_names) != d:
+        raise ValueError(f"feature_names has {len(feature_names)} entries for {d} features")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+
+    fig, ax = _figure_and_axes(ax, (max(6.0, 0.15 * d + 2.0), 4.0))
+    width = 0.8 / len(probs)
+    positions = np.arange(d)
+    for k, (name, p) in enumerate(probs.items()):
+        colors = np.where(p > threshold, f"C{2 * k}", f"C{2 * k + 1}") if len(probs) == 1 else f"C{k}"
+        ax.bar(positions + (k - (len(probs) - 1) / 2) * width, p, width=width, color=colors,
+               label=name or None)
+    ax.axhline(threshold, linestyle="--", color="0.4", linewidth=1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlim(-0.6, d - 0.4)
+    ax.set_ylabel("inclusion probability")
+    ax.set_title(f"{sum(int(np.sum(p > threshold)) for p in probs.values())} above {threshold:g}"
+                 if len(probs) == 1 else "inclusion probabilities")
+    if feature_names is not None:
+        ax.set_xticks(positions, [str(f) for f in feature_names], rotation=90, fontsize="small")
+    else:
+        ax.set_xlabel("feature")
+    if len(probs) > 1:
+        ax.legend(loc="best")
     return _save(fig, path)

@@ -156,11 +156,33 @@ def check_henao2014_factor_models(ns: dict[str, Any]) -> None:
     assert list(ns["lists"].columns) == ["factor", "feature", "loading"]
 
 
+def check_quickstart(ns: dict[str, Any]) -> None:
+    assert ns["QUICK"] and ns["NUM_SAMPLES"] <= 200 and ns["N_MOONS"] <= 60
+    # the linear model: accurate, probabilities in (0, 1) summing to one, a summary with R-hat and ESS
+    assert ns["accuracy"] > 0.9
+    proba = ns["proba"]
+    assert proba.shape == (len(ns["y_te"]), 2) and np.allclose(proba.sum(axis=1), 1.0)
+    assert np.all((proba > 0) & (proba < 1))
+    summary = ns["summary"]
+    assert len(summary) == 1 + ns["X_tr"].shape[1] and {"r_hat", "ess_bulk"} <= set(summary.columns)
+    assert np.all(np.isfinite(summary["r_hat"])) and summary["r_hat"].max() < 1.1
+    # the GP model: separates the moons, both maps drawn with the boundary and its support vectors
+    gp = ns["gp"]
+    assert ns["gp_accuracy"] > 0.8 and 0 < gp.support_.size < ns["N_MOONS"]
+    for ax in ns["axes"]:
+        rings = [c for c in ax.collections if str(c.get_label()).startswith("support vectors")]
+        assert len(rings) == 1 and len(rings[0].get_offsets()) == gp.support_.size
+        assert any(getattr(c, "levels", None) is not None and np.allclose(c.levels, [0.5]) for c in ax.collections)
+    # save / load without pickle: the same predictions
+    assert ns["same_predictions"]
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "chen2015_projection.ipynb": check_chen2015_projection,
     "henao2014_factor_models.ipynb": check_henao2014_factor_models,
     "henao2014_gp_bsvm.ipynb": check_henao2014_gp_bsvm,
     "luts2014_vb.ipynb": check_luts2014_vb,
+    "quickstart.ipynb": check_quickstart,
     "wenzel2017_svi.ipynb": check_wenzel2017_svi,
 }
 
@@ -184,11 +206,6 @@ def test_notebook_is_clean(name):
     assert sum("BMM_NOTEBOOK_QUICK" in _source(c) for c in code) == 1
 
 
-# the two slowest notebooks run with the extended tests (`pytest -m extended`)
-SLOW_NOTEBOOKS = {"henao2014_factor_models.ipynb", "wenzel2017_svi.ipynb"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) if n in SLOW_NOTEBOOKS else n
-                                  for n in sorted(CHECKS)])
+@pytest.mark.parametrize("name", sorted(CHECKS))
 def test_notebook_runs(name, monkeypatch, tmp_path):
     CHECKS[name](execute_notebook(name, monkeypatch, tmp_path))

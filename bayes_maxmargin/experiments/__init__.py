@@ -50,7 +50,7 @@ from .figures import save_figure
 __all__ = ["EXPERIMENTS", "FIGURES", "FOLDS", "FOLD_COLUMNS", "SMOKE_BANNER", "chen2015", "henao2014",
            "henao2014_factor", "luts2014", "machine_info", "run", "wenzel2017", "write_folds"]
 
-#: Experiment name -> function(**settings) -> (rows, markdown table).
+#: Experiment name -> ``function(**settings)`` -> (rows, markdown table).
 EXPERIMENTS = {
     "henao_table1": henao2014.table1,
     "henao_table2": henao2014.table2,

@@ -1,12 +1,12 @@
 """EM / ECM for the MAP of the linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, Sec. 3).
 
-E-step: E[1 / lambda_n] = c / |u_n| (Henao eq. 8). M-step for the weights: the mean of the same
+E-step: E[1 / lambda_n] = c / ``|u_n|`` (Henao eq. 8). M-step for the weights: the mean of the same
 Gaussian conditional the Gibbs kernel samples (:func:`~bayes_maxmargin.augmentation.gaussian_conditional`
 with E[1/lambda]). With a Gamma(a0, b0) prior on gamma, a CM-step for gamma (Henao Sec. 3):
 
     gamma <- (a0 - 1 + N/2) / (b0 + 1/2 sum_n (E[1/lambda_n] u_n^2 + 2 u_n + E[lambda_n])),
 
-with u at the new weights and E[lambda_n] = |u_n| / c + 1 / (gamma c^2) from the E-step. The
+with u at the new weights and E[lambda_n] = ``|u_n|`` / c + 1 / (gamma c^2) from the E-step. The
 objective, the log posterior of (w, gamma) with lambda integrated out, is returned every iteration
 and never decreases (up to the margin floor of :mod:`~bayes_maxmargin.augmentation`).
 With gamma0 = 0 and a flat intercept the fixed point is the SVM with C = 2 gamma sigma^2.
@@ -95,7 +95,7 @@ def linear_em(
     hyper : LinearHyper
         Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
     tol : Array
-        Stop when (objective_t - objective_{t-1}) <= tol * |objective_t|.
+        Stop when (objective_t - objective_{t-1}) <= tol * ``|objective_t|``.
     max_iter : int
         Maximum number of iterations.
     estimate_gamma : bool
@@ -115,7 +115,7 @@ def ecm_loop(step, objective, x0: Any, gamma0: Array, aux0: Any, tol: Array, max
     """The EM / ECM iteration every model shares, as one ``lax.while_loop``.
 
     Repeats ``(x, gamma, aux) = step(x, gamma)`` until the relative change of ``objective(x, gamma)``
-    is at most ``tol`` (|o_t - o_{t-1}| <= tol max(|o_t|, 1)) or ``max_iter`` iterations ran.
+    is at most ``tol`` (``|o_t - o_{t-1}|`` <= tol max(``|o_t|``, 1)) or ``max_iter`` iterations ran.
 
     Returns
     -------

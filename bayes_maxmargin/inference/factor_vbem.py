@@ -4,7 +4,7 @@ E-step: coordinate ascent on q(A) prod_k q(Phi_k) q(psi) q(f) q(lambda) q(gamma)
 hinge, as the paper sets for VB-EM); M-step: the factor scores W and the kernel parameters theta
 maximise the bound by L-BFGS (Optax). The bound tracked, F, is the evidence lower bound with q(f)
 at its optimum given everything else (so F is the bound "with f marginalised" that the M-step of
-the supplement maximises):
+the supplement maximises)::
 
     F = E[log p(X | A, W, psi)] - KL(q(psi) || p(psi)) + H[q(A)]
         + sum_ik { log(sqrt(nu) / 2) - sqrt(nu m0_ik) + (m0_ik - <a_ik^2>) sqrt(nu / m0_ik) / 2 }
@@ -300,6 +300,8 @@ def run_vbem(X, y, state: VBState, kernel_fn, like, hyper: VBHyper, *, n_iter: i
     y = jnp.asarray(y, X.dtype)
     hyper = VBHyper(*(jnp.asarray(v, X.dtype) for v in hyper))
     like = None if like is None else jax.tree_util.tree_map(lambda v: jnp.asarray(v, X.dtype), like)
+    # strong-typed leaves: a weakly typed initial theta would compile the iteration a second time
+    state = jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.asarray(v).dtype), state)
     trace = []
     for _ in range(n_iter):
         state, f = _vbem_iteration(state, X, y, like, hyper, kernel_fn=kernel_fn, m_steps=m_steps,

@@ -220,7 +220,7 @@ def fitc_ecm_fixed(
     """ECM for the MAP of (f, gamma) under the FITC prior at fixed theta and V (eq. 8, 10).
 
     Same loop as :func:`~bayes_maxmargin.inference.gp_ecm.gp_ecm` (``lax.while_loop``), stopping
-    when |objective_t - objective_{t-1}| <= tol * max(|objective_t|, 1).
+    when ``|objective_t - objective_{t-1}|`` <= tol * max(``|objective_t|``, 1).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 Linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, eq. 7 with f = Phi w): one sweep is
 
-1. 1 / lambda_n | w, gamma ~ IG(c / |1 - y_n f_n|, gamma + 2 gamma0);
+1. 1 / lambda_n | w, gamma ~ IG(c / ``|1 - y_n f_n|``, gamma + 2 gamma0);
 2. w | lambda, gamma ~ N(P^-1 gamma Phi' Y (1 + 1/lambda), P^-1),
    P = diag(prior_prec) + gamma Phi' Lambda^-1 Phi (one Cholesky of P), drawn directly or by
    an overrelaxed move that leaves this conditional invariant (Adler 1981);

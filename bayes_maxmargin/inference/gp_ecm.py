@@ -4,7 +4,7 @@ Henao et al. (2014), Sec. 3 "ECM" (eq. 8 and the updates after it, eq. 9) and "P
 (eq. 11-13). With u = 1 - Y f, omega_n = E[1 / lambda_n], Lambda = diag(1 / omega) and
 B = K + Lambda / gamma, one ECM iteration is
 
-1. E-step: omega_n = c / |u_n|, c = sqrt(1 + 2 gamma0 / gamma) (eq. 8,
+1. E-step: omega_n = c / ``|u_n|``, c = sqrt(1 + 2 gamma0 / gamma) (eq. 8,
    :func:`~bayes_maxmargin.augmentation.expected_inv_lambda`);
 2. CM-step for f: f = K B^-1 Y (1 + lambda) (the update after eq. 8; derivation in
    :func:`f_update`);
@@ -180,7 +180,7 @@ def gp_ecm(
     hyper : GPHyper
         Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
     tol : ArrayLike
-        Stop when |objective_t - objective_{t-1}| <= tol * max(|objective_t|, 1).
+        Stop when ``|objective_t - objective_{t-1}|`` <= tol * max(``|objective_t|``, 1).
     max_iter : int
         Maximum number of iterations.
     estimate_gamma : bool
@@ -718,7 +718,7 @@ def gp_predict_proba(
 
 
 def support_vector_mask(f: ArrayLike, y: ArrayLike, tol: float = 1e-3) -> Array:
-    """Support vectors of eq. (13): y_n f_n < 1 (inside the margin) or on it, |1 - y_n f_n| <= tol.
+    """Support vectors of eq. (13): y_n f_n < 1 (inside the margin) or on it, ``|1 - y_n f_n|`` <= tol.
 
     Equivalently y_n f_n <= 1 + tol; every other point has alpha_n = 0 at convergence with
     gamma0 = 0.

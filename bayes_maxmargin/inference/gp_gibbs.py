@@ -2,7 +2,7 @@
 
 One sweep, with u = 1 - Y f, Lambda = diag(lambda), D = Lambda / gamma and B = K + D:
 
-1. 1 / lambda_n | f, gamma ~ IG(c / |u_n|, gamma + 2 gamma0), c = sqrt(1 + 2 gamma0 / gamma);
+1. 1 / lambda_n | f, gamma ~ IG(c / ``|u_n|``, gamma + 2 gamma0), c = sqrt(1 + 2 gamma0 / gamma);
 2. f | lambda, gamma ~ N(m, S), m = K B^-1 Y (1 + lambda), S = K B^-1 D, drawn exactly by the
    perturbation ("Matheron") identity with one Cholesky of the scaled B (see :func:`sample_f`);
 3. gamma | f, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2), eps = u + lambda, when gamma has

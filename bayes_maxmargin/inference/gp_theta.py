@@ -5,7 +5,7 @@ scale_j^2) on every positive kernel field, f | theta ~ N(0, K_theta), lambda_n ~
 for gamma0 = 0) and the augmented factor N(1 + lambda_n - y_n f_n | 0, lambda_n / gamma) of eq. (5).
 One sweep, with t = Y (1 + lambda) and D = Lambda / gamma:
 
-1. 1 / lambda_n | f, gamma ~ IG(c / |1 - y_n f_n|, gamma + 2 gamma0), eq. (7);
+1. 1 / lambda_n | f, gamma ~ IG(c / ``|1 - y_n f_n|``, gamma + 2 gamma0), eq. (7);
 2. theta | lambda, gamma, with f integrated out: a slice-sampling step (below) that leaves
 
        p(theta | lambda, gamma, y)  proportional to  p(theta) N(t | 0, K_theta + D)

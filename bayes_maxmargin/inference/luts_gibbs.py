@@ -5,14 +5,14 @@ and targets the augmented program of :mod:`bayes_maxmargin.models.luts` (its ``l
 program's log density, tested). The updates shared with every other model come from
 :mod:`bayes_maxmargin.augmentation`:
 
-* a_i | rest ~ GIG(1/2, 1, (1 - y_i f_i)^2), drawn as 1 / a_i ~ Inverse-Gaussian(1 / |1 - y_i f_i|, 1)
+* a_i | rest ~ GIG(1/2, 1, (1 - y_i f_i)^2), drawn as 1 / a_i ~ Inverse-Gaussian(1 / ``|1 - y_i f_i|``, 1)
   (:func:`~bayes_maxmargin.augmentation.sample_inv_lambda` with gamma = 1, gamma0 = 0);
 * the coefficients | rest ~ N(P^-1 C' Y (1 + a^-1), P^-1), P = C' diag(a^-1) C + prior precision
   (:func:`~bayes_maxmargin.augmentation.gaussian_conditional`, one Cholesky of P).
 
 Appendix A (penalty / random effects): (beta, u), sigma_u^2 ~ IG(A_u + m/2, B_u + ||u||^2 / 2), a.
 Appendix B (Laplace-zero): (beta, v) with design C diag(gamma~), sigma_u^2, a,
-b_k ~ Inverse-Gaussian(sigma_u / |v_k|, 1), and gamma_k one at a time (each given gamma_-k).
+b_k ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1), and gamma_k one at a time (each given gamma_{-k}).
 Appendix C (missing predictors): (beta, u), sigma_u^2, a, mu, Sigma ~ IW, and the missing entries
 of each d_i from their Gaussian conditional given the observed ones.
 """
@@ -223,8 +223,8 @@ def build_laplace_zero_kernel():
 
     One sweep: a | rest; (beta, v) | rest with the design C diag(gamma~) (an excluded v_k is drawn
     from its prior N(0, sigma_u^2 / b_k)); sigma_u^2 | rest ~ IG(A_u + m/2, B_u + v' diag(b) v / 2);
-    b_k | rest ~ Inverse-Gaussian(sigma_u / |v_k|, 1); then gamma_k | rest ~ Bernoulli(expit(eta_k)),
-    k = 1..m in turn, with
+    b_k | rest ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1); then gamma_k | rest ~ Bernoulli(expit(eta_k)),
+    k = 1..m in turn, with::
 
         eta_k = logit(rho) - 1/2 Z_k' diag(a^-1) Z_k v_k^2 + v_k Z_k' diag(1 + a^-1) y
                 - v_k Z_k' diag(a^-1) (X beta + Z_-k diag(gamma_-k) v_-k).

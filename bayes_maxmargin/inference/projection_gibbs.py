@@ -8,7 +8,7 @@ kernel models). One sweep for one binary problem, in the order of Algorithm 1:
 
 1. [w; b] | Z, lambda, sigma ~ N(mu_w, Sigma_w), eq. (9) with the bias appended to z_n
    (:func:`~bayes_maxmargin.augmentation.gaussian_conditional`, one (K+1)-Cholesky);
-2. 1 / lambda_n | - ~ IG(1 / |1 - y_n f_n|, 1), eq. (10) (lambda_n ~ GIG(1/2, 1, xi_n^2); the
+2. 1 / lambda_n | - ~ IG(1 / ``|1 - y_n f_n|``, 1), eq. (10) (lambda_n ~ GIG(1/2, 1, xi_n^2); the
    shared :func:`~bayes_maxmargin.augmentation.sample_inv_lambda`);
 3. a_k | Z, alpha_k ~ N((F'F + alpha_k I)^-1 F' z_k, (F'F + alpha_k I)^-1), eq. (7) / (20), for
    all k at once. F'F = V diag(s^2) V' (thin SVD of F, computed once), so that
@@ -209,7 +209,7 @@ def spike_slab_step(key: Array, A: Array, B: Array, gram: Array, alpha: Array, p
     rows are coupled through the residuals z_kn^(l) = z_kn - sum_{m != l} theta_mk h_mn and are
     updated in sequence (a systematic scan over l = 1..M). The sufficient statistic
     sum_n z_kn^(l) h_ln = B_lk - sum_m G_lm theta_mk + G_ll theta_lk uses B = F'Z and G = F'F,
-    so a row costs O(M K) and the sweep O(M^2 K) after one O(n M K) product for B:
+    so a row costs O(M K) and the sweep O(M^2 K) after one O(n M K) product for B::
 
         Sigma_lk = 1 / (alpha_k + G_ll),   mu_lk = Sigma_lk sum_n z_kn^(l) h_ln,
         logit pi~_lk = logit pi_l + log N(0 | 0, 1/alpha_k) - log N(0 | mu_lk, Sigma_lk)

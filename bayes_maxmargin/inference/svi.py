@@ -3,7 +3,7 @@
 * B-BSVM (Sec. 4.1): coordinate ascent on q(f) prod_i q(lambda_i) for the full GP prior,
   :func:`batch_vi`;
 * S-BSVM (Sec. 4.2, Alg. 1): stochastic natural-gradient ascent on q(u) = N(mu, zeta) for m
-  inducing variables, minibatch targets eq. (9)-(10) scaled by N / |S|, :func:`run_svi`;
+  inducing variables, minibatch targets eq. (9)-(10) scaled by N / ``|S|``, :func:`run_svi`;
 * ML-II (Sec. 4.3, eq. 12): a gradient step on the kernel parameters (and, optionally, the
   inducing-point locations) after every ``hyper_every`` variational steps;
 * the linear model (Sec. 4.5, eq. 14): the same natural-gradient step with the inputs as features
@@ -21,7 +21,7 @@ K_mm is ever formed.
 
 With hinge scale gamma (exp(-2 gamma max(1 - y f, 0)), gamma = 1 in the paper),
 q(lambda_i) = GIG(1/2, gamma, gamma alpha_i) with alpha_i = E_q[(1 - y_i f_i)^2] (Alg. 1, line 7),
-E_q[1 / lambda_i] = alpha_i^(-1/2), and the targets of the natural-gradient step are
+E_q[1 / lambda_i] = alpha_i^(-1/2), and the targets of the natural-gradient step are::
 
     eta1_hat = gamma N/|S| sum_{i in S} y_i (alpha_i^(-1/2) + 1) phi_i               (eq. 9)
     eta2_hat = -1/2 (P0 + gamma N/|S| sum_{i in S} alpha_i^(-1/2) phi_i phi_i')       (eq. 10)
@@ -139,7 +139,7 @@ def triangular_inverse(L: Array) -> Array:
     """L^-1 of a lower-triangular factor by one triangular solve.
 
     The hot loop multiplies by inverse Cholesky factors instead of calling a triangular solve per
-    minibatch: on XLA:CPU a solve against an m x |S| right-hand side is several times slower than
+    minibatch: on XLA:CPU a solve against an m x ``|S|`` right-hand side is several times slower than
     the matrix product at the sizes of SVI (m ~ 10-1000), and the factor's inverse is formed once
     per step (q) or per hyperparameter change (K_mm). Both are well conditioned (K_mm carries its
     jitter; the precision of q(v) is at least the identity for the GP)."""
@@ -163,14 +163,14 @@ def latent_moments(nat: NatParams, feats: Features) -> tuple[Array, Array]:
 
 def local_alpha(mean: Array, var: Array, y: Array) -> Array:
     """alpha_i = (1 - y_i kappa_i mu)^2 + kappa_i zeta kappa_i' + Ktilde_ii (Alg. 1, line 7; Sec. 4.1),
-    floored like every |1 - y f| of the library (:func:`~bayes_maxmargin.augmentation.margin_floor`)."""
+    floored like every ``|1 - y f|`` of the library (:func:`~bayes_maxmargin.augmentation.margin_floor`)."""
     return jnp.maximum((1.0 - y * mean) ** 2 + var, margin_floor(mean.dtype) ** 2)
 
 
 def natural_targets(
     alpha: Array, feats: Features, y: Array, scale: Array, gamma: Array, prior_prec: Array
 ) -> NatParams:
-    """eta_hat of Alg. 1, lines 9-10 (eq. 9-10), the minibatch sums scaled by ``scale`` = N / |S|."""
+    """eta_hat of Alg. 1, lines 9-10 (eq. 9-10), the minibatch sums scaled by ``scale`` = N / ``|S|``."""
     w = alpha ** -0.5  # E_q[1 / lambda_i]
     eta1 = gamma * scale * (feats.phi.T @ (y * (w + 1.0)))
     gram = (feats.phi * w[:, None]).T @ feats.phi
@@ -217,7 +217,7 @@ def hinge_terms(nat: NatParams, feats: Features, y: Array, gamma: Array) -> Arra
 def elbo(
     nat: NatParams, feats: Features, y: Array, scale: Array, gamma: Array, prior_prec: Array
 ) -> Array:
-    """The ELBO of eq. (8), its data sum estimated from a minibatch scaled by N / |S| (exact for the
+    """The ELBO of eq. (8), its data sum estimated from a minibatch scaled by N / ``|S|`` (exact for the
     full data with scale 1)."""
     return scale * hinge_terms(nat, feats, y, gamma) - kl_to_prior(nat, prior_prec)
 
@@ -381,7 +381,7 @@ class SVIResult(NamedTuple):
     state : SVIState
         The last finite state.
     elbo : numpy.ndarray
-        Minibatch estimate of eq. (8) (scaled by N / |S|) after every round of ``hyper_every`` steps,
+        Minibatch estimate of eq. (8) (scaled by N / ``|S|``) after every round of ``hyper_every`` steps,
         on that round's minibatches.
     steps : numpy.ndarray
         Variational steps taken at each entry of ``elbo``.
@@ -425,11 +425,11 @@ def _round(problem: Problem, nat_tx, hyper_tx, learn: bool, consts, carry, batch
     """``hyper_every`` natural-gradient steps (Alg. 1, lines 6-14), an ELBO estimate, then
     (``learn``) one ML-II step (eq. 12); non-finite output keeps the state.
 
-    The estimate is N/|S| times the hinge terms of eq. (8) averaged over the round's steps (each on
+    The estimate is N/``|S|`` times the hinge terms of eq. (8) averaged over the round's steps (each on
     its minibatch, before its update: free, from the moments the step needs) minus the KL at the
     end of the round; with ``learn`` it is the ML-II objective, all the round's minibatches at the
     round's final q(u).
-    ``consts`` = (prior precision, N / |S|, gamma) are traced, so one compiled program serves
+    ``consts`` = (prior precision, N / ``|S|``, gamma) are traced, so one compiled program serves
     every data set of the same shapes."""
     prior_prec, scale, gamma = consts
     state, diverged = carry
@@ -540,7 +540,7 @@ def run_svi(
         Step on the natural parameters (:func:`natural_gradient_ascent`, :func:`adaptive_rate`)
         and the ML-II optimiser (e.g. ``optax.adam``).
     batch_size : int
-        |S|, drawn without replacement within an epoch.
+        ``|S|``, drawn without replacement within an epoch.
     num_steps : int
         Variational steps in all (rounded up to whole rounds of ``hyper_every``).
     hyper_every : int

@@ -22,7 +22,7 @@ increases by less than ``tol`` (the paper's 1e-10, Sec. 4) or after ``max_iter``
 
 The closed forms hold after a full sweep, when chi_q(a), B_q(sigma_u^2) and Psi_q(Sigma) agree with
 the current q of the coefficients (and predictors): every term in E_q[1/a], E_q[1/sigma_u^2],
-E_q[log sigma_u^2], E_q[Sigma^-1] and E_q[log |Sigma|] then cancels. The bound is evaluated there.
+E_q[log sigma_u^2], E_q[Sigma^-1] and E_q[log ``|Sigma|``] then cancels. The bound is evaluated there.
 
 Numerics: no matrix is inverted to solve a system; Cholesky factors give the solves, log
 determinants and diag(C Sigma C') = column norms of L^-1 C'. Algorithms 3 and 4 need the full
@@ -437,7 +437,7 @@ class LaplaceZeroVBState(NamedTuple):
     cov : Array, shape (p + m, p + m)
         Sigma_q(beta, v).
     logdet_cov : Array
-        log |Sigma_q(beta, v)| (from its precision's Cholesky factor).
+        log ``|Sigma_q(beta, v)|`` (from its precision's Cholesky factor).
     chi : Array, shape (n,)
         chi_q(a).
     mu_b : Array, shape (m,)
@@ -591,7 +591,7 @@ def masked_gaussian(G: Array, h: Array, d: Array, observed: Array) -> tuple[Arra
         (Q Q' d + P mean_M, Algorithm 4 step 9).
     chol : Array, shape (d, d)
         Lower Cholesky factor of the masked precision (identity on observed entries): its log
-        determinant is log |P' G P| and its solves give P Sigma P' (Algorithm 4 step 8).
+        determinant is log ``|P' G P|`` and its solves give P Sigma P' (Algorithm 4 step 8).
     """
     miss = 1.0 - observed
     lin = miss * (h - G @ (observed * d))
@@ -610,7 +610,7 @@ class MissingVBState(NamedTuple):
     cov : Array, shape (1 + d, 1 + d)
         Sigma_q(beta, u).
     logdet_cov : Array
-        log |Sigma_q(beta, u)|.
+        log ``|Sigma_q(beta, u)|``.
     chi : Array, shape (n,)
         chi_q(a).
     B_sigma : Array
@@ -620,7 +620,7 @@ class MissingVBState(NamedTuple):
     D_cov : Array, shape (n, d, d)
         Sigma_q(d_i) = P_i Sigma_q(d_i,M_i) P_i' (zero on observed entries).
     D_logdet : Array, shape (n,)
-        log |Sigma_q(d_i,M_i)| (0 for complete rows).
+        log ``|Sigma_q(d_i,M_i)|`` (0 for complete rows).
     mu_mean : Array, shape (d,)
         mu_q(mu).
     mu_cov : Array, shape (d, d)
@@ -697,7 +697,7 @@ def missing_lower_bound(s: MissingVBState, data: MissingData, hyper: LutsHyper, 
         + 1/2 log|Sigma_q(beta,u)| + d/2 + 1/2 log|Sigma_q(mu)| - nd/2 log 2 pi - d/2 log sigma_mu^2
         - (||mu_q(mu)||^2 + tr Sigma_q(mu)) / (2 sigma_mu^2) + nu/2 log|Psi| - log Gamma_d(nu/2)
         - (nu+n)/2 log|Psi_q(Sigma)| + dn/2 log 2 + log Gamma_d((nu+n)/2)
-        + sum_{i in M} [|M_i|/2 + |M_i|/2 log 2 pi + 1/2 log|Sigma_q(d_i,M_i)|].
+        + sum_{i in M} [``|M_i|`` / 2 + ``|M_i|`` / 2 log 2 pi + 1/2 log|Sigma_q(d_i,M_i)|].
     """
     D, obs, y = data
     n, d = D.shape

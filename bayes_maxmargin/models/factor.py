@@ -13,7 +13,7 @@
     in the augmented form, gamma fixed or gamma ~ Ga(a0, b0).
 
 Shrinkage parametrisation. With phi_ik ~ Exp(rate nu / 2) the marginal of a_ik is the Laplace
-density (sqrt(nu) / 2) exp(-sqrt(nu) |a_ik|) (Andrews & Mallows 1974), and the conditional of
+density (sqrt(nu) / 2) exp(-sqrt(nu) ``|a_ik|``) (Andrews & Mallows 1974), and the conditional of
 1 / phi_ik is IG(sqrt(nu / a_ik^2), nu) -- exactly the update of the supplement, Sec. 1. The paper
 writes the prior as "Exp(nu)"; the rate nu / 2 is the one for which its stated conditional holds.
 The same holds for g_k with rho in place of nu.
