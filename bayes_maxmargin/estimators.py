@@ -107,9 +107,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _fit_seed(self) -> int:
         """An integer seed (for host-side generators) drawn like :meth:`_fit_key`."""
         key = self.__dict__.get("_class_key")
-        if key is None:
-            return int(check_random_state(self.random_state).randint(2**31 - 1))
-        return int(jax.random.randint(key, (), 0, 2**31 - 1))
+        return _random_seed(self.random_state) if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1))
 
     def _solve(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``; batched over the classes in a one-vs-rest fit
@@ -289,6 +287,10 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
         return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
 
 
+def _random_seed(random_state: Any) -> int:
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
 def _random_key(random_state: Any) -> jax.Array:
     seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
     return jax.random.PRNGKey(seed)
@@ -327,6 +329,15 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     The intercept of these models has prior N(0, intercept_scale^2) (1e8 when None, the paper's
     sigma_beta^2).
+
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB program, one
+    Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems in turn), with
+    per-class keys ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one
+    column per class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
+    normalised over the classes, ``predict`` the class of the largest margin. Fitted attributes
+    get a leading class axis (below), ``idata_`` a ``class`` dimension, and ``estimators_`` holds
+    the K binary fits.
 
     Parameters
     ----------
@@ -384,16 +395,23 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    coef_ : ndarray of shape (1, n_features)
-        Posterior mean (MCMC) or MAP (EM) of beta.
-    intercept_ : ndarray of shape (1,)
-    gamma_ : float
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Posterior mean (MCMC) or MAP (EM) of beta; one row per one-vs-rest problem for K > 2
+        classes (as scikit-learn's linear classifiers).
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    gamma_ : float or ndarray of shape (n_classes,)
         Posterior mean, MAP or fixed value of gamma.
     idata_ : arviz.InferenceData
         Posterior draws (MAP with chain = draw = 1 for EM), sample_stats with the log joint (and the
-        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``.
-    n_iter_ : int
+        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
+        classes every variable has a leading ``class`` dimension (the class labels as strings;
+        traces of different lengths padded with NaN).
+    estimators_ : list of LinearBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest
+        (labels -1 / +1). The other fitted attributes below are theirs stacked along a leading
+        class axis (arrays of different lengths, e.g. ``objective_``, as lists).
+    n_iter_ : int or ndarray of shape (n_classes,)
         EM iterations run, VB sweeps run, or MCMC iterations per chain (warm-up included).
     objective_ : ndarray
         Log posterior after every EM iteration (EM only).
@@ -538,7 +556,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN entries only with ``missing="model"``.
-        y : array-like of shape (n_samples,), two classes of any label type
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
         groups : array-like of shape (n_samples,), optional
             Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
             Example 2).
@@ -1174,6 +1193,17 @@ class GPBSVM(_BayesianSVMClassifier):
     or the skewed Laplace of eq. (4-5) (``gamma0 > 0``), lambda_n ~ Exp(gamma0) in the augmented
     form (eq. 6), gamma fixed or ~ Ga(a0, b0).
 
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped ECM / FITC / VI
+    program, one Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems
+    in turn), each with its own kernel parameters (ML-II per class) and key ``fold_in(key, k)``.
+    ``predict_latent`` and ``decision_function`` then have one column per class,
+    ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k)) normalised over
+    the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary
+    fits, the attributes below are theirs stacked along a leading class axis (lists where the
+    shapes differ, e.g. ``support_``, ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a
+    ``class`` dimension.
+
     Parameters
     ----------
     kernel : {"rbf", "ard", "poly", "linear"}
@@ -1256,7 +1286,9 @@ class GPBSVM(_BayesianSVMClassifier):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
+    classes_ : ndarray of shape (n_classes,)
+    estimators_ : list of GPBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest.
     kernel_params_ : dict
         Final kernel parameters (after ML-II) or the fixed ones.
     gamma_ : float
@@ -1406,7 +1438,8 @@ class GPBSVM(_BayesianSVMClassifier):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), two classes of any label type
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
         checkpoint : path, optional
             ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
             of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,

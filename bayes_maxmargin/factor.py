@@ -66,6 +66,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     pseudo-likelihood of a classifier on w_n (Henao et al. 2014, Sec. 5). The data are centred
     (column means stored in ``mean_``).
 
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest (:mod:`bayes_maxmargin.multiclass`),
+    K joint models "class k vs rest" run together (one Gibbs run over the stacked chains of all
+    classes, or one class-vmapped VB-EM loop), with keys ``fold_in(key, k)``; ``estimators_``
+    holds them, ``predict_proba`` normalises their K probit probabilities, ``transform`` returns
+    their K score blocks side by side, fitted arrays such as ``loadings_`` get a leading class
+    axis and ``idata_`` a ``class`` dimension.
+
     Parameters
     ----------
     n_factors : int
@@ -219,7 +226,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), two classes
+        y : array-like of shape (n_samples,)
+            Two or more classes; K > 2 classes are fitted one-vs-rest.
         checkpoint, resume : path, optional
             ``inference="gibbs"``: checkpoint folder written after every chunk, and a checkpoint
             of the same fit to continue from (see :func:`~bayes_maxmargin.inference.driver.run_chains`).

@@ -54,13 +54,16 @@ def _check_outputs(est, X, y):
 
 
 def _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-7, atol=1e-9):
-    """The multi-class fit (random_state=0) and the K binary fits with key fold_in(key, k)."""
+    """The multi-class fit (random_state=0) and the K binary fits with key fold_in(key, k) (integer
+    seeds of host-side generators: randint(fold_in(key, k)))."""
     multi = _fit_quiet(make(), X, y)
     _check_outputs(multi, X, y)
     m_multi, v_multi = multi.predict_latent(X)
     key = est_module._random_key(0)
     for k, label in enumerate(LABELS):
-        monkeypatch.setattr(est_module, "_random_key", lambda rs, k=k: jax.random.fold_in(key, k))
+        class_key = jax.random.fold_in(key, k)
+        monkeypatch.setattr(est_module, "_random_key", lambda rs: class_key)
+        monkeypatch.setattr(est_module, "_random_seed", lambda rs: int(jax.random.randint(class_key, (), 0, 2**31 - 1)))
         binary = _fit_quiet(make(), X, (y == label).astype(int))  # 1 = class k, coded +1
         monkeypatch.undo()
         m, v = binary.predict_latent(X)
@@ -98,6 +101,7 @@ def test_gp_ecm_equals_binary_fits(blobs, monkeypatch):
     assert multi.idata_.posterior["f"].dims[:3] == ("class", "chain", "draw")
 
 
+@pytest.mark.extended  # VB-EM of the factor model: tens of seconds on two cores
 def test_factor_vbem_equals_binary_fits(blobs, monkeypatch):
     X, y = blobs
     make = lambda: FactorBSVM(n_factors=2, inference="vbem", vb_iter=3, m_steps=2, random_state=0)  # noqa: E731
