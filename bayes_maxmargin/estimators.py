@@ -12,16 +12,19 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 from jax.scipy.linalg import cho_solve
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
 from .augmentation import log_pseudo_likelihood
+from . import multiclass as _mc
 from .data.validation import (
     BinaryLabelEncoder,
     InvalidParameterError,
+    OneVsRestLabelEncoder,
+    n_classes_of,
     check_array_2d,
     check_n_features,
     check_option,
@@ -69,17 +72,22 @@ __all__ = ["GPBSVM", "LinearBSVM"]
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
-    """Shared behaviour: input validation, label coding, probit predictions, tags.
+    """Shared behaviour: input validation, label coding, probit predictions, tags, and the
+    one-vs-rest multi-class fit of :mod:`bayes_maxmargin.multiclass`.
 
-    Subclasses implement ``fit`` and ``_latent_moments(X) -> (mean, var)`` of the latent f.
+    Subclasses implement ``fit`` (calling :meth:`_fit_multiclass` first, and routing their solver
+    calls through :meth:`_solve` and their keys through :meth:`_fit_key`) and
+    ``_latent_moments(X) -> (mean, var)`` of the latent f.
     """
 
+    # ------------------------------------------------------------------ fitting helpers
     def _fit_input(
         self, X: Any, y: Any, allow_nan: bool = False, nan_hint: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         name = type(self).__name__
         if y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+        self.__dict__.pop("estimators_", None)
         if hasattr(X, "columns"):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
         elif hasattr(self, "feature_names_in_"):
@@ -90,6 +98,59 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         return X, self._encoder.transform(y)
 
+    def _fit_key(self) -> jax.Array:
+        """The PRNG key of this fit: from ``random_state``, or ``fold_in(key, k)`` for the binary
+        problem k of a one-vs-rest fit."""
+        key = self.__dict__.get("_class_key")
+        return _random_key(self.random_state) if key is None else key
+
+    def _fit_seed(self) -> int:
+        """An integer seed (for host-side generators) drawn like :meth:`_fit_key`."""
+        key = self.__dict__.get("_class_key")
+        return _random_seed(self.random_state) if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+    def _solve(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``; batched over the classes in a one-vs-rest fit
+        (:func:`bayes_maxmargin.multiclass.solve`)."""
+        return _mc.solve(self, fn, *args, **kwargs)
+
+    def _fit_multiclass(self, X: Any, y: Any, **fit_kwargs: Any) -> bool:
+        """Fit a y of K > 2 classes one-vs-rest (:mod:`bayes_maxmargin.multiclass`) and return
+        True; return False (doing nothing) for any other y, which the binary fit then handles."""
+        if "_ovr_recorder" in self.__dict__ or y is None or n_classes_of(y) <= 2:
+            return False
+        name = type(self).__name__
+        _, y_checked = check_X_y(X, y, allow_nan=True, estimator_name=name)
+        params = self.get_params(deep=False)
+        for attr in [a for a in vars(self) if a not in params]:
+            delattr(self, attr)
+        encoder = OneVsRestLabelEncoder(name).fit(y_checked)
+        codes = encoder.transform(y_checked)
+        key = _random_key(self.random_state)
+        subs = []
+        for k in range(codes.shape[0]):
+            sub = clone(self)
+            sub._class_key = jax.random.fold_in(key, k)
+            subs.append(sub)
+        _mc.fit_one_vs_rest(subs, lambda k: subs[k].fit(X, codes[k], **fit_kwargs))
+        for sub in subs:
+            del sub._class_key
+        self._encoder = encoder
+        self.classes_ = encoder.classes_
+        self.n_features_in_ = subs[0].n_features_in_
+        if hasattr(subs[0], "feature_names_in_"):
+            self.feature_names_in_ = subs[0].feature_names_in_
+        self.estimators_ = subs
+        self.__dict__.update(_mc.combine_attributes(subs))
+        if all(hasattr(s, "idata_") for s in subs):
+            self.idata_ = _mc.combine_idata(subs, self.classes_)
+        return True
+
+    @property
+    def _multiclass(self) -> bool:
+        return "estimators_" in self.__dict__
+
+    # ------------------------------------------------------------------ prediction
     def _predict_input(self, X: Any, allow_nan: bool = False) -> np.ndarray:
         check_is_fitted(self, "classes_")
         name = type(self).__name__
@@ -97,52 +158,103 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         check_n_features(X, self.n_features_in_, name)
         return X
 
+    def _multiclass_latent(self, X: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(n, K) predictive means and variances of the K one-vs-rest latent functions."""
+        moments = [sub.predict_latent(X, *args) for sub in self.estimators_]
+        return np.column_stack([m for m, _ in moments]), np.column_stack([v for _, v in moments])
+
     def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior predictive mean and variance of the latent function f at ``X``."""
-        return self._latent_moments(self._predict_input(X))
+        """Posterior predictive mean and variance of the latent function f at ``X``.
+
+        Shapes (n_samples,) for two classes; (n_samples, n_classes) for K > 2 classes, column k
+        that of the binary problem ``classes_[k]`` vs rest (``estimators_[k]``).
+        """
+        X = self._predict_input(X)
+        if self._multiclass:
+            return self._multiclass_latent(X)
+        return self._latent_moments(X)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Probit-scale margin m / sqrt(1 + v) of the posterior predictive of f.
 
-        Positive values predict ``classes_[1]``. Its sign is the sign of the posterior mean of f
-        (the SVM decision rule), and ``predict_proba[:, 1] = Phi(decision_function)``, so scores and
-        probabilities rank points identically. ``predict_latent`` gives m and v themselves.
+        Two classes: shape (n_samples,); positive values predict ``classes_[1]``. Its sign is the
+        sign of the posterior mean of f (the SVM decision rule), and ``predict_proba[:, 1] =
+        Phi(decision_function)``, so scores and probabilities rank points identically. K > 2
+        classes: shape (n_samples, n_classes), the margins of the K one-vs-rest problems; the
+        prediction is the class of the largest. ``predict_latent`` gives m and v themselves.
         """
         return probit_margin(*self.predict_latent(X))
 
+    @staticmethod
+    def _probabilities(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+        if mean.ndim == 1:
+            p = probit_predictive(mean, var)
+            return np.column_stack([1.0 - p, p])
+        return _mc.normalised_probabilities(mean, var)
+
+    def _labels(self, score: np.ndarray) -> np.ndarray:
+        if score.ndim == 1:
+            return self._encoder.inverse_transform(np.where(score > 0, 1.0, -1.0))
+        return self._encoder.inverse_transform(np.argmax(score, axis=1))
+
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Posterior predictive class probabilities Phi(m / sqrt(1 + v)), columns as ``classes_``."""
-        p = probit_predictive(*self.predict_latent(X))
-        return np.column_stack([1.0 - p, p])
+        """Posterior predictive class probabilities, columns as ``classes_``.
+
+        Two classes: Phi(m / sqrt(1 + v)) and its complement. K > 2 classes: the one-vs-rest
+        probabilities Phi(m_k / sqrt(1 + v_k)) normalised to sum to one over the classes.
+        """
+        return self._probabilities(*self.predict_latent(X))
 
     def predict(self, X: Any) -> np.ndarray:
-        """Class labels: ``classes_[1]`` where the posterior mean of f is positive."""
-        signs = np.where(self.decision_function(X) > 0, 1.0, -1.0)
-        return self._encoder.inverse_transform(signs)
+        """Class labels: ``classes_[1]`` where the posterior mean of f is positive (two classes);
+        the class of the largest one-vs-rest margin (K > 2 classes)."""
+        return self._labels(self.decision_function(X))
 
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.inference.driver.run_chains` and
         :func:`~bayes_maxmargin.inference.svi.run_svi`, checked to apply: only the Gibbs samplers and
-        SVI run in chunks."""
+        SVI run in chunks (SVI only for binary problems: its K one-vs-rest runs are sequential)."""
         if (checkpoint is not None or resume is not None) and params["inference"] not in ("gibbs", "svi"):
             raise InvalidParameterError(
                 f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
                 f"inference={params['inference']!r}"
             )
+        if (checkpoint is not None or resume is not None) and params["inference"] == "svi" \
+                and "_class_key" in self.__dict__:
+            raise InvalidParameterError(
+                "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
+                "fit runs its one-vs-rest SVI problems one after the other)"
+            )
         return {"checkpoint": checkpoint, "resume": resume}
 
     def _saved_state(self) -> dict[str, Any]:
-        """Everything ``fit`` set, for :func:`bayes_maxmargin.save`."""
+        """Everything ``fit`` set, for :func:`bayes_maxmargin.save`; the one-vs-rest
+        sub-estimators as their parameters and saved states (their draws live in ``idata_``)."""
         params = self.get_params(deep=False)
-        return {k: v for k, v in vars(self).items() if k not in params}
+        state = {k: v for k, v in vars(self).items() if k not in params}
+        if "estimators_" in state:
+            state["estimators_"] = [
+                {"params": sub.get_params(deep=False),
+                 "state": {k: v for k, v in sub._saved_state().items() if k != "idata_"}}
+                for sub in state["estimators_"]
+            ]
+        return state
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`_saved_state`, for :func:`bayes_maxmargin.load`."""
+        subs = state.pop("estimators_", None)
         self.__dict__.update(state)
+        if subs is not None:
+            self.estimators_ = []
+            for k, saved in enumerate(subs):
+                sub = type(self)(**saved["params"])
+                sub._restore_saved(dict(saved["state"]))
+                if "idata_" in state:
+                    sub.idata_ = state["idata_"].isel(**{"class": k})
+                self.estimators_.append(sub)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
         tags.non_deterministic = False
         return tags
 
@@ -173,6 +285,10 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
     gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
     with jax.enable_x64(True):
         return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
+
+
+def _random_seed(random_state: Any) -> int:
+    return int(check_random_state(random_state).randint(2**31 - 1))
 
 
 def _random_key(random_state: Any) -> jax.Array:
@@ -213,6 +329,15 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     The intercept of these models has prior N(0, intercept_scale^2) (1e8 when None, the paper's
     sigma_beta^2).
+
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB program, one
+    Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems in turn), with
+    per-class keys ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one
+    column per class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
+    normalised over the classes, ``predict`` the class of the largest margin. Fitted attributes
+    get a leading class axis (below), ``idata_`` a ``class`` dimension, and ``estimators_`` holds
+    the K binary fits.
 
     Parameters
     ----------
@@ -270,16 +395,23 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    coef_ : ndarray of shape (1, n_features)
-        Posterior mean (MCMC) or MAP (EM) of beta.
-    intercept_ : ndarray of shape (1,)
-    gamma_ : float
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Posterior mean (MCMC) or MAP (EM) of beta; one row per one-vs-rest problem for K > 2
+        classes (as scikit-learn's linear classifiers).
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    gamma_ : float or ndarray of shape (n_classes,)
         Posterior mean, MAP or fixed value of gamma.
     idata_ : arviz.InferenceData
         Posterior draws (MAP with chain = draw = 1 for EM), sample_stats with the log joint (and the
-        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``.
-    n_iter_ : int
+        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
+        classes every variable has a leading ``class`` dimension (the class labels as strings;
+        traces of different lengths padded with NaN).
+    estimators_ : list of LinearBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest
+        (labels -1 / +1). The other fitted attributes below are theirs stacked along a leading
+        class axis (arrays of different lengths, e.g. ``objective_``, as lists).
+    n_iter_ : int or ndarray of shape (n_classes,)
         EM iterations run, VB sweeps run, or MCMC iterations per chain (warm-up included).
     objective_ : ndarray
         Log posterior after every EM iteration (EM only).
@@ -424,7 +556,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN entries only with ``missing="model"``.
-        y : array-like of shape (n_samples,), two classes of any label type
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
         groups : array-like of shape (n_samples,), optional
             Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
             Example 2).
@@ -440,6 +573,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         -------
         self
         """
+        if self._fit_multiclass(X, y, groups=groups, checkpoint=checkpoint, resume=resume):
+            return self
         params = self._checked_params()
         params["run_io"] = self._run_io(params, checkpoint, resume)
         X, y = self._fit_input(
@@ -494,7 +629,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 ),
                 *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])),
             )
-            key = _random_key(self.random_state)
+            key = self._fit_key()
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats = fit[params["inference"]](key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params)
@@ -506,7 +641,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         n_chains, p = params["num_chains"], data.design.shape[1]
         coef0 = 0.5 * _chain_normals(k_init, n_chains, (p,), data.design.dtype)
         state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
-        result = run_chains(
+        result = self._solve(
+            run_chains,
             build_linear_kernel(sample_gamma, params["overrelaxation"]),
             record_linear,
             state,
@@ -544,7 +680,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
         prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
                                           self.fit_intercept))
-        seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        seed = self._fit_seed()
         res, _ = _svi.svi_linear(
             design, y, np.diag(prec), num_steps=params["max_iter"],
             batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype, seed=seed,
@@ -561,7 +697,8 @@ class LinearBSVM(_BayesianSVMClassifier):
     def _fit_em(self, key, data, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
         coef0 = jnp.zeros(data.design.shape[1], data.design.dtype)
-        res = linear_em(
+        res = self._solve(
+            linear_em,
             coef0, data, hyper, jnp.asarray(params["tol"], coef0.dtype),
             max_iter=params["max_iter"], estimate_gamma=estimate_gamma,
         )
@@ -698,7 +835,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         s_int = params["intercept_scale"]
         sb2_int = 1e8 if s_int is None else s_int**2
         vb = params["inference"] == "vb"
-        key = _random_key(self.random_state)
+        key = self._fit_key()
         chains = params["num_chains"]
         run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
                    progress_bar=self.progress_bar, **params["run_io"])
@@ -719,7 +856,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                       jnp.asarray(max(3.0, float(d)), dtype))
                 h = hyper(sb2_int)
                 if vb:
-                    res = vb_missing(data, h, imp, tol, **vb_kw)
+                    res = self._solve(vb_missing, data, h, imp, tol, **vb_kw)
                     st = res.state
                     nu_q = float(imp.nu) + n
                     out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
@@ -729,7 +866,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
                     state = jax.vmap(init_missing, (0, None, None, None))(coef0, data, h, imp)
-                    r = run_chains(build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
+                    r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
                                n_iter=r.num_iterations, log_joint=s["log_joint"],
@@ -738,7 +875,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                 h = hyper(sb2_int)
                 if vb:
-                    res = vb_laplace_zero(data, h, None, tol, **vb_kw)
+                    res = self._solve(vb_laplace_zero, data, h, None, tol, **vb_kw)
                     st = res.state
                     g = np.r_[1.0, np.asarray(st.mu_gamma)]
                     Om_g = np.diag(g * (1 - g)) + np.outer(g, g)
@@ -751,7 +888,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                     v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
                     state = jax.vmap(init_laplace_zero, (None, 0, None, None, None, None))(
                         jnp.zeros(1, dtype), v0, jnp.ones(d, dtype), 1.0, data, h)
-                    r = run_chains(build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
+                    r = self._solve(run_chains, build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
                     s = r.samples
                     out.update(draws=np.concatenate([s["u"], s["beta"]], axis=-1), inclusion_draws=s["gamma"],
                                sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"])
@@ -766,7 +903,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                     perm = np.arange(d + 1 + Z.shape[1])
                 m = data.Z.shape[1]
                 if vb:
-                    res = vb_penalty(data, h, tol, **vb_kw)
+                    res = self._solve(vb_penalty, data, h, tol, **vb_kw)
                     st = res.state
                     L = np.asarray(st.prec_chol, dtype=np.float64)
                     half = np.linalg.solve(L, np.eye(L.shape[0]))  # small: (d + 1 + m) square
@@ -777,14 +914,14 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
-                    r = run_chains(build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
+                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
                                log_joint=s["log_joint"])
             else:  # Algorithm 1: prior="gaussian", inference="vb"
                 design = self._design(X)
                 prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
-                res = vb_gaussian(LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol, **vb_kw)
+                res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol, **vb_kw)
                 st = res.state
                 L = np.asarray(st.prec_chol, dtype=np.float64)
                 half = np.linalg.solve(L, np.eye(L.shape[0]))
@@ -866,6 +1003,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         uses the conditional mean of x_M, its variance adds E[w_M' Cov(x_M | x_O) w_M].
         """
         X = self._predict_input(X, allow_nan=True)
+        if self._multiclass:
+            return self._multiclass_latent(X, groups)
         nan = np.isnan(X)
         if not nan.any():
             return self._latent_moments(X, groups)
@@ -880,18 +1019,19 @@ class LinearBSVM(_BayesianSVMClassifier):
         return m, v + extra
 
     def decision_function(self, X: Any, groups: Any = None) -> np.ndarray:
-        """Probit-scale margin m / sqrt(1 + v) (see the base class); ``groups`` as in ``predict_latent``."""
+        """Probit-scale margin m / sqrt(1 + v) (see the base class): shape (n_samples,) for two
+        classes, (n_samples, n_classes) for more; ``groups`` as in ``predict_latent``."""
         return probit_margin(*self.predict_latent(X, groups))
 
     def predict_proba(self, X: Any, groups: Any = None) -> np.ndarray:
-        """Class probabilities Phi(m / sqrt(1 + v)), columns as ``classes_``."""
-        p = probit_predictive(*self.predict_latent(X, groups))
-        return np.column_stack([1.0 - p, p])
+        """Class probabilities, columns as ``classes_``: Phi(m / sqrt(1 + v)) for two classes, the
+        normalised one-vs-rest probabilities for more (see the base class)."""
+        return self._probabilities(*self.predict_latent(X, groups))
 
     def predict(self, X: Any, groups: Any = None) -> np.ndarray:
-        """Class labels: ``classes_[1]`` where the posterior mean of f is positive."""
-        signs = np.where(self.decision_function(X, groups) > 0, 1.0, -1.0)
-        return self._encoder.inverse_transform(signs)
+        """Class labels: ``classes_[1]`` where the posterior mean of f is positive (two classes),
+        the class of the largest one-vs-rest margin (more classes)."""
+        return self._labels(self.decision_function(X, groups))
 
     def _design(self, X: np.ndarray) -> np.ndarray:
         return np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
@@ -1053,6 +1193,17 @@ class GPBSVM(_BayesianSVMClassifier):
     or the skewed Laplace of eq. (4-5) (``gamma0 > 0``), lambda_n ~ Exp(gamma0) in the augmented
     form (eq. 6), gamma fixed or ~ Ga(a0, b0).
 
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped ECM / FITC / VI
+    program, one Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems
+    in turn), each with its own kernel parameters (ML-II per class) and key ``fold_in(key, k)``.
+    ``predict_latent`` and ``decision_function`` then have one column per class,
+    ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k)) normalised over
+    the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary
+    fits, the attributes below are theirs stacked along a leading class axis (lists where the
+    shapes differ, e.g. ``support_``, ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a
+    ``class`` dimension.
+
     Parameters
     ----------
     kernel : {"rbf", "ard", "poly", "linear"}
@@ -1135,7 +1286,9 @@ class GPBSVM(_BayesianSVMClassifier):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
+    classes_ : ndarray of shape (n_classes,)
+    estimators_ : list of GPBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest.
     kernel_params_ : dict
         Final kernel parameters (after ML-II) or the fixed ones.
     gamma_ : float
@@ -1285,7 +1438,8 @@ class GPBSVM(_BayesianSVMClassifier):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), two classes of any label type
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
         checkpoint : path, optional
             ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
             of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
@@ -1298,6 +1452,8 @@ class GPBSVM(_BayesianSVMClassifier):
         -------
         self
         """
+        if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
+            return self
         params = self._checked_params()
         params["run_io"] = self._run_io(params, checkpoint, resume)
         X, y = self._fit_input(X, y)
@@ -1321,7 +1477,7 @@ class GPBSVM(_BayesianSVMClassifier):
         dtype = np.float64 if x64 else np.float32
         with jax.enable_x64(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
-            key = _random_key(self.random_state)
+            key = self._fit_key()
             if params["inference"] == "svi":  # the data stay on the host
                 self._fit_svi(key, X, y, theta0, fixed, params)
                 return self
@@ -1341,7 +1497,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_vi(self, key, X, y, theta0, fixed, hyper, params):
         """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
         K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
-        res = _svi.batch_vi(K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
+        res = self._solve(_svi.batch_vi, K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
         elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
         if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
             raise NonFiniteStateError(
@@ -1428,11 +1584,12 @@ class GPBSVM(_BayesianSVMClassifier):
         tol = jnp.asarray(params["tol"], X.dtype)
         if len(fixed) == len(to_unconstrained(theta0)) or params["mlii_steps"] == 0:
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
-            res = gp_ecm(jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
+            res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
                          estimate_gamma=estimate_gamma)
             objective, log_z, theta = res.objective[None], np.zeros((0, 2)), theta0
         else:
-            res = gp_ecm_mlii(
+            res = self._solve(
+                gp_ecm_mlii,
                 X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
                 mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
                 optimizer=params["optimizer"], learning_rate=params["learning_rate"],
@@ -1449,7 +1606,8 @@ class GPBSVM(_BayesianSVMClassifier):
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
         learns = len(fixed) < len(to_unconstrained(theta0)) or self.optimize_inducing
-        res = fitc_ecm(
+        res = self._solve(
+            fitc_ecm,
             X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
             kernel=params["kernel"], max_iter=params["max_iter"],
             mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
@@ -1497,8 +1655,8 @@ class GPBSVM(_BayesianSVMClassifier):
                                                      sample_gamma=sample_gamma))(f0)
             kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
             record = build_gp_theta_record(theta0)
-        result = run_chains(
-            kernel, record, state, k_run, data, hyper,
+        result = self._solve(
+            run_chains, kernel, record, state, k_run, data, hyper,
             num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
             progress_bar=self.progress_bar, **params["run_io"],
         )

@@ -28,15 +28,18 @@ from sklearn.base import TransformerMixin
 
 from .data.validation import InvalidParameterError, check_option, check_scalar_param
 from .diagnostics import to_inference_data
-from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier, _random_key
+from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier
+from .multiclass import register_batched
 from .inference.driver import run_chains
 from .inference.factor_gibbs import FactorData, build_factor_kernel, init_factor, record_factor
-from .inference.factor_vbem import VBHyper, init_vb, predict_f, run_vbem
+from .inference.factor_vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
 from .inference.gp_gibbs import gp_alpha, gp_data
 from .kernels import ARDParams, SEParams, get_kernel, to_unconstrained
 from .models.factor import FactorHyper
 
 __all__ = ["FactorBSVM"]
+
+register_batched(run_vbem, run_vbem_batched)
 
 
 def _linear_with_intercept(scale2):
@@ -62,6 +65,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     Exp(nu / 2)), w_n ~ N(0, I), eps_n ~ N(0, I / psi), psi ~ Ga(a_psi, b_psi), and the max-margin
     pseudo-likelihood of a classifier on w_n (Henao et al. 2014, Sec. 5). The data are centred
     (column means stored in ``mean_``).
+
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest (:mod:`bayes_maxmargin.multiclass`),
+    K joint models "class k vs rest" run together (one Gibbs run over the stacked chains of all
+    classes, or one class-vmapped VB-EM loop), with keys ``fold_in(key, k)``; ``estimators_``
+    holds them, ``predict_proba`` normalises their K probit probabilities, ``transform`` returns
+    their K score blocks side by side, fitted arrays such as ``loadings_`` get a leading class
+    axis and ``idata_`` a ``class`` dimension.
 
     Parameters
     ----------
@@ -216,7 +226,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), two classes
+        y : array-like of shape (n_samples,)
+            Two or more classes; K > 2 classes are fitted one-vs-rest.
         checkpoint, resume : path, optional
             ``inference="gibbs"``: checkpoint folder written after every chunk, and a checkpoint
             of the same fit to continue from (see :func:`~bayes_maxmargin.inference.driver.run_chains`).
@@ -225,6 +236,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         -------
         self
         """
+        if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
+            return self
         run_io = self._run_io({"inference": self.inference}, checkpoint, resume)
         X, y = self._fit_input(X, y)
         self._check_params(X)
@@ -266,7 +279,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                                    self.kernel, int(self.n_blocks))
         s0 = init_factor(data, hyper, int(self.n_factors), structure)
         init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (self.num_chains,) + a.shape), s0)
-        res = run_chains(kern, record_factor, init, _random_key(self.random_state), data, hyper,
+        res = self._solve(run_chains, kern, record_factor, init, self._fit_key(), data, hyper,
                          num_warmup=self.num_warmup, num_samples=self.num_samples, thin=self.thin,
                          chunk_size=20, progress_bar=self.progress_bar, **run_io)
         s = res.samples
@@ -290,7 +303,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         theta = to_unconstrained(like) if like is not None else {}
         Xj, yj = jnp.asarray(X), jnp.asarray(y, jnp.float64)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
-        state, trace = run_vbem(Xj, yj, s0, kfn, like, hyper, n_iter=int(self.vb_iter), m_steps=int(self.m_steps))
+        state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.vb_iter),
+                                   m_steps=int(self.m_steps))
         self._vb = (state, like)
         self._structure = "vb-" + self.classifier
         self.loadings_ = np.asarray(state.mA)
@@ -328,8 +342,15 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             return np.asarray(W) if per_draw else np.asarray(W.mean(0))
 
     def transform(self, X: Any) -> np.ndarray:
-        """Factor scores of new data: the posterior mean of E[w | x, A, psi] (labels unknown)."""
+        """Factor scores of new data: the posterior mean of E[w | x, A, psi] (labels unknown).
+
+        Shape (n_samples, n_factors); for K > 2 classes the scores of the K one-vs-rest factor
+        models side by side, (n_samples, n_classes * n_factors), class k in columns
+        ``k * n_factors:(k + 1) * n_factors``.
+        """
         X = self._predict_input(X)
+        if self._multiclass:
+            return np.hstack([sub.transform(X) for sub in self.estimators_])
         return self._scores(X - self.mean_)
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params) -> np.ndarray:

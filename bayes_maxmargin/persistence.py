@@ -54,11 +54,11 @@ def register(*classes: type) -> None:
 def _registry() -> dict[str, type]:
     if not _TYPES:
         from . import estimators, factor, kernels, projection
-        from .data.validation import BinaryLabelEncoder
+        from .data.validation import BinaryLabelEncoder, OneVsRestLabelEncoder
         from .inference import factor_vbem, svi
 
         register(estimators.LinearBSVM, estimators.GPBSVM, projection.MaxMarginProjection, factor.FactorBSVM,
-                 BinaryLabelEncoder,
+                 BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
                  svi.NatParams, svi.SVIState, factor_vbem.VBState)
     return _TYPES

@@ -222,7 +222,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         X, y = check_X_y(X, y, estimator_name=name)
         classes, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
         if len(classes) < 2:
-            raise ValueError(f"{name} needs at least 2 classes in y; got only {classes.tolist()}")
+            raise ValueError(f"{name} needs at least 2 classes in y; got only 1 class {classes.tolist()}")
         few = classes[counts < 2]
         if few.size:
             raise ValueError(

@@ -83,11 +83,13 @@ def test_one_class(synthetic_binary):
 
 
 def test_three_classes(synthetic_binary):
+    """K > 2 classes are fitted one-vs-rest (tests/test_multiclass.py checks them in detail)."""
     X, y = synthetic_binary
     y3 = y.copy()
     y3[:10] = 2
-    with pytest.raises(ValueError, match="class"):
-        LinearBSVM("em").fit(X, y3)
+    clf = LinearBSVM("em", max_iter=50, tol=1e-6).fit(X, y3)
+    assert list(clf.classes_) == [-1, 1, 2] and clf.coef_.shape == (3, X.shape[1])
+    assert clf.predict_proba(X).shape == (X.shape[0], 3)
 
 
 def test_lengths_differ(synthetic_binary):

@@ -29,6 +29,9 @@ __all__ = [
     "check_X_y",
     "check_n_features",
     "BinaryLabelEncoder",
+    "OneVsRestLabelEncoder",
+    "class_labels",
+    "n_classes_of",
     "check_scalar_param",
     "check_option",
 ]
@@ -473,6 +476,107 @@ def check_n_features(X: Any, n_features_in_: int, estimator_name: str) -> None:
         )
 
 
+def class_labels(y: Any) -> np.ndarray:
+    """The sorted distinct labels of a 1-d label vector (as :func:`numpy.unique` sorts them).
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is not 1-d, is empty or contains NaN / None.
+    TypeError
+        If the labels cannot be sorted (e.g. a mix of strings and numbers).
+    """
+    arr = BinaryLabelEncoder._as_1d(y)
+    if arr.shape[0] == 0:
+        raise ValueError("y is empty: a classifier needs labels of two classes.")
+    if arr.dtype.kind == "f" and np.isnan(arr).any():
+        raise ValueError("Input y contains NaN; every sample needs a class label.")
+    if arr.dtype.kind == "O" and any(_is_missing_scalar(v) for v in arr):
+        raise ValueError("Input y contains NaN or None; every sample needs a class label.")
+    try:
+        return np.unique(arr)
+    except TypeError as exc:
+        kinds = sorted({type(v).__name__ for v in arr})
+        raise TypeError(
+            f"The labels in y cannot be sorted (they mix the types {', '.join(kinds)}): "
+            f"{exc}. Use labels of a single type."
+        ) from exc
+
+
+def n_classes_of(y: Any) -> int:
+    """Number of distinct labels of ``y``; 0 when ``y`` is not a valid label vector (the caller's
+    own validation then reports why)."""
+    try:
+        return int(class_labels(y).shape[0])
+    except (TypeError, ValueError):
+        return 0
+
+
+class OneVsRestLabelEncoder:
+    """Code the K > 2 labels of a multi-class problem as K one-vs-rest problems.
+
+    ``classes_`` holds the sorted labels; :meth:`transform` returns the (K, n) matrix whose row
+    k is +1 where ``y == classes_[k]`` and -1 elsewhere (class k against the rest).
+
+    Parameters
+    ----------
+    estimator_name : str or None, default=None
+        Name of the estimator using the encoder, used in messages.
+
+    Attributes
+    ----------
+    classes_ : numpy.ndarray of shape (n_classes,)
+
+    Examples
+    --------
+    >>> enc = OneVsRestLabelEncoder().fit(["a", "b", "c", "a"])
+    >>> enc.transform(["a", "c"])
+    array([[ 1., -1.],
+           [-1., -1.],
+           [-1.,  1.]])
+    """
+
+    def __init__(self, estimator_name: str | None = None) -> None:
+        self.estimator_name = estimator_name
+
+    def fit(self, y: Any) -> OneVsRestLabelEncoder:
+        """Learn the class labels (at least two)."""
+        classes = class_labels(y)
+        if classes.shape[0] == 1:
+            raise ValueError(
+                f"y contains only one class (label {_fmt_value(classes[0])}); a classifier needs two."
+            )
+        self.classes_ = classes
+        return self
+
+    def transform(self, y: Any) -> np.ndarray:
+        """The (n_classes, n_samples) matrix of +-1 one-vs-rest codes.
+
+        Raises
+        ------
+        ValueError
+            If ``y`` contains a label not seen in ``fit``.
+        """
+        if not hasattr(self, "classes_"):
+            raise NotFittedError("This OneVsRestLabelEncoder instance is not fitted yet. Call 'fit' first.")
+        arr = BinaryLabelEncoder._as_1d(y).astype(object)
+        known = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
+        index = {c: k for k, c in enumerate(known)}
+        codes = np.array([index.get(v.item() if isinstance(v, np.generic) else v, -1) for v in arr])
+        if (codes < 0).any():
+            bad = list(dict.fromkeys(_fmt_value(v) for v in arr[codes < 0]))
+            raise ValueError(f"y contains label(s) not seen during fit: {_fmt_list(bad)}.")
+        return np.where(codes[None, :] == np.arange(len(known))[:, None], 1.0, -1.0)
+
+    def fit_transform(self, y: Any) -> np.ndarray:
+        """Fit the encoder and return the one-vs-rest codes of ``y``."""
+        return self.fit(y).transform(y)
+
+    def inverse_transform(self, index: Any) -> np.ndarray:
+        """Labels of the class indices ``index`` (e.g. an argmax over the class axis)."""
+        return self.classes_[np.asarray(index, dtype=int)]
+
+
 class BinaryLabelEncoder:
     """Map the two class labels of a binary problem to -1 / +1.
 
@@ -534,21 +638,7 @@ class BinaryLabelEncoder:
         TypeError
             If the labels cannot be sorted (e.g. a mix of strings and numbers).
         """
-        arr = self._as_1d(y)
-        if arr.shape[0] == 0:
-            raise ValueError("y is empty: a classifier needs labels of two classes.")
-        if arr.dtype.kind == "f" and np.isnan(arr).any():
-            raise ValueError("Input y contains NaN; every sample needs a class label.")
-        if arr.dtype.kind == "O" and any(_is_missing_scalar(v) for v in arr):
-            raise ValueError("Input y contains NaN or None; every sample needs a class label.")
-        try:
-            classes = np.unique(arr)
-        except TypeError as exc:
-            kinds = sorted({type(v).__name__ for v in arr})
-            raise TypeError(
-                f"The labels in y cannot be sorted (they mix the types {', '.join(kinds)}): "
-                f"{exc}. Use labels of a single type."
-            ) from exc
+        classes = class_labels(y)
         who = self.estimator_name or "this estimator"
         if classes.shape[0] == 1:
             raise ValueError(

@@ -151,6 +151,7 @@ def run_chains(
     checkpoint: str | os.PathLike | None = None,
     resume: str | os.PathLike | None = None,
     callback: Callable[[int], None] | None = None,
+    chain_keys: Array | None = None,
 ) -> ChainResult:
     """Run ``kernel`` on every chain of ``init_state`` and record ``record(state)`` per kept draw.
 
@@ -183,6 +184,10 @@ def run_chains(
         run's checkpoint returns its draws without running anything.
     callback : callable, optional
         Called with the number of iterations done after every chunk (and its checkpoint).
+    chain_keys : Array, optional
+        One key per chain, replacing ``fold_in(rng_key, c)`` (then ``rng_key`` is unused): the
+        one-vs-rest runs of :mod:`bayes_maxmargin.multiclass` stack the chains of several
+        problems, each with the chain keys of its own binary run.
 
     Returns
     -------
@@ -194,7 +199,10 @@ def run_chains(
         ``resume`` holds no readable checkpoint, or one of a different run.
     """
     num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
-    chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
+    if chain_keys is None:
+        chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
+    elif chain_keys.shape[0] != num_chains:
+        raise ValueError(f"chain_keys holds {chain_keys.shape[0]} keys for {num_chains} chains")
     warm_blocks = -(-num_warmup // thin)
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))

@@ -310,6 +310,29 @@ def run_vbem(X, y, state: VBState, kernel_fn, like, hyper: VBHyper, *, n_iter: i
     return state, jnp.stack(trace)
 
 
+def run_vbem_batched(fn, per_class, kwargs):
+    """K calls of :func:`run_vbem` with the same X (one-vs-rest problems differing in y and the
+    starting state) as one loop of the class-``vmap``ped iteration (:mod:`bayes_maxmargin.multiclass`)."""
+    X, _, _, kernel_fn, like, hyper = per_class[0]
+    if any(a[3] is not kernel_fn for a in per_class):
+        return None
+    n_iter = kwargs.get("n_iter", 30)
+    static = dict(kernel_fn=kernel_fn, m_steps=kwargs.get("m_steps", 10),
+                  learn=tuple(kwargs.get("learn", ("lengthscale", "lengthscales"))), track=kwargs.get("track", True))
+    X = jnp.asarray(X)
+    Y = jnp.stack([jnp.asarray(a[1], X.dtype) for a in per_class])
+    state = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *(a[2] for a in per_class))
+    hyper = VBHyper(*(jnp.asarray(v, X.dtype) for v in hyper))
+    like = None if like is None else jax.tree_util.tree_map(lambda v: jnp.asarray(v, X.dtype), like)
+    step = jax.vmap(functools.partial(_vbem_iteration, **static), in_axes=(0, None, 0, None, None))
+    trace = []
+    for _ in range(n_iter):
+        state, f = step(state, X, Y, like, hyper)
+        trace.append(f)
+    trace = jnp.stack(trace, axis=1)
+    return [(jax.tree_util.tree_map(lambda a, k=k: a[k], state), trace[k]) for k in range(len(per_class))]
+
+
 def predict_f(state: VBState, X, y, Xnew_scores, kernel_fn, like) -> tuple[Array, Array]:
     """Predictive mean and variance of f at new scores: k_*'(K + D)^-1 t, k_** - k_*'(K + D)^-1 k_*."""
     params = from_unconstrained(state.theta, like) if like is not None else None

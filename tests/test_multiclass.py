@@ -1,0 +1,177 @@
+"""Multi-class (K > 2) one-vs-rest fits of every estimator (:mod:`bayes_maxmargin.multiclass`).
+
+The correctness check: the batched multi-class fit (one vmapped solver call, or one stacked Gibbs
+run of K * num_chains chains) equals K separate binary fits of "class k vs rest" whose PRNG key is
+``fold_in(key, k)``, ``key`` the estimator's key from ``random_state``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection, load, save
+from bayes_maxmargin import estimators as est_module
+from bayes_maxmargin.factor import FactorBSVM
+
+LABELS = np.array(["ant", "bee", "cat"])
+#: One setting per inference method, shared by the tests so that each program compiles once.
+EM = dict(inference="em", max_iter=100, tol=1e-8)
+GIBBS = dict(num_samples=15, num_warmup=5, num_chains=2, progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def blobs() -> tuple[np.ndarray, np.ndarray]:
+    """Three well separated blobs of 12 points in 3-d (the third feature is noise), string labels."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 3.0, 0.0], [3.0, -1.5, 0.0], [-3.0, -1.5, 0.0]])
+    X = np.concatenate([c + 0.6 * rng.normal(size=(12, 3)) for c in centres])
+    return X, np.repeat(LABELS, 12)
+
+
+def _fit_quiet(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, y)
+
+
+def _check_outputs(est, X, y):
+    assert list(est.classes_) == list(LABELS)
+    proba = est.predict_proba(X)
+    assert proba.shape == (X.shape[0], 3)
+    assert np.all(np.isfinite(proba)) and np.all((proba >= 0) & (proba <= 1))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    dec = est.decision_function(X)
+    assert dec.shape == (X.shape[0], 3)
+    pred = est.predict(X)
+    np.testing.assert_array_equal(pred, LABELS[np.argmax(dec, axis=1)])
+    np.testing.assert_array_equal(pred, LABELS[np.argmax(proba, axis=1)])
+    assert np.mean(pred == y) > 0.9  # chance: 1/3
+    m, v = est.predict_latent(X)
+    assert m.shape == v.shape == (X.shape[0], 3)
+    assert len(est.estimators_) == 3
+
+
+def _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-7, atol=1e-9):
+    """The multi-class fit (random_state=0) and the K binary fits with key fold_in(key, k) (integer
+    seeds of host-side generators: randint(fold_in(key, k)))."""
+    multi = _fit_quiet(make(), X, y)
+    _check_outputs(multi, X, y)
+    m_multi, v_multi = multi.predict_latent(X)
+    key = est_module._random_key(0)
+    for k, label in enumerate(LABELS):
+        class_key = jax.random.fold_in(key, k)
+        monkeypatch.setattr(est_module, "_random_key", lambda rs: class_key)
+        monkeypatch.setattr(est_module, "_random_seed", lambda rs: int(jax.random.randint(class_key, (), 0, 2**31 - 1)))
+        binary = _fit_quiet(make(), X, (y == label).astype(int))  # 1 = class k, coded +1
+        monkeypatch.undo()
+        m, v = binary.predict_latent(X)
+        np.testing.assert_allclose(m_multi[:, k], m, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(v_multi[:, k], v, rtol=rtol, atol=atol)
+    return multi
+
+
+def test_linear_em_equals_binary_fits(blobs, monkeypatch):
+    X, y = blobs
+    multi = _binary_fits_agree(lambda: LinearBSVM(**EM, random_state=0), X, y, monkeypatch)
+    assert multi.coef_.shape == (3, 3) and multi.intercept_.shape == (3,)
+    assert multi.gamma_.shape == (3,)
+    assert multi.idata_.posterior["beta"].dims == ("class", "chain", "draw", "feature")
+    assert list(multi.idata_.posterior["class"].values) == list(LABELS)
+
+
+def test_linear_gibbs_equals_binary_fits(blobs, monkeypatch):
+    X, y = blobs
+    multi = _binary_fits_agree(lambda: LinearBSVM(**GIBBS, random_state=0), X, y, monkeypatch)
+    assert multi.idata_.posterior["beta"].shape == (3, 2, 15, 3)
+
+
+def test_linear_vb_equals_binary_fits(blobs, monkeypatch):
+    X, y = blobs
+    _binary_fits_agree(lambda: LinearBSVM("vb", max_iter=50, tol=1e-8, random_state=0), X, y, monkeypatch)
+
+
+def test_gp_ecm_equals_binary_fits(blobs, monkeypatch):
+    X, y = blobs
+    make = lambda: GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, random_state=0)  # noqa: E731
+    multi = _binary_fits_agree(make, X, y, monkeypatch)
+    assert multi.f_.shape == (3, X.shape[0])
+    assert multi.idata_.posterior["f"].dims[:3] == ("class", "chain", "draw")
+
+
+@pytest.mark.extended  # VB-EM of the factor model: tens of seconds on two cores
+def test_factor_vbem_equals_binary_fits(blobs, monkeypatch):
+    X, y = blobs
+    make = lambda: FactorBSVM(n_factors=2, inference="vbem", vb_iter=3, m_steps=2, random_state=0)  # noqa: E731
+    multi = _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
+    assert multi.transform(X).shape == (X.shape[0], 3 * 2)
+
+
+def test_save_load_multiclass(blobs, tmp_path):
+    X, y = blobs
+    est = _fit_quiet(LinearBSVM(**GIBBS, random_state=1), X, y)
+    path = save(est, tmp_path / "mc.bmm")
+    back = load(path)
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    np.testing.assert_array_equal(back.coef_, est.coef_)
+    assert back.estimators_[2].idata_.posterior["beta"].shape == (2, 15, 3)
+
+
+def test_binary_path_is_untouched(blobs):
+    """Two classes never take the one-vs-rest path."""
+    X, y = blobs
+    y2 = np.where(y == "cat", "bee", y)
+    est = _fit_quiet(LinearBSVM(**EM), X, y2)
+    assert not hasattr(est, "estimators_") and est.coef_.shape == (1, 3)
+    assert est.decision_function(X).shape == (X.shape[0],)
+    assert est.predict_proba(X).shape == (X.shape[0], 2)
+
+
+def test_refit_binary_after_multiclass(blobs):
+    X, y = blobs
+    est = _fit_quiet(LinearBSVM(**EM), X, y)
+    _fit_quiet(est, X, (y == "ant").astype(int))
+    assert not hasattr(est, "estimators_") and est.predict_proba(X).shape == (X.shape[0], 2)
+
+
+@pytest.mark.extended  # a Gibbs / VB-EM program compiled per data shape: tens of seconds per check
+@parametrize_with_checks(
+    [
+        MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
+        FactorBSVM(n_factors=1, inference="vbem", vb_iter=2, m_steps=1, random_state=0),
+    ],
+    expected_failed_checks=lambda est: {
+        "check_classifiers_train": "one factor of the checks' two features cannot separate three blobs "
+                                   "(the factor model needs n_factors < n_features)",
+        "check_estimators_pickle": "the VB-EM predictions of an unpickled binary fit agree to ~2e-7 relative, "
+                                   "not to the check's 1e-7",
+    } if isinstance(est, FactorBSVM) else {},
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("make", [
+    lambda: LinearBSVM("nuts", num_samples=20, num_warmup=20, num_chains=1, random_state=0),
+    lambda: LinearBSVM("svi", max_iter=100, batch_size=12, random_state=0),
+    lambda: LinearBSVM(prior="penalty", inference="vb", max_iter=50, random_state=0),
+    lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_samples=20, num_warmup=10, num_chains=2,
+                   progress_bar=False, random_state=0),
+    lambda: GPBSVM(inference="ecm", max_iter=20, mlii_every=10, mlii_steps=2, random_state=0),
+    lambda: GPBSVM(inference="fitc", num_inducing=8, max_iter=20, mlii_every=10, mlii_steps=2, random_state=0),
+    lambda: GPBSVM(inference="vi", max_iter=20, random_state=0),
+    lambda: GPBSVM(inference="svi", num_inducing=8, batch_size=12, max_iter=100, random_state=0),
+    lambda: FactorBSVM(n_factors=2, inference="gibbs", num_samples=20, num_warmup=10, num_chains=1, random_state=0),
+], ids=["linear-nuts", "linear-svi", "linear-penalty-vb", "gp-gibbs", "gp-ecm-mlii", "gp-fitc", "gp-vi", "gp-svi",
+        "factor-gibbs"])
+def test_every_inference_method_fits_three_classes(blobs, monkeypatch, make):
+    X, y = blobs
+    _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
