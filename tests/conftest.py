@@ -10,6 +10,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import matplotlib  # noqa: E402
@@ -17,6 +19,31 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 matplotlib.use("Agg")
+
+_CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One JAX compilation cache for the run, shared by the xdist workers and the subprocesses.
+
+    The suite's time goes mostly to XLA compilation, and the workers and the ``bmm`` subprocesses
+    compile many of the same programs. The controller creates a fresh cache folder (removed at the
+    end of the run) and exports it before the workers start; a ``JAX_COMPILATION_CACHE_DIR`` already
+    set is used as it is.
+    """
+    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    folder = tempfile.mkdtemp(prefix="bmm-test-jax-cache-")
+    config._bmm_jax_cache = folder  # type: ignore[attr-defined]
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+    for key, value in _CACHE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = getattr(config, "_bmm_jax_cache", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 DATA_DIR = os.environ.get("BMM_DATA_DIR")
 needs_data = pytest.mark.skipif(
