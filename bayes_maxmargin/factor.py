@@ -305,7 +305,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.vb_iter),
                                    m_steps=int(self.m_steps))
-        self._vb = (state, like)
+        # host copies: a pickled jax float64 array would come back as float32 outside x64 mode
+        self._vb = jax.tree.map(np.asarray, (state, like))
         self._structure = "vb-" + self.classifier
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()

@@ -148,8 +148,6 @@ def test_refit_binary_after_multiclass(blobs):
     expected_failed_checks=lambda est: {
         "check_classifiers_train": "one factor of the checks' two features cannot separate three blobs "
                                    "(the factor model needs n_factors < n_features)",
-        "check_estimators_pickle": "the VB-EM predictions of an unpickled binary fit agree to ~2e-7 relative, "
-                                   "not to the check's 1e-7",
     } if isinstance(est, FactorBSVM) else {},
 )
 def test_sklearn_compatible(estimator, check):
