@@ -108,7 +108,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Blocks of the elliptical slice update of W per sweep (n_samples: one score at a time).
     num_warmup, num_samples, thin, num_chains : int
         MCMC run (the paper: 600 warm-up, 60 kept draws thinned by 10).
-    vb_iter, m_steps : int
+    max_iter, m_steps : int
         VB-EM iterations and L-BFGS steps per M-step.
     progress_bar : bool
     random_state : int or None
@@ -143,7 +143,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         num_samples: int = 60,
         thin: int = 10,
         num_chains: int = 1,
-        vb_iter: int = 30,
+        max_iter: int = 30,
         m_steps: int = 10,
         progress_bar: bool = False,
         random_state: Any = None,
@@ -167,7 +167,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.num_samples = num_samples
         self.thin = thin
         self.num_chains = num_chains
-        self.vb_iter = vb_iter
+        self.max_iter = max_iter
         self.m_steps = m_steps
         self.progress_bar = progress_bar
         self.random_state = random_state
@@ -191,7 +191,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         check_scalar_param("rho", self.rho, low=0.0, low_inclusive=False, allow_none=True)
         for name in ("num_warmup",):
             check_scalar_param(name, getattr(self, name), kind="int", low=0)
-        for name in ("num_samples", "thin", "num_chains", "vb_iter", "m_steps", "n_blocks"):
+        for name in ("num_samples", "thin", "num_chains", "max_iter", "m_steps", "n_blocks"):
             check_scalar_param(name, getattr(self, name), kind="int", low=1)
         if not self.joint and self.inference == "vbem":
             raise InvalidParameterError(
@@ -303,7 +303,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         theta = to_unconstrained(like) if like is not None else {}
         Xj, yj = jnp.asarray(X), jnp.asarray(y, jnp.float64)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
-        state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.vb_iter),
+        state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.max_iter),
                                    m_steps=int(self.m_steps))
         # host copies: a pickled jax float64 array would come back as float32 outside x64 mode
         self._vb = jax.tree.map(np.asarray, (state, like))

@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     factor = {k: v for k, v in dict(num_warmup=args.num_warmup, num_samples=args.num_samples,
                                     n_blocks=args.n_blocks, thin=args.thin,
-                                    vb_iter=args.vb_iter).items() if v is not None}
+                                    max_iter=args.vb_iter).items() if v is not None}
     rows, table = table3(args.datasets, args.variants, repetitions=args.repetitions, folds=args.folds,
                          quick=args.quick, factor=factor)
     print(table)

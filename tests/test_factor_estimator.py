@@ -7,7 +7,7 @@ import pytest
 
 from bayes_maxmargin import FactorBSVM
 
-SMALL = dict(num_warmup=20, num_samples=10, thin=2, n_blocks=2, vb_iter=4, m_steps=3, random_state=0)
+SMALL = dict(num_warmup=20, num_samples=10, thin=2, n_blocks=2, max_iter=4, m_steps=3, random_state=0)
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,7 @@ def test_gp_ecm_equals_binary_fits(blobs, monkeypatch):
 @pytest.mark.extended  # VB-EM of the factor model: tens of seconds on two cores
 def test_factor_vbem_equals_binary_fits(blobs, monkeypatch):
     X, y = blobs
-    make = lambda: FactorBSVM(n_factors=2, inference="vbem", vb_iter=3, m_steps=2, random_state=0)  # noqa: E731
+    make = lambda: FactorBSVM(n_factors=2, inference="vbem", max_iter=3, m_steps=2, random_state=0)  # noqa: E731
     multi = _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
     assert multi.transform(X).shape == (X.shape[0], 3 * 2)
 
@@ -143,7 +143,7 @@ def test_refit_binary_after_multiclass(blobs):
 @parametrize_with_checks(
     [
         MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
-        FactorBSVM(n_factors=1, inference="vbem", vb_iter=2, m_steps=1, random_state=0),
+        FactorBSVM(n_factors=1, inference="vbem", max_iter=2, m_steps=1, random_state=0),
     ],
     expected_failed_checks=lambda est: {
         "check_classifiers_train": "one factor of the checks' two features cannot separate three blobs "

@@ -122,7 +122,7 @@ ESTIMATORS = {
     "linear-em": lambda: LinearBSVM(inference="em", gamma_prior=(2.0, 1.0), max_iter=50),
     "linear-vb": lambda: LinearBSVM(inference="vb", max_iter=30),
     "gp-vi": lambda: GPBSVM(inference="vi", max_iter=10, learn_kernel=False),
-    "factor-vbem": lambda: FactorBSVM(n_factors=1, classifier="linear", inference="vbem", vb_iter=5, random_state=0),
+    "factor-vbem": lambda: FactorBSVM(n_factors=1, classifier="linear", inference="vbem", max_iter=5, random_state=0),
     "projection-kmmdp": lambda: MaxMarginProjection(n_components=2, kernel="rbf", n_basis=6, num_samples=5,
                                                     num_warmup=5, random_state=0),
 }

@@ -91,9 +91,9 @@ def table3(
     """
     from ..factor import FactorBSVM
 
-    base = dict(n_factors=10, num_warmup=600, num_samples=60, thin=10, n_blocks=8, vb_iter=30, m_steps=10)
+    base = dict(n_factors=10, num_warmup=600, num_samples=60, thin=10, n_blocks=8, max_iter=30, m_steps=10)
     if quick:
-        base.update(n_factors=3, num_warmup=20, num_samples=2, thin=10, n_blocks=2, vb_iter=5, m_steps=3)
+        base.update(n_factors=3, num_warmup=20, num_samples=2, thin=10, n_blocks=2, max_iter=5, m_steps=3)
         repetitions, folds, max_n = 2, 2, max_n or 100
     base.update(dict(factor or {}))
     rows = []
