@@ -55,12 +55,9 @@ needs_data = pytest.mark.skipif(
 @pytest.fixture(scope="session")
 def synthetic_binary() -> tuple[np.ndarray, np.ndarray]:
     """A seeded, overlapping two-class problem: 200 x 3, labels +-1."""
-    rng = np.random.default_rng(0)
-    n, d = 200, 3
-    X = rng.normal(size=(n, d))
-    beta = np.array([1.5, -1.0, 0.5])
-    y = np.where(X @ beta + 0.3 + rng.normal(scale=1.0, size=n) > 0, 1, -1)
-    return X, y
+    from .reference import synthetic_binary as make
+
+    return make()
 
 
 @pytest.fixture(scope="session")

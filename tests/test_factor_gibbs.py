@@ -26,20 +26,13 @@ from bayes_maxmargin.kernels import LinearParams, SEParams
 from bayes_maxmargin.models.factor import FactorHyper, factor_bsvm
 
 from ._posterior import assert_posteriors_agree
-
-GAMMA0 = 0.5
+from .reference import FACTOR_GAMMA0 as GAMMA0
+from .reference import factor_tiny, load_reference
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    rng = np.random.default_rng(1)
-    n, d = 12, 4
-    w = rng.normal(size=(n, 1))
-    A = rng.normal(size=(d, 1))
-    X = w @ A.T + 0.5 * rng.normal(size=(n, d))
-    X -= X.mean(0)
-    y = np.where(w[:, 0] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
-    return X, y
+    return factor_tiny()
 
 
 def _hyper():
@@ -76,11 +69,12 @@ def _nuts(X, y, classifier, theta, gamma_prior=None, **kw):
 
 def test_linear_gibbs_agrees_with_nuts(tiny):
     """Linear discriminative factor model: Gibbs (phi, A, psi, lambda, [beta, b], W, gamma) against
-    NUTS on the program with phi and lambda integrated out, within 4 MCSE."""
+    NUTS on the program with phi and lambda integrated out (the stored reference ``factor_linear``),
+    within 4 MCSE."""
     X, y = tiny
+    nuts = load_reference("factor_linear").draws
     with jax.enable_x64(True):
         gibbs = _gibbs(X, y, "linear", SEParams())
-        nuts = _nuts(X, y, "linear", SEParams(), num_warmup=300, num_samples=600)
     nuts["coef"] = np.stack([nuts["beta"][..., 0], nuts["intercept"]], -1)
     assert_posteriors_agree(_invariants(gibbs, y, True), _invariants(nuts, y, True),
                             ["psi", "absbeta", "absA", "yf0", "yf1"], sd_rtol=0.15)

@@ -24,18 +24,16 @@ from bayes_maxmargin.kernels import ARDParams, SEParams
 from bayes_maxmargin.models.gp import GPHyper, gp_bsvm, prior_covariance
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
+from .reference import GP_FIXED, gp_tiny, load_reference
 
 N = 12
-KERNEL_PARAMS = SEParams(lengthscale=0.8, amplitude=1.0)
+KERNEL_PARAMS = SEParams(lengthscale=GP_FIXED["lengthscale"], amplitude=GP_FIXED["amplitude"])
 
 
 @pytest.fixture(scope="module")
 def tiny() -> tuple[np.ndarray, np.ndarray]:
     """n = 12 evenly spaced 1-D inputs, labels from a noisy sine (overlapping classes)."""
-    rng = np.random.default_rng(0)
-    x = np.linspace(-3.0, 3.0, N)
-    y = np.where(np.sin(1.5 * x) + 0.3 * rng.normal(size=N) > 0, 1.0, -1.0)
-    return x[:, None], y
+    return gp_tiny(N)
 
 
 def _problem(X, y, gamma0, gamma_prior, kernel="rbf", kernel_params=KERNEL_PARAMS):
@@ -128,14 +126,16 @@ def test_float32_sweeps_stay_finite(tiny):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("gamma0,gamma_prior", [
-    (0.1, None),
+    (GP_FIXED["gamma0"], None),  # the stored reference gp_fixed_theta
     pytest.param(0.0, None, marks=pytest.mark.extended),
     pytest.param(0.5, (2.0, 2.0), marks=pytest.mark.extended),
 ])
 def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior):
     """Gibbs on the augmented joint and NUTS on the marginal program give the same posterior of f
-    (and of gamma when it has a prior)."""
+    (and of gamma when it has a prior). The default case uses the stored NUTS reference
+    ``gp_fixed_theta``, the others run NUTS here."""
     X, y = tiny
+    stored = (gamma0, gamma_prior) == (GP_FIXED["gamma0"], None)
     with jax.enable_x64(True):
         data, hyper, kwargs = _problem(X, y, gamma0, gamma_prior)
         sample_gamma = gamma_prior is not None
@@ -144,11 +144,17 @@ def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior):
             build_gp_kernel(sample_gamma), record_gp, init, jax.random.PRNGKey(0), data, hyper,
             num_warmup=250, num_samples=5000, progress_bar=False,
         ).samples
-        nuts, stats = run_nuts(
-            gp_bsvm, jax.random.PRNGKey(1), (jnp.asarray(X), jnp.asarray(y)), kwargs,
-            num_warmup=300, num_samples=800, num_chains=4,
-        )
-    assert stats["diverging"].sum() == 0
+        if not stored:
+            nuts, stats = run_nuts(
+                gp_bsvm, jax.random.PRNGKey(1), (jnp.asarray(X), jnp.asarray(y)), kwargs,
+                num_warmup=300, num_samples=800, num_chains=4,
+            )
+    if stored:
+        ref = load_reference("gp_fixed_theta")
+        nuts, diverging = ref.draws, ref.diverging
+    else:
+        diverging = stats["diverging"].sum()
+    assert diverging == 0
     assert_posteriors_agree(gibbs, nuts, ["f"] + (["gamma"] if sample_gamma else []))
 
 

@@ -21,12 +21,11 @@ from bayes_maxmargin.inference.gp_theta import (
     slice_sweep,
     unpack_log_theta,
 )
-from bayes_maxmargin.inference.nuts import run_nuts
 from bayes_maxmargin.kernels import ARDParams, PolyParams, SEParams
-from bayes_maxmargin.linalg import mvn_logpdf_chol
-from bayes_maxmargin.models.gp import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior, prior_covariance
+from bayes_maxmargin.models.gp import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
+from .reference import GP_THETA, gp_theta_statistics, gp_wave, load_reference
 
 N = 30
 SE = SEParams(lengthscale=1.0, amplitude=1.0)
@@ -35,10 +34,7 @@ SE = SEParams(lengthscale=1.0, amplitude=1.0)
 @pytest.fixture(scope="module")
 def wave() -> tuple[np.ndarray, np.ndarray]:
     """n = 30 1-D inputs, labels from a noisy sine (overlapping classes)."""
-    rng = np.random.default_rng(0)
-    x = np.sort(rng.uniform(-3.0, 3.0, N))
-    y = np.where(np.sin(1.5 * x) + 0.3 * rng.normal(size=N) > 0, 1.0, -1.0)
-    return x[:, None], y
+    return gp_wave(N)
 
 
 def _hyper(gamma0: float, dtype=jnp.float64) -> GPHyper:
@@ -172,11 +168,12 @@ def test_float32_sweeps_stay_finite(wave):
 @pytest.mark.slow
 def test_gibbs_with_theta_agrees_with_nuts(wave):
     """Gibbs with theta sampled (slice on theta | lambda, gamma, then f exactly) and NUTS on the
-    marginal program (non-centred, the same posterior) agree on log theta, on f at five inputs and
-    on log N(f | 0, K_theta), a statistic of the joint of f and theta (it is what fails, by 20 MCSE,
-    when f is not redrawn after theta moves)."""
+    marginal program (non-centred, the same posterior; the stored reference ``gp_theta_se``) agree on
+    log theta, on f at five inputs and on log N(f | 0, K_theta), a statistic of the joint of f and theta
+    (it is what fails, by 20 MCSE, when f is not redrawn after theta moves)."""
     X, y = wave
-    prior_scale, jitter, gamma0 = 0.5, 1e-2, 0.1
+    ref = load_reference("gp_theta_se")
+    prior_scale, jitter, gamma0 = GP_THETA["prior_scale"], GP_THETA["jitter"], GP_THETA["gamma0"]
     with jax.enable_x64(True):
         prior = kernel_prior(SE, prior_scale)
         data = gp_theta_data(X, y, prior, jitter=jitter)
@@ -186,31 +183,6 @@ def test_gibbs_with_theta_agrees_with_nuts(wave):
             build_gp_theta_kernel("rbf", SE, False), build_gp_theta_record(SE), init, jax.random.PRNGKey(0),
             data, hyper, num_warmup=200, num_samples=1000, chunk_size=1200, progress_bar=False,  # one compiled chunk
         ).samples
-        kwargs = dict(kernel="rbf", kernel_params=SE, gamma=1.0, gamma0=gamma0, jitter=jitter,
-                      kernel_prior=prior, noncentered=True)
-        nuts, stats = run_nuts(
-            gp_bsvm, jax.random.PRNGKey(1), (jnp.asarray(X), jnp.asarray(y)), kwargs,
-            num_warmup=200, num_samples=400, num_chains=4, target_accept_prob=0.6,
-        )
-    assert stats["diverging"].sum() == 0
-    points = np.linspace(0, N - 1, 5).astype(int)
-    gibbs, nuts = (
-        {"log_theta": np.stack([np.log(s["lengthscale"]), np.log(s["amplitude"])], -1),
-         "f": s["f"][..., points],
-         "log_prior_f": _log_prior_f(X, jitter, s)}
-        for s in (gibbs, nuts)
-    )
-    assert_posteriors_agree(gibbs, nuts, ["log_theta", "f", "log_prior_f"], z=4.0, sd_rtol=0.15)
-
-
-def _log_prior_f(X: np.ndarray, jitter: float, draws: dict[str, np.ndarray]) -> np.ndarray:
-    """log N(f | 0, K_theta + jitter I) at every (chain, draw) of an SE-kernel posterior."""
-
-    def one(ls, amp, f):
-        cov = prior_covariance(X, "rbf", SEParams(ls, amp), jitter)
-        return mvn_logpdf_chol(f, jnp.linalg.cholesky(cov))
-
-    shape = draws["f"].shape[:2]
-    with jax.enable_x64(True):
-        flat = [jnp.asarray(draws[k]).reshape((-1,) + draws[k].shape[2:]) for k in ("lengthscale", "amplitude", "f")]
-        return np.asarray(jax.jit(jax.vmap(one))(*flat)).reshape(shape)
+    assert ref.diverging == 0
+    assert_posteriors_agree(gp_theta_statistics(X, gibbs), ref.draws, ["log_theta", "f", "log_prior_f"],
+                            z=4.0, sd_rtol=0.15)

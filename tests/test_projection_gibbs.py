@@ -14,7 +14,6 @@ from numpyro.infer.util import log_density
 from scipy import stats
 
 from bayes_maxmargin.inference import driver
-from bayes_maxmargin.inference.nuts import run_nuts
 from bayes_maxmargin.inference.projection_gibbs import (
     build_projection_kernel,
     init_projection,
@@ -24,19 +23,15 @@ from bayes_maxmargin.inference.projection_gibbs import (
 from bayes_maxmargin.models.projection import ProjectionHyper, mmdp
 
 from ._posterior import assert_jit_equals_eager
-
-HP = dict(a0=2.0, b0=2.0, c0=3.0, d0=3.0)
+from .reference import PROJECTION_HP as HP
+from .reference import PROJECTION_N, PROJECTION_P, load_reference, projection_tiny
 
 
 def _hyper(num_warmup=0.0, e0=1.0, f0=1.0):
     return ProjectionHyper(*(jnp.asarray(v, jnp.float64) for v in (*HP.values(), e0, f0, num_warmup)))
 
 
-def _tiny(n=12, p=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, p))
-    y = np.where(X[:, 0] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
-    return X, y
+_tiny = projection_tiny
 
 
 def _check_log_joint(state, X, y, K):
@@ -115,10 +110,12 @@ def _sign_aligned(d):
 
 @pytest.mark.slow
 def test_gibbs_agrees_with_nuts():
-    """MMLDP Gibbs and NUTS on the marginal program: the marginals of w, a_k, z_n (sign-aligned, the
-    posterior being symmetric under (a, z, w) -> -(a, z, w)), b, alpha and sigma agree within 4
-    combined MCSE, their sds within 25 %. The final Gibbs state's log joint is the augmented program's."""
-    X, y = _tiny(20, 2)
+    """MMLDP Gibbs and NUTS on the marginal program (the stored reference ``projection_mmldp``): the
+    marginals of w, a_k, z_n (sign-aligned, the posterior being symmetric under (a, z, w) -> -(a, z, w)),
+    b, alpha and sigma agree within 4 combined MCSE, their sds within 25 %. The final Gibbs state's log
+    joint is the augmented program's."""
+    X, y = _tiny(PROJECTION_N, PROJECTION_P)
+    nuts = load_reference("projection_mmldp").draws
     with jax.enable_x64(True):
         hyper = _hyper()
         data = projection_data(jnp.asarray(X), jnp.asarray(y)[None], False)
@@ -127,11 +124,7 @@ def test_gibbs_agrees_with_nuts():
             build_projection_kernel(False, True), _record_nuts_check, init, jax.random.PRNGKey(2), data, hyper,
             num_warmup=300, num_samples=4000,
         )
-        nuts, st = run_nuts(mmdp, jax.random.PRNGKey(3), (jnp.asarray(X), jnp.asarray(y)),
-                            dict(n_components=1, **HP), num_warmup=300, num_samples=600, num_chains=2)
         _check_log_joint(jax.tree_util.tree_map(lambda a: a[0], res.final_state), X, y, 1)
-    nuts = {k: (v[..., 0] if k in ("w", "alpha") else v[..., :4, 0] if k == "Z" else v[..., 0] if k == "A" else v)
-            for k, v in nuts.items()}
     g, n = _sign_aligned(res.samples), _sign_aligned(nuts)
     sg, sn = (az.summary(az.from_dict(posterior=d), round_to="none") for d in (g, n))
     assert sg["r_hat"].max() < 1.05 and sn["r_hat"].max() < 1.05
