@@ -10,7 +10,7 @@ post-processing), in sub-estimators ``estimators_[k]``. What is shared is the ex
   fits are re-run with the results replayed (a fit's host-side preparation is cheap and
   deterministic, so re-running it is the simplest way to keep one code path for binary and
   multi-class problems);
-* a batched call ``vmap``s a jitted solver (EM, ECM, FITC, VB, batch VI) over the arguments that
+* a batched call applies ``jax.vmap`` to a jitted solver (EM, ECM, FITC, VB, batch VI) over the arguments that
   differ between the classes (labels, keys, label-dependent starting points) with the others
   shared, so all classes run in one compiled program;
 * a batched :func:`~bayes_maxmargin.inference.driver.run_chains` stacks the chains of all classes
