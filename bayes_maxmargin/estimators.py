@@ -214,17 +214,17 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.inference.driver.run_chains` and
         :func:`~bayes_maxmargin.inference.svi.run_svi`, checked to apply: only the Gibbs samplers and
         SVI run in chunks (SVI only for binary problems: its K one-vs-rest runs are sequential)."""
-        if (checkpoint is not None or resume is not None) and params["inference"] not in ("gibbs", "svi"):
-            raise InvalidParameterError(
-                f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
-                f"inference={params['inference']!r}"
-            )
-        if (checkpoint is not None or resume is not None) and params["inference"] == "svi" \
-                and "_class_key" in self.__dict__:
-            raise InvalidParameterError(
-                "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
-                "fit runs its one-vs-rest SVI problems one after the other)"
-            )
+        if checkpoint is not None or resume is not None:
+            if params["inference"] not in ("gibbs", "svi"):
+                raise InvalidParameterError(
+                    f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
+                    f"inference={params['inference']!r}"
+                )
+            if params["inference"] == "svi" and "_class_key" in self.__dict__:
+                raise InvalidParameterError(
+                    "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
+                    "fit runs its one-vs-rest SVI problems one after the other)"
+                )
         return {"checkpoint": checkpoint, "resume": resume}
 
     def _saved_state(self) -> dict[str, Any]:
@@ -288,12 +288,11 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
 
 
 def _random_seed(random_state: Any) -> int:
-    return int(check_random_state(random_state).randint(2**31 - 1))
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
 def _random_key(random_state: Any) -> jax.Array:
-    seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
-    return jax.random.PRNGKey(seed)
+    return jax.random.PRNGKey(_random_seed(random_state))
 
 
 @partial(jax.jit, static_argnums=(1, 2, 3))

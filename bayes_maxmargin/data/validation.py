@@ -512,6 +512,14 @@ def n_classes_of(y: Any) -> int:
         return 0
 
 
+def _two_or_more_classes(y: Any) -> np.ndarray:
+    """The sorted class labels of ``y`` (:func:`class_labels`); ValueError for a single class."""
+    classes = class_labels(y)
+    if classes.shape[0] == 1:
+        raise ValueError(f"y contains only one class (label {_fmt_value(classes[0])}); a classifier needs two.")
+    return classes
+
+
 class OneVsRestLabelEncoder:
     """Code the K > 2 labels of a multi-class problem as K one-vs-rest problems.
 
@@ -541,12 +549,7 @@ class OneVsRestLabelEncoder:
 
     def fit(self, y: Any) -> OneVsRestLabelEncoder:
         """Learn the class labels (at least two)."""
-        classes = class_labels(y)
-        if classes.shape[0] == 1:
-            raise ValueError(
-                f"y contains only one class (label {_fmt_value(classes[0])}); a classifier needs two."
-            )
-        self.classes_ = classes
+        self.classes_ = _two_or_more_classes(y)
         return self
 
     def transform(self, y: Any) -> np.ndarray:
@@ -638,13 +641,8 @@ class BinaryLabelEncoder:
         TypeError
             If the labels cannot be sorted (e.g. a mix of strings and numbers).
         """
-        classes = class_labels(y)
+        classes = _two_or_more_classes(y)
         who = self.estimator_name or "this estimator"
-        if classes.shape[0] == 1:
-            raise ValueError(
-                f"y contains only one class (label {_fmt_value(classes[0])}); "
-                "a classifier needs two."
-            )
         if classes.shape[0] > 2:
             raise ValueError(
                 f"y contains {classes.shape[0]} classes "
