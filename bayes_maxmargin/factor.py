@@ -76,7 +76,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     Parameters
     ----------
     n_factors : int
-        K, 1 <= K < n_features.
+        K, 1 <= K <= min(n_samples, n_features).
     classifier : {"linear", "gp"}
         Classifier on the factor scores (joint model), or the second stage after the factor model
         when ``joint=False``.
@@ -177,10 +177,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         n, d = X.shape
         if isinstance(self.n_factors, bool) or not isinstance(self.n_factors, (int, np.integer)):
             raise InvalidParameterError(f"n_factors must be an integer, got {self.n_factors!r}")
-        if not 1 <= self.n_factors < d:
-            raise InvalidParameterError(
-                f"n_factors must satisfy 1 <= n_factors < n_features = {d}, got {self.n_factors}"
-            )
+        for bound, name in ((d, "n_features"), (n, "n_samples")):
+            if not 1 <= self.n_factors <= bound:
+                raise InvalidParameterError(
+                    f"n_factors must satisfy 1 <= n_factors <= {name} = {bound}, got {self.n_factors}"
+                )
         check_option("classifier", self.classifier, ("linear", "gp"))
         check_option("inference", self.inference, ("gibbs", "vbem"))
         check_option("second_stage", self.second_stage, (None, "linear", "gp"))

@@ -14,9 +14,11 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import jax  # noqa: E402
 import matplotlib  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 matplotlib.use("Agg")
 
@@ -44,6 +46,67 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     folder = getattr(config, "_bmm_jax_cache", None)
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
+
+# XLA's expensive optimisation passes off in the test processes: the suite's time is mostly
+# compilation of small problems, and this cuts its CPU time by about a quarter. Tests marked
+# ``xla_optimized`` (long runs of compiled code: many draws, many property examples) and the
+# command-line test of the default `bmm` job keep the default, optimised build.
+jax.config.update("jax_disable_most_optimizations", True)
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimisation(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("xla_optimized") is None:
+        yield
+        return
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", True)
+
+
+#: Further settings of tests that also run in the default suite at another setting; they run with
+#: ``-m extended`` (the default suite must stay within its 10-minute CI budget).
+EXTENDED_REPEATS = (
+    # the stored NUTS references are recomputed with NUTS under -m extended (tests/reference)
+    "tests/test_references.py::test_live_nuts_reproduces_the_stored_reference",
+    # the log joint of the Gibbs state against the NumPyro program: first setting in the default suite
+    "tests/test_gp_gibbs.py::test_log_joint_is_the_augmented_program[0.1-None-rbf]",
+    "tests/test_gp_gibbs.py::test_log_joint_is_the_augmented_program[0.5-gamma_prior2-rbf]",
+    "tests/test_gp_theta.py::test_log_joint_is_the_augmented_program[rbf-params1-0.0-gamma_prior1-1e-06]",
+    "tests/test_gp_theta.py::test_log_joint_is_the_augmented_program[poly-params3-0.1-None-0.001]",
+    "tests/test_linear_inference.py::test_log_joint_is_the_augmented_program[0.5-gamma_prior1-10.0]",
+    # the estimator with the polynomial and linear kernels (each kernel is unit-tested in test_kernels)
+    "tests/test_gp_estimator.py::test_other_kernels[linear]",
+    "tests/test_gp_estimator.py::test_other_kernels[poly]",
+    # SQUAREM against plain sweeps: Alg. 2 and Alg. 4 in the default suite
+    "tests/test_luts_vb.py::test_lower_bound_never_decreases_and_squarem_reaches_the_same_fixed_point[alg1]",
+    "tests/test_luts_vb.py::test_lower_bound_never_decreases_and_squarem_reaches_the_same_fixed_point[alg3]",
+    "tests/test_luts_vb.py::test_lower_bound_never_decreases_and_squarem_reaches_the_same_fixed_point"
+    "[alg2_random_intercept]",
+    # each prior once under Gibbs or VB
+    "tests/test_luts_estimator.py::test_priors_fit_and_predict[vb-penalty]",
+    "tests/test_luts_estimator.py::test_priors_fit_and_predict[vb-laplace_zero]",
+    # check_classifiers_train again on read-only memory maps (the plain check runs by default)
+    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(learn_kernel=False,max_iter=30,tol=1e-06)"
+    "-check_classifiers_train(readonly_memmap=True)]",
+    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(learn_kernel=False,max_iter=30,tol=1e-06)"
+    "-check_classifiers_train(readonly_memmap=True,X_dtype=float32)]",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in EXTENDED_REPEATS:
+            item.add_marker(pytest.mark.extended)
+
+
+# Property tests: the same examples on every run (a red run is reproducible, never a new random draw);
+# BMM_HYPOTHESIS_PROFILE=explore draws fresh examples and keeps failures in .hypothesis/ for replay.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("BMM_HYPOTHESIS_PROFILE", "repeatable"))
 
 DATA_DIR = os.environ.get("BMM_DATA_DIR")
 needs_data = pytest.mark.skipif(

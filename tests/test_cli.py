@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,13 @@ from .conftest import needs_data
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def bmm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run `bmm` as a fresh process (the entry point as a user runs it)."""
+def bmm(*args: str, cwd: Path, optimised: bool = False) -> subprocess.CompletedProcess:
+    """Run `bmm` as a fresh process (the entry point as a user runs it); with XLA's expensive
+    optimisation passes off unless ``optimised`` (as the test processes, see conftest.py)."""
     code = "from bayes_maxmargin.cli import main; main()"
+    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="0" if optimised else "1")
     return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
     )
 
 
@@ -42,7 +45,8 @@ def bmm_in_process(*args: str, cwd: Path, monkeypatch, capsys) -> tuple[int, str
 
 def test_default_job_writes_everything(tmp_path):
     out = tmp_path / "run"
-    res = bmm(f"hydra.run.dir={out}", "inference.num_samples=300", "inference.num_warmup=150", cwd=tmp_path)
+    res = bmm(f"hydra.run.dir={out}", "inference.num_samples=300", "inference.num_warmup=150", cwd=tmp_path,
+              optimised=True)
     assert res.returncode == 0, res.stderr
     for line in ["test error", "balanced error", "Brier score", "log loss", "wall time", "max R-hat", "min ESS"]:
         assert line in res.stdout

@@ -32,6 +32,8 @@ from bayes_maxmargin.distributions import (
     SkewedLaplace,
 )
 
+pytestmark = pytest.mark.xla_optimized  # time goes to running compiled code, not compiling it
+
 N_DRAWS = 20_000
 KS_PVALUE = 1e-3
 X64 = pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])

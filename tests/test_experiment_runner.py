@@ -234,7 +234,7 @@ def test_run_rejects_quick_and_unknown_names(tmp_path):
 def test_multirun_sweeps_an_experiment_and_a_model_job(tmp_path):
     """`bmm --multirun`: one folder per job, for an experiment sweep and for the plain model job."""
     code = "from bayes_maxmargin.cli import main; main()"
-    env = dict(os.environ)
+    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="1")  # as the test processes (conftest.py)
 
     def bmm(*args: str, sweep: Path) -> None:
         res = subprocess.run([sys.executable, "-c", code, "--multirun", *args, f"hydra.sweep.dir={sweep}"],

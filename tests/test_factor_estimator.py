@@ -50,7 +50,7 @@ def test_two_step(data):
     "kwargs,match",
     [
         (dict(n_factors=0), "n_factors"),
-        (dict(n_factors=8), "n_factors"),
+        (dict(n_factors=9), "n_factors <= n_features = 8, got 9"),
         (dict(n_factors=2.5), "n_factors"),
         (dict(classifier="tree"), "classifier"),
         (dict(inference="nuts"), "inference"),
@@ -62,6 +62,12 @@ def test_bad_parameters(data, kwargs, match):
     X, y = data
     with pytest.raises((ValueError, TypeError), match=match):
         FactorBSVM(**{"n_factors": 2, **kwargs}).fit(X, y)
+
+
+def test_n_factors_bounded_by_n_samples(data):
+    X, y = data
+    with pytest.raises(ValueError, match="n_factors <= n_samples = 6, got 7"):
+        FactorBSVM(n_factors=7).fit(X[:6], y[:6])
 
 
 def test_constant_column_and_nan(data):

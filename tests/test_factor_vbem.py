@@ -52,6 +52,21 @@ def test_bound_never_decreases(problem):
         assert abs(float(p.lengthscale) - 2.0) > 1e-3 and abs(float(p.amplitude) - 1.0) < 1e-12
 
 
+def test_column_on_a_far_larger_scale_keeps_the_bound_finite(problem):
+    """A column 1e11 times larger than the rest: <||X - W A'||^2> is a sum of squares, not a
+    difference of terms of order 1e22 that cancels to a negative noise rate (NaN bound)."""
+    X, y = problem
+    X = X.copy()
+    X[:, 0] *= 1e11
+    with jax.enable_x64(True):
+        X, y = jnp.asarray(X), jnp.asarray(y)
+        s0 = init_vb(X, y, 2, to_unconstrained(SEParams(2.0, 1.0)), HYPER)
+        state, trace = run_vbem(X, y, s0, se, LIKE, HYPER, n_iter=3, m_steps=5)
+        f = np.asarray(trace).ravel()
+        assert np.all(np.isfinite(f)) and float(state.psi_b) > 0
+        assert np.all(np.diff(f) >= -1e-8 * np.abs(f[1:])), np.diff(f)
+
+
 @pytest.mark.extended
 def test_e_step_alone_increases_bound(problem):
     X, y = problem

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection, load_dataset
 from bayes_maxmargin.data.validation import check_X_y
 
+pytestmark = pytest.mark.xla_optimized  # time goes to running compiled code, not compiling it
+
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # a message names the problem: the argument, a column / row / label, or the offending value
@@ -114,8 +116,8 @@ def _check_fitted(est, X_new):
 
 #: examples per estimator: (fit, predict). The GP, factor and projection models compile once per
 #: training shape, and the generated matrices have four (8 or 12 rows, 2 or 3 columns).
-EXAMPLES = {"linear-em": (200, 150), "linear-vb": (150, 100), "gp-vi": (40, 100), "factor-vbem": (20, 60),
-            "projection-kmmdp": (10, 60)}
+EXAMPLES = {"linear-em": (100, 80), "linear-vb": (80, 50), "gp-vi": (30, 50), "factor-vbem": (12, 30),
+            "projection-kmmdp": (8, 30)}
 #: the factor and projection models are fitted on one training shape (one compilation)
 FIT_SHAPE = {"factor-vbem": (8, 3), "projection-kmmdp": (8, 3)}
 ESTIMATORS = {

@@ -100,9 +100,19 @@ def _gram(kernel_fn, theta_raw, like, W):
     return kernel_fn(params, W, W) + 1e-6 * jnp.eye(n, dtype=W.dtype)
 
 
-def _factor_w_terms(W, mA, AtA, X, Epsi):
-    """W-dependent factor-model terms: <psi> tr(X' <A> W') - <psi> tr(<A'A> W'W) / 2 - ||W||^2 / 2."""
-    return Epsi * jnp.sum(X * (W @ mA.T)) - 0.5 * Epsi * jnp.sum(AtA * (W.T @ W)) - 0.5 * jnp.sum(W**2)
+def _expected_residual(X, W, mA, SA):
+    """<||X - W A'||^2> under q(A) = prod_j N(mA_j, SA_j): ||X - W <A>'||^2 + tr(sum_j SA_j W'W).
+
+    The sum of squares of the mean residual, not ||X||^2 - 2 tr(X' <A> W') + tr(<A'A> W'W): that
+    difference of large terms cancels catastrophically (even to a negative value) when a column of X
+    is many orders of magnitude larger than the residual.
+    """
+    return jnp.sum((X - W @ mA.T) ** 2) + jnp.sum(jnp.sum(SA, 0) * (W.T @ W))
+
+
+def _factor_w_terms(W, mA, SA, X, Epsi):
+    """W-dependent factor-model terms: -<psi> <||X - W A'||^2> / 2 - ||W||^2 / 2."""
+    return -0.5 * Epsi * _expected_residual(X, W, mA, SA) - 0.5 * jnp.sum(W**2)
 
 
 def _collapsed(K, y, c, gbar):
@@ -122,23 +132,21 @@ def _collapsed(K, y, c, gbar):
 
 def mstep_bound(W, theta_raw, state: VBState, X, y, kernel_fn, like, hyper: VBHyper):
     """The W- and theta-dependent part of F (the supplement's L(W) with the correct U = K + D)."""
-    AtA = jnp.sum(state.SA, 0) + state.mA.T @ state.mA
     Epsi = state.psi_a / state.psi_b
     gbar = state.gam_a / state.gam_b
     K = _gram(kernel_fn, theta_raw, like, W)
-    return _factor_w_terms(W, state.mA, AtA, X, Epsi) + _collapsed(K, y, state.c, gbar)
+    return _factor_w_terms(W, state.mA, state.SA, X, Epsi) + _collapsed(K, y, state.c, gbar)
 
 
 def mstep_grad_w_se(W, lengthscale, amplitude, state: VBState, X, y):
     """Analytic dL/dW of the supplement for the SE kernel k = a exp(-||w - w'||^2 / theta^2):
 
-    <psi> X <A> - <psi> W <A'A> - W + sum_j 2 G_nj dK_nj / dw_n,  G = (alpha alpha' - U^-1) / 2,
+    <psi> (X - W <A>') <A> - <psi> W sum_j S_Aj - W + sum_j 2 G_nj dK_nj / dw_n,  G = (alpha alpha' - U^-1) / 2,
 
     alpha = U^-1 t, U = K + D; with M = G o K, row n of the last term is
     -4 / theta^2 (sum_j M_nj w_n - sum_j M_nj w_j). (U^-1 comes from its Cholesky factor; the
     gradient of log|U| needs it.)
     """
-    AtA = jnp.sum(state.SA, 0) + state.mA.T @ state.mA
     Epsi = state.psi_a / state.psi_b
     gbar = state.gam_a / state.gam_b
     n = W.shape[0]
@@ -152,7 +160,8 @@ def mstep_grad_w_se(W, lengthscale, amplitude, state: VBState, X, y):
     G = 0.5 * (jnp.outer(alpha, alpha) - U_inv)
     M = G * K
     kernel_part = -4.0 / lengthscale**2 * (jnp.sum(M, 1)[:, None] * W - M @ W)
-    return Epsi * X @ state.mA - Epsi * W @ AtA - W + kernel_part
+    resid = X - W @ state.mA.T
+    return Epsi * (resid @ state.mA - W @ jnp.sum(state.SA, 0)) - W + kernel_part
 
 
 def factor_bound(state: VBState, X, y, kernel_fn, like, hyper: VBHyper) -> Array:
@@ -162,9 +171,7 @@ def factor_bound(state: VBState, X, y, kernel_fn, like, hyper: VBHyper) -> Array
     Epsi = state.psi_a / state.psi_b
     Elogpsi = digamma(state.psi_a) - jnp.log(state.psi_b)
     W = state.W
-    AtA_rows = SA + mA[:, :, None] * mA[:, None, :]  # (d, K, K)
-    WtW = W.T @ W
-    R = jnp.sum(X**2) - 2 * jnp.sum(X * (W @ mA.T)) + jnp.sum(jnp.sum(AtA_rows, 0) * WtW)
+    R = _expected_residual(X, W, mA, SA)
     lik_x = 0.5 * n * d * (Elogpsi - LOG_2PI) - 0.5 * Epsi * R
     kl_psi = _kl_gamma(state.psi_a, state.psi_b, hyper.a_psi, hyper.b_psi)
     K = mA.shape[1]
@@ -216,8 +223,7 @@ def e_step(state: VBState, X, y, kernel_fn, like, hyper: VBHyper) -> VBState:
     mA, SA = jax.vmap(row)(inv_phi, rhs)
     a2 = mA**2 + jnp.diagonal(SA, axis1=1, axis2=2)
     m0 = jnp.maximum(a2, jnp.finfo(a2.dtype).tiny ** 0.5)
-    AtA = jnp.sum(SA, 0) + mA.T @ mA
-    R = jnp.sum(X**2) - 2 * jnp.sum(X * (W @ mA.T)) + jnp.sum(AtA * (W.T @ W))
+    R = _expected_residual(X, W, mA, SA)
     psi_a = hyper.a_psi + 0.5 * n * d
     psi_b = hyper.b_psi + 0.5 * R
     K = _gram(kernel_fn, state.theta, like, W)
