@@ -93,12 +93,28 @@ EXTENDED_REPEATS = (
     "-check_classifiers_train(readonly_memmap=True)]",
     "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(learn_kernel=False,max_iter=30,tol=1e-06)"
     "-check_classifiers_train(readonly_memmap=True,X_dtype=float32)]",
+    # the GP ESS sampler of the scores with a linear kernel against the linear sampler (the default
+    # suite compares both samplers with NUTS)
+    "tests/test_factor_gibbs.py::test_gp_ess_sampler_with_linear_kernel_is_the_linear_sampler",
+    # repeated fits are identical: the linear model's samplers in the default suite
+    "tests/test_determinism.py::test_repeated_fits_are_identical[gp-svi]",
+    "tests/test_determinism.py::test_repeated_fits_are_identical[projection]",
+    # the overwrite refusal is one code path for every estimator
+    "tests/test_persistence.py::test_existing_file_is_not_replaced_without_overwrite[projection-sskmmdp]",
+    "tests/test_persistence.py::test_existing_file_is_not_replaced_without_overwrite[gp-svi]",
+    "tests/test_persistence.py::test_existing_file_is_not_replaced_without_overwrite[linear-vb-laplace_zero]",
 )
+#: GPBSVM's scikit-learn checks: these fitting checks in the default suite, the rest (each compiles
+#: ECM for its own data shape; the base-class behaviour they test is covered by LinearBSVM's full
+#: set) with -m extended
+GP_DEFAULT_CHECKS = ("check_classifiers_train]", "check_fit_idempotent]", "check_estimators_pickle]",
+                     "check_n_features_in_after_fitting]", "check_estimators_nan_inf]")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.nodeid in EXTENDED_REPEATS:
+        gp_check = item.nodeid.startswith("tests/test_gp_estimator.py::test_sklearn_compatible")
+        if item.nodeid in EXTENDED_REPEATS or (gp_check and not item.nodeid.endswith(GP_DEFAULT_CHECKS)):
             item.add_marker(pytest.mark.extended)
 
 

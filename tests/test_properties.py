@@ -116,8 +116,8 @@ def _check_fitted(est, X_new):
 
 #: examples per estimator: (fit, predict). The GP, factor and projection models compile once per
 #: training shape, and the generated matrices have four (8 or 12 rows, 2 or 3 columns).
-EXAMPLES = {"linear-em": (100, 80), "linear-vb": (80, 50), "gp-vi": (30, 50), "factor-vbem": (12, 30),
-            "projection-kmmdp": (8, 30)}
+EXAMPLES = {"linear-em": (100, 80), "linear-vb": (80, 50), "gp-vi": (30, 50), "factor-vbem": (8, 30),
+            "projection-kmmdp": (5, 30)}
 #: the factor and projection models are fitted on one training shape (one compilation)
 FIT_SHAPE = {"factor-vbem": (8, 3), "projection-kmmdp": (8, 3)}
 ESTIMATORS = {
