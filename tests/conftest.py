@@ -11,6 +11,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -123,6 +125,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("BMM_HYPOTHESIS_PROFILE", "repeatable"))
+
+def run_bmm(*args: str, cwd: Path, optimised: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `bmm` as a fresh process (the entry point as a user runs it); with XLA's expensive
+    optimisation passes off unless ``optimised``, as in the test processes."""
+    code = "from bayes_maxmargin.cli import main; main()"
+    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="0" if optimised else "1")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
 
 DATA_DIR = os.environ.get("BMM_DATA_DIR")
 needs_data = pytest.mark.skipif(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,18 +12,9 @@ import pytest
 from bayes_maxmargin import load
 
 from .conftest import needs_data
+from .conftest import run_bmm as bmm
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def bmm(*args: str, cwd: Path, optimised: bool = False) -> subprocess.CompletedProcess:
-    """Run `bmm` as a fresh process (the entry point as a user runs it); with XLA's expensive
-    optimisation passes off unless ``optimised`` (as the test processes, see conftest.py)."""
-    code = "from bayes_maxmargin.cli import main; main()"
-    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="0" if optimised else "1")
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
-    )
 
 
 def bmm_in_process(*args: str, cwd: Path, monkeypatch, capsys) -> tuple[int, str]:

@@ -14,8 +14,6 @@ import csv
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +22,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from bayes_maxmargin.experiments import EXPERIMENTS, FIGURES, FOLD_COLUMNS, SMOKE_BANNER, run
+
+from .conftest import run_bmm
 
 #: Experiments whose records carry no error (spam: inclusion probabilities; chen_table4: times).
 NO_ERROR = {"luts_spam", "chen_table4"}
@@ -233,12 +233,8 @@ def test_run_rejects_quick_and_unknown_names(tmp_path):
 
 def test_multirun_sweeps_an_experiment_and_a_model_job(tmp_path):
     """`bmm --multirun`: one folder per job, for an experiment sweep and for the plain model job."""
-    code = "from bayes_maxmargin.cli import main; main()"
-    env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="1")  # as the test processes (conftest.py)
-
     def bmm(*args: str, sweep: Path) -> None:
-        res = subprocess.run([sys.executable, "-c", code, "--multirun", *args, f"hydra.sweep.dir={sweep}"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+        res = run_bmm("--multirun", *args, f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]
 
     bmm("+experiment=luts_simulation", "smoke=true", "seed=0,1", "experiment.methods=[svm]",
