@@ -117,6 +117,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     ----------
     loadings_ : ndarray (n_features, n_factors)
         Posterior mean (or q mean) of A.
+    mean_ : ndarray (n_features,)
+        Column means of the training X (the model is fitted to the centred data).
+    n_iter_ : int
+        Iterations run: VB-EM iterations (``max_iter``; the loop has no early stop), or Gibbs
+        sweeps, ``num_warmup + num_samples * thin``.
+    bound_ : ndarray (2 * n_iter_,)
+        VB-EM only: the lower bound F after every E-step and every M-step.
     idata_ : arviz.InferenceData
     fit_time_ : float
     """
@@ -287,6 +294,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self._draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
         self._structure = structure
         self.loadings_ = self._draws["A"].mean(0)
+        self.n_iter_ = int(self.num_warmup) + int(self.num_samples) * int(self.thin)
         post = {"psi": s["psi"], "A": s["A"]}
         if structure != "none":
             post["gamma"] = s["gamma"]
@@ -311,6 +319,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self._structure = "vb-" + self.classifier
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
+        self.n_iter_ = int(self.max_iter)
         post = {"A": np.asarray(state.mA)[None, None], "psi": np.asarray(state.psi_a / state.psi_b)[None, None],
                 "gamma": np.asarray(state.gam_a / state.gam_b)[None, None]}
         self.idata_ = to_inference_data(post, sample_stats={"bound": self.bound_[None]},

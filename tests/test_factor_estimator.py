@@ -34,6 +34,10 @@ def test_fit_predict_transform(data, kw):
     Z = clf.transform(X[:5])
     assert Z.shape == (5, 2) and np.all(np.isfinite(Z))
     assert clf.loadings_.shape == (8, 2)
+    if clf.inference == "vbem":
+        assert clf.n_iter_ == SMALL["max_iter"] and clf.bound_.shape == (2 * clf.n_iter_,)
+    else:
+        assert clf.n_iter_ == SMALL["num_warmup"] + SMALL["num_samples"] * SMALL["thin"]
     lists = clf.factor_lists(threshold=0.1)
     assert list(lists.columns) == ["factor", "feature", "loading"]
     assert (np.abs(lists["loading"]) > 0.1).all()

@@ -139,7 +139,8 @@ def test_refit_binary_after_multiclass(blobs):
     assert not hasattr(est, "estimators_") and est.predict_proba(X).shape == (X.shape[0], 2)
 
 
-@pytest.mark.extended  # a Gibbs / VB-EM program compiled per data shape: tens of seconds per check
+# a Gibbs / VB-EM program compiled per data shape: the fitting checks in the default suite, the
+# rest with -m extended (tests/conftest.py, SKLEARN_DEFAULT_CHECKS)
 @parametrize_with_checks([
     MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
     # two factors of the checks' two features: the classifier on the scores can take any direction
