@@ -58,7 +58,7 @@ from .inference.luts_gibbs import (
     record_missing,
     record_mixed,
 )
-from .inference.nuts import run_nuts
+from .inference.nuts import nuts_chains, nuts_stats
 from .inference import svi as _svi
 from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, to_unconstrained
@@ -113,6 +113,14 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """``fn(*args, **kwargs)``; batched over the classes in a one-vs-rest fit
         (:func:`bayes_maxmargin.multiclass.solve`)."""
         return _mc.solve(self, fn, *args, **kwargs)
+
+    def _nuts(self, model, key, model_args, model_kwargs, params):
+        """NUTS draws of ``model`` (:func:`~bayes_maxmargin.inference.nuts.nuts_chains`, one
+        vmapped program over the classes of a one-vs-rest fit) as host arrays and statistics."""
+        samples, extra = self._solve(
+            nuts_chains, model, key, model_args, model_kwargs, num_warmup=params["num_warmup"],
+            num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"])
+        return {k: np.asarray(v) for k, v in samples.items()}, nuts_stats(extra)
 
     def _fit_multiclass(self, X: Any, y: Any, **fit_kwargs: Any) -> bool:
         """Fit a y of K > 2 classes one-vs-rest (:mod:`bayes_maxmargin.multiclass`) and return
@@ -330,8 +338,8 @@ class LinearBSVM(_BayesianSVMClassifier):
     sigma_beta^2).
 
     Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
-    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB program, one
-    Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems in turn), with
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB / NUTS program,
+    one Gibbs run over the stacked chains of all classes; SVI runs the K problems in turn), with
     per-class keys ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one
     column per class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
     normalised over the classes, ``predict`` the class of the largest margin. Fitted attributes
@@ -728,17 +736,7 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_nuts(self, key, data, hyper, params):
         X = data.design[:, :-1] if self.fit_intercept else data.design
-        samples, stats = run_nuts(
-            linear_bsvm,
-            key,
-            (X, data.y),
-            self._model_kwargs(params),
-            num_warmup=params["num_warmup"],
-            num_samples=params["num_samples"],
-            num_chains=params["num_chains"],
-            thin=params["thin"],
-            progress_bar=False,
-        )
+        samples, stats = self._nuts(linear_bsvm, key, (X, data.y), self._model_kwargs(params), params)
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
         parts = [samples["beta"]]
         if self.fit_intercept:
@@ -1194,9 +1192,9 @@ class GPBSVM(_BayesianSVMClassifier):
 
     Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
     the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped ECM / FITC / VI
-    program, one Gibbs run over the stacked chains of all classes; NUTS and SVI run the K problems
-    in turn), each with its own kernel parameters (ML-II per class) and key ``fold_in(key, k)``.
-    ``predict_latent`` and ``decision_function`` then have one column per class,
+    program, one vmapped NUTS program, one Gibbs run over the stacked chains of all classes; SVI
+    runs the K problems in turn), each with its own kernel parameters (ML-II per class) and key
+    ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per class,
     ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k)) normalised over
     the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary
     fits, the attributes below are theirs stacked along a leading class axis (lists where the
@@ -1666,13 +1664,12 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
         sample_theta = not fixed and bool(to_unconstrained(theta0))
         prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
-        samples, stats = run_nuts(
+        samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
             {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
              "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"],
              "kernel_prior": prior, "noncentered": sample_theta},
-            num_warmup=params["num_warmup"], num_samples=params["num_samples"],
-            num_chains=params["num_chains"], thin=params["thin"], progress_bar=False,
+            params,
         )
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
         return self._draws(samples, "gamma" in samples, theta0, stats)

@@ -122,7 +122,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     n_iter_ : int
         Iterations run: VB-EM iterations (``max_iter``; the loop has no early stop), or Gibbs
         sweeps, ``num_warmup + num_samples * thin``.
-    bound_ : ndarray (2 * n_iter_,)
+    bound_ : ndarray of shape (2 * ``n_iter_``,)
         VB-EM only: the lower bound F after every E-step and every M-step.
     idata_ : arviz.InferenceData
     fit_time_ : float

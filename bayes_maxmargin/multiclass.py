@@ -10,7 +10,7 @@ post-processing), in sub-estimators ``estimators_[k]``. What is shared is the ex
   fits are re-run with the results replayed (a fit's host-side preparation is cheap and
   deterministic, so re-running it is the simplest way to keep one code path for binary and
   multi-class problems);
-* a batched call applies ``jax.vmap`` to a jitted solver (EM, ECM, FITC, VB, batch VI) over the arguments that
+* a batched call applies ``jax.vmap`` to a jitted solver (EM, ECM, FITC, VB, batch VI, NUTS) over the arguments that
   differ between the classes (labels, keys, label-dependent starting points) with the others
   shared, so all classes run in one compiled program;
 * a batched :func:`~bayes_maxmargin.inference.driver.run_chains` stacks the chains of all classes
@@ -18,7 +18,7 @@ post-processing), in sub-estimators ``estimators_[k]``. What is shared is the ex
   the shared data (design, kernel matrix) stay in ``data``, and every chain keeps the key of its
   binary run, so chunking, checkpoints and the non-finite check work unchanged (a non-finite
   chain is named by its index ``k * num_chains + c``);
-* a fit with no solver call routed through :func:`solve` (NUTS, the host-side SVI loops) simply
+* a fit with no solver call routed through :func:`solve` (the host-side SVI loops) simply
   runs the K binary fits one after the other.
 
 PRNG keys: with ``key`` the estimator's key (from ``random_state``), class k's binary fit uses

@@ -9,13 +9,16 @@ import os
 # Cholesky factorisations of a few hundred rows hundreds of times slower. Kept if already set.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# XLA:CPU's loop emitters instead of its MLIR fusion emitters, set before jax starts its backend (and
-# inherited by the `bmm` subprocesses): compiling the suite's many small programs takes about a
-# third less CPU time, and the programs compute the same functions.
-_FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
-if _FAST_COMPILE.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+# XLA:CPU flags, set before jax starts its backend (and inherited by the `bmm` subprocesses):
+# * its loop emitters instead of its MLIR fusion emitters: compiling the suite's many small programs
+#   takes about a third less CPU time, and the programs compute the same functions;
+# * no multi-threaded Eigen, one thread per worker process as for BLAS: XLA:CPU's intra-op thread
+#   pool can deadlock (one CI run hung with every thread of a worker parked).
+for _flag in ("--xla_cpu_use_fusion_emitters=false", "--xla_cpu_multi_thread_eigen=false"):
+    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
+import faulthandler  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -34,14 +37,19 @@ _CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One JAX compilation cache for the run, shared by the xdist workers and the subprocesses.
+    """One JAX compilation cache for the run, shared by the xdist workers and the subprocesses, and
+    a folder for the hang reports of the workers (:func:`pytest_runtest_protocol`).
 
     The suite's time goes mostly to XLA compilation, and the workers and the ``bmm`` subprocesses
     compile many of the same programs. The controller creates a fresh cache folder (removed at the
     end of the run) and exports it before the workers start; a ``JAX_COMPILATION_CACHE_DIR`` already
     set is used as it is.
     """
-    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    if hasattr(config, "workerinput"):
+        return
+    config._bmm_hangs = tempfile.mkdtemp(prefix="bmm-test-hangs-")  # type: ignore[attr-defined]
+    os.environ["BMM_TEST_HANG_DIR"] = config._bmm_hangs  # type: ignore[attr-defined]
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
     folder = tempfile.mkdtemp(prefix="bmm-test-jax-cache-")
     config._bmm_jax_cache = folder  # type: ignore[attr-defined]
@@ -51,9 +59,45 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = getattr(config, "_bmm_jax_cache", None)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
+    for name in ("_bmm_jax_cache", "_bmm_hangs"):
+        folder = getattr(config, name, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+#: A test of an xdist worker still running after this many seconds is taken as hung: the worker
+#: writes every thread's Python traceback to the hang folder and exits (xdist reports the test as
+#: crashed, the other worker finishes the run, ``--max-worker-restart=0`` in pyproject.toml, and the
+#: controller prints the traceback), so that the run fails instead of waiting for the CI time
+#: limit. The longest test takes well under a minute.
+HANG_TIMEOUT_S = 900
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    folder = os.environ.get("BMM_TEST_HANG_DIR")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not (folder and worker):
+        yield
+        return
+    with open(Path(folder) / f"{worker}.txt", "w", encoding="utf-8") as report:
+        report.write(f"{item.nodeid} still running after {HANG_TIMEOUT_S} s; its worker's threads:\n")
+        report.flush()
+        faulthandler.dump_traceback_later(HANG_TIMEOUT_S, exit=True, file=report)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            report.truncate(0)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    folder = getattr(config, "_bmm_hangs", None)
+    for path in sorted(Path(folder).glob("*.txt")) if folder else []:
+        text = path.read_text(encoding="utf-8")
+        if text:
+            terminalreporter.section(f"hung test ({path.stem})", sep="=", red=True)
+            terminalreporter.write(text)
 
 # XLA's expensive optimisation passes off in the test processes: the suite's time is mostly
 # compilation of small problems, and this cuts its CPU time by about a quarter. Tests marked
