@@ -58,7 +58,7 @@ from .inference.luts_gibbs import (
     record_missing,
     record_mixed,
 )
-from .inference.nuts import nuts_chains, nuts_stats
+from .inference.nuts import nuts_chains, to_host
 from .inference import svi as _svi
 from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, to_unconstrained
@@ -117,10 +117,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _nuts(self, model, key, model_args, model_kwargs, params):
         """NUTS draws of ``model`` (:func:`~bayes_maxmargin.inference.nuts.nuts_chains`, one
         vmapped program over the classes of a one-vs-rest fit) as host arrays and statistics."""
-        samples, extra = self._solve(
+        return to_host(*self._solve(
             nuts_chains, model, key, model_args, model_kwargs, num_warmup=params["num_warmup"],
-            num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"])
-        return {k: np.asarray(v) for k, v in samples.items()}, nuts_stats(extra)
+            num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"]))
 
     def _fit_multiclass(self, X: Any, y: Any, **fit_kwargs: Any) -> bool:
         """Fit a y of K > 2 classes one-vs-rest (:mod:`bayes_maxmargin.multiclass`) and return

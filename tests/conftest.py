@@ -99,6 +99,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.section(f"hung test ({path.stem})", sep="=", red=True)
             terminalreporter.write(text)
 
+
 # XLA's expensive optimisation passes off in the test processes: the suite's time is mostly
 # compilation of small problems, and this cuts its CPU time by about a quarter. Tests marked
 # ``xla_optimized`` (long runs of compiled code: many draws of the distributions) and the
@@ -178,6 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("BMM_HYPOTHESIS_PROFILE", "repeatable"))
+
 
 def run_bmm(*args: str, cwd: Path, optimised: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `bmm` as a fresh process (the entry point as a user runs it); with XLA's expensive

@@ -19,7 +19,7 @@ from jax import Array
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model, log_density
 
-__all__ = ["nuts_chains", "nuts_stats", "run_nuts"]
+__all__ = ["nuts_chains", "run_nuts", "to_host"]
 
 
 def nuts_chains(
@@ -97,27 +97,19 @@ def _nuts_program(model, rng_key, model_args, kwarg_values, kwarg_spec, num_warm
     return samples, {"log_joint": lj, "diverging": div, "n_steps": n, "acceptance_rate": acc}
 
 
-def nuts_stats(extra: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Host copies of :func:`nuts_chains`' statistics, with ``tree_depth`` = floor(log2 n_steps) + 1."""
+def to_host(samples: dict[str, Array], extra: dict[str, Array]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Host copies of :func:`nuts_chains`' draws and statistics, with ``tree_depth`` =
+    floor(log2 n_steps) + 1 added to the statistics."""
     stats = {k: np.asarray(v) for k, v in extra.items()}
     stats["tree_depth"] = np.floor(np.log2(np.maximum(stats["n_steps"], 1))).astype(np.int64) + 1
-    return stats
+    return {k: np.asarray(v) for k, v in samples.items()}, stats
 
 
 def run_nuts(
-    model: Callable[..., Any],
-    rng_key: Array,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    *,
-    num_warmup: int = 500,
-    num_samples: int = 1000,
-    num_chains: int = 2,
-    thin: int = 1,
-    target_accept_prob: float = 0.8,
-    max_tree_depth: int = 10,
+    model: Callable[..., Any], rng_key: Array, model_args: tuple = (), model_kwargs: dict | None = None, **settings: Any
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Sample ``model(*model_args, **model_kwargs)`` with NUTS (:func:`nuts_chains`).
+    """Sample ``model(*model_args, **model_kwargs)`` with NUTS: :func:`nuts_chains` (``settings``
+    are its keyword arguments) with the results on the host (:func:`to_host`).
 
     Returns
     -------
@@ -126,7 +118,4 @@ def run_nuts(
     stats : dict of str to ndarray
         ``log_joint``, ``diverging``, ``tree_depth``, ``n_steps``, ``acceptance_rate``, each (chain, draw).
     """
-    samples, extra = nuts_chains(model, rng_key, model_args, model_kwargs, num_warmup=num_warmup,
-                                 num_samples=num_samples, num_chains=num_chains, thin=thin,
-                                 target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth)
-    return {k: np.asarray(v) for k, v in samples.items()}, nuts_stats(extra)
+    return to_host(*nuts_chains(model, rng_key, model_args, model_kwargs, **settings))
