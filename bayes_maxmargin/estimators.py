@@ -23,6 +23,7 @@ from . import multiclass as _mc
 from .data.validation import (
     BinaryLabelEncoder,
     InvalidParameterError,
+    check_kernel_params,
     OneVsRestLabelEncoder,
     n_classes_of,
     check_array_2d,
@@ -230,7 +231,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             if params["inference"] == "svi" and "_class_key" in self.__dict__:
                 raise InvalidParameterError(
                     "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
-                    "fit runs its one-vs-rest SVI problems one after the other)"
+                    "fit runs its one-vs-rest SVI problems together, in one minibatch loop)"
                 )
         return {"checkpoint": checkpoint, "resume": resume}
 
@@ -337,10 +338,10 @@ class LinearBSVM(_BayesianSVMClassifier):
     sigma_beta^2).
 
     Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
-    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB / NUTS program,
-    one Gibbs run over the stacked chains of all classes; SVI runs the K problems in turn), with
-    per-class keys ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one
-    column per class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
+    the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped EM / VB / NUTS / SVI
+    program, one Gibbs run over the stacked chains of all classes), with per-class keys
+    ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per
+    class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
     normalised over the classes, ``predict`` the class of the largest margin. Fitted attributes
     get a leading class axis (below), ``idata_`` a ``class`` dimension, and ``estimators_`` holds
     the K binary fits.
@@ -687,9 +688,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
                                           self.fit_intercept))
         seed = self._fit_seed()
-        res, _ = _svi.svi_linear(
-            design, y, np.diag(prec), num_steps=params["max_iter"],
-            batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype, seed=seed,
+        res, _ = self._solve(
+            _svi.svi_linear, design, y, np.diag(prec), seed, num_steps=params["max_iter"],
+            batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype,
             devices=params["devices"], **params["run_io"],
         )
         if not res.elbo.size:
@@ -1109,48 +1110,10 @@ def _initial_kernel_params(kernel: str, user: Any, X: np.ndarray) -> Any:
     d = X.shape[1]
     if kernel in ("rbf", "ard"):
         ell = _median_distance(X)
-        params = SEParams(ell, 1.0) if kernel == "rbf" else ARDParams(np.full(d, ell), 1.0)
+        defaults = SEParams(ell, 1.0) if kernel == "rbf" else ARDParams(np.full(d, ell), 1.0)
     else:
-        params = default_kernel_params(kernel, d)
-    if user is None:
-        return params
-    if hasattr(user, "_asdict"):
-        user = user._asdict()
-    if not isinstance(user, Mapping):
-        raise InvalidParameterError(
-            f"Invalid value for kernel_params: {user!r} (must be None or a dict of the fields "
-            f"{', '.join(params._fields)} of the {kernel!r} kernel)"
-        )
-    values = {}
-    for name, value in user.items():
-        if name not in params._fields:
-            raise InvalidParameterError(
-                f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are "
-                f"{', '.join(params._fields)}"
-            )
-        values[name] = _check_kernel_value(kernel, name, value, d)
-    return params._replace(**values)
-
-
-def _check_kernel_value(kernel: str, name: str, value: Any, d: int) -> Any:
-    label = f"kernel_params[{name!r}]"
-    if name == "degree":
-        return check_scalar_param(label, value, kind="int", low=1)
-    arr = np.asarray(value, dtype=float) if not isinstance(value, (str, bytes)) else None
-    if name == "lengthscales" and arr is not None and arr.ndim == 1:
-        if arr.shape[0] != d:
-            raise InvalidParameterError(
-                f"Invalid value for {label}: {arr.shape[0]} length-scales for {d} features"
-            )
-        bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
-        if bad.size:
-            raise InvalidParameterError(
-                f"Invalid value for {label}: entry {bad[0]} is {arr[bad[0]]} (must be positive and finite)"
-            )
-        return arr
-    low_inclusive = name == "offset"  # the polynomial offset may be 0 (homogeneous kernel)
-    value = check_scalar_param(label, value, low=0.0, low_inclusive=low_inclusive)
-    return np.full(d, value) if name == "lengthscales" else value
+        defaults = default_kernel_params(kernel, d)
+    return check_kernel_params(kernel, user, defaults)
 
 
 def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
@@ -1191,9 +1154,8 @@ class GPBSVM(_BayesianSVMClassifier):
 
     Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
     the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped ECM / FITC / VI
-    program, one vmapped NUTS program, one Gibbs run over the stacked chains of all classes; SVI
-    runs the K problems in turn), each with its own kernel parameters (ML-II per class) and key
-    ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per class,
+    / NUTS / SVI program, one Gibbs run over the stacked chains of all classes), each with its own
+    kernel parameters (ML-II per class) and key ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per class,
     ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k)) normalised over
     the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary
     fits, the attributes below are theirs stacked along a leading class axis (lists where the
@@ -1521,12 +1483,11 @@ class GPBSVM(_BayesianSVMClassifier):
         if self.optimize_inducing:
             learn += ("inducing",)
         dtype = np.float64 if self._x64 else np.float32
-        res, problem = _svi.svi_gp(
-            X, y, theta0, Z0, kernel=params["kernel"], learn=learn, num_steps=num_steps,
+        res, problem = self._solve(
+            _svi.svi_gp, X, y, theta0, Z0, seed, kernel=params["kernel"], learn=learn, num_steps=num_steps,
             batch_size=params["batch_size"], step_size=self.step_size, hyper_every=params["mlii_every"],
             learning_rate=params["learning_rate"], gamma=params["gamma"], jitter=params["jitter"], dtype=dtype,
-            seed=seed, devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000,
-            **params["run_io"],
+            devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000, **params["run_io"],
         )
         state = res.state
         if not res.elbo.size:

@@ -18,6 +18,7 @@ VNDFM       ``FactorBSVM(classifier="gp", inference="vbem")``
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -26,15 +27,15 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import TransformerMixin
 
-from .data.validation import InvalidParameterError, check_option, check_scalar_param
+from .data.validation import InvalidParameterError, check_kernel_params, check_option, check_scalar_param
 from .diagnostics import to_inference_data
-from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier
+from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier, _params_dict
 from .multiclass import register_batched
 from .inference.driver import run_chains
 from .inference.factor_gibbs import FactorData, build_factor_kernel, init_factor, record_factor
 from .inference.factor_vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
 from .inference.gp_gibbs import gp_alpha, gp_data
-from .kernels import ARDParams, SEParams, get_kernel, to_unconstrained
+from .kernels import ARDParams, SEParams, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from .models.factor import FactorHyper
 
 __all__ = ["FactorBSVM"]
@@ -100,10 +101,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     intercept_scale : float
         Prior sd of the linear classifier's intercept.
     kernel : {"rbf", "ard"}
-        SE or ARD SE covariance on the scores (GP classifier).
-    lengthscale : float or None
-        SE lengthscale theta (fixed in MCMC, the initial value in VB-EM); None: sqrt(2 K), the
-        typical distance between two prior draws w ~ N(0, I_K).
+        SE or ARD SE covariance on the scores (GP classifier), as in :class:`GPBSVM`.
+    kernel_params : dict or None
+        Kernel parameters (fixed in MCMC, the initial values in VB-EM), the fields of
+        :class:`~bayes_maxmargin.kernels.SEParams` (``lengthscale``, ``amplitude``) or
+        :class:`~bayes_maxmargin.kernels.ARDParams` (``lengthscales``, ``amplitude``); unset fields:
+        length-scale(s) sqrt(2 K), the typical distance between two prior draws w ~ N(0, I_K),
+        unit amplitude.
     n_blocks : int
         Blocks of the elliptical slice update of W per sweep (n_samples: one score at a time).
     num_warmup, num_samples, thin, num_chains : int
@@ -122,6 +126,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     n_iter_ : int
         Iterations run: VB-EM iterations (``max_iter``; the loop has no early stop), or Gibbs
         sweeps, ``num_warmup + num_samples * thin``.
+    kernel_params_ : dict
+        GP classifier: the kernel parameters, fixed (Gibbs) or after the M-steps (VB-EM).
     bound_ : ndarray of shape (2 * ``n_iter_``,)
         VB-EM only: the lower bound F after every E-step and every M-step.
     idata_ : arviz.InferenceData
@@ -144,7 +150,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         rho: float | None = None,
         intercept_scale: float = 1.0,
         kernel: str = "rbf",
-        lengthscale: float | None = None,
+        kernel_params: Mapping[str, Any] | None = None,
         n_blocks: int = 8,
         num_warmup: int = 600,
         num_samples: int = 60,
@@ -168,7 +174,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.rho = rho
         self.intercept_scale = intercept_scale
         self.kernel = kernel
-        self.lengthscale = lengthscale
+        self.kernel_params = kernel_params
         self.n_blocks = n_blocks
         self.num_warmup = num_warmup
         self.num_samples = num_samples
@@ -214,8 +220,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 continue
             if len(value) != 2 or min(value) <= 0:
                 raise InvalidParameterError(f"{name} must be a pair of positive numbers, got {value!r}")
-        if self.lengthscale is not None:
-            check_scalar_param("lengthscale", self.lengthscale, low=0.0, low_inclusive=False)
+        self._theta()
         std = X.std(axis=0)
         const = np.flatnonzero(std <= 1e-12 * np.maximum(1.0, np.abs(X).max(axis=0)))
         if const.size:
@@ -272,9 +277,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         return self
 
     def _theta(self):
+        """The classifier's kernel parameters: ``kernel_params`` over the defaults."""
         K = self.n_factors
-        ls = float(np.sqrt(2.0 * K)) if self.lengthscale is None else float(self.lengthscale)
-        return SEParams(ls, 1.0) if self.kernel == "rbf" else ARDParams(jnp.full((K,), ls), 1.0)
+        ls = float(np.sqrt(2.0 * K))
+        defaults = SEParams(ls, 1.0) if self.kernel == "rbf" else ARDParams(np.full(K, ls), 1.0)
+        return check_kernel_params(self.kernel, self.kernel_params, defaults)
 
     def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
         structure = self.classifier if self.joint else "none"
@@ -293,6 +300,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         s = res.samples
         self._draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
         self._structure = structure
+        self._set_kernel_params(self._theta() if structure == "gp" else None)
         self.loadings_ = self._draws["A"].mean(0)
         self.n_iter_ = int(self.num_warmup) + int(self.num_samples) * int(self.thin)
         post = {"psi": s["psi"], "A": s["A"]}
@@ -317,6 +325,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         # host copies: a pickled jax float64 array would come back as float32 outside x64 mode
         self._vb = jax.tree.map(np.asarray, (state, like))
         self._structure = "vb-" + self.classifier
+        self._set_kernel_params(from_unconstrained(state.theta, like) if like is not None else None)
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
         self.n_iter_ = int(self.max_iter)
@@ -325,6 +334,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.idata_ = to_inference_data(post, sample_stats={"bound": self.bound_[None]},
                                         attrs={"model": "FactorBSVM", "inference": "vbem"})
         self._y = y
+
+    def _set_kernel_params(self, theta: Any) -> None:
+        """``kernel_params_`` of the GP classifier (none for the linear one)."""
+        if theta is None:
+            self.__dict__.pop("kernel_params_", None)
+        else:
+            self.kernel_params_ = _params_dict(theta)
 
     def _vb_kernel(self):
         """The VB-EM classifier's kernel: the GP's, or for the linear classifier k(w, w') = w'w + s^2
@@ -393,7 +409,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 s = jnp.sqrt(gamma * inv_lam)
                 L = jnp.linalg.cholesky(jnp.eye(W.shape[0]) + s[:, None] * K * s[None, :])
                 V = solve_triangular(L, s[:, None] * Ks.T, lower=True)
-                return Ks @ alpha, 1.0 - jnp.sum(V**2, 0)
+                return Ks @ alpha, kernel_diag(kfn, theta, Wn) - jnp.sum(V**2, 0)
 
             m, v = jax.lax.map(lambda a: one(*a), (jnp.asarray(d["W"]), jnp.asarray(Ws),
                                                    jnp.asarray(d["inv_lam"]), jnp.asarray(d["gamma"])))

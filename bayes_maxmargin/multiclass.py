@@ -18,8 +18,12 @@ post-processing), in sub-estimators ``estimators_[k]``. What is shared is the ex
   the shared data (design, kernel matrix) stay in ``data``, and every chain keeps the key of its
   binary run, so chunking, checkpoints and the non-finite check work unchanged (a non-finite
   chain is named by its index ``k * num_chains + c``);
-* a fit with no solver call routed through :func:`solve` (the host-side SVI loops) simply
-  runs the K binary fits one after the other.
+* a batched SVI run (:func:`~bayes_maxmargin.inference.svi.svi_gp`,
+  :func:`~bayes_maxmargin.inference.svi.svi_linear`) passes the K label vectors as one (K, N)
+  array (kept on the host with the inputs) to the same host-side minibatch loop, whose compiled
+  chunk is ``vmap``-ed over the classes; every class keeps its own minibatch stream;
+* a fit with no solver call routed through :func:`solve` simply runs the K binary fits one
+  after the other.
 
 PRNG keys: with ``key`` the estimator's key (from ``random_state``), class k's binary fit uses
 ``fold_in(key, k)`` wherever a binary fit uses ``key``; so ``estimators_[k]`` equals a binary fit of
@@ -42,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
+from .inference import svi
 from .inference.driver import ChainResult, run_chains
 from .predict import probit_margin
 
@@ -128,15 +133,14 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
+def _tree_equal(a: Any, b: Any) -> bool:
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    return ta == tb and all(_equal(x, y) for x, y in zip(la, lb))
+
+
 def _same_static(a: dict, b: dict) -> bool:
-    if set(a) != set(b):
-        return False
-    for k in a:
-        la, ta = jax.tree_util.tree_flatten(a[k])
-        lb, tb = jax.tree_util.tree_flatten(b[k])
-        if ta != tb or not all(_equal(x, y) for x, y in zip(la, lb)):
-            return False
-    return True
+    return set(a) == set(b) and all(_tree_equal(a[k], b[k]) for k in a)
 
 
 def _dispatch(requests: list[BatchRequest]) -> list[Any]:
@@ -275,6 +279,25 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
 
 
 register_batched(run_chains, _run_chains_batched)
+
+
+# ------------------------------------------------------------------------------ stacked labels (SVI)
+def _svi_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> list[Any] | None:
+    """K binary SVI runs ``fn(X, y, *rest)`` as one run with labels of shape (K, N): the inputs
+    are shared, the labels and every other argument that differs between the classes (inducing
+    points, seeds) are stacked on the host along a leading class axis."""
+    X = per_class[0][0]
+    if any(len(a) != len(per_class[0]) or not _equal(a[0], X) for a in per_class[1:]):
+        return None
+    rest = []
+    for values in list(zip(*per_class))[2:]:
+        same = all(_tree_equal(v, values[0]) for v in values[1:])
+        rest.append(values[0] if same else np.stack([np.asarray(v) for v in values]))
+    return fn(X, np.stack([np.asarray(a[1]) for a in per_class]), *rest, **kwargs)
+
+
+register_batched(svi.svi_gp, _svi_batched)
+register_batched(svi.svi_linear, _svi_batched)
 
 
 # ------------------------------------------------------------------------------ results

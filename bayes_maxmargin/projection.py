@@ -9,6 +9,7 @@ program.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -19,8 +20,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
-from .data.validation import InvalidParameterError, check_array_2d, check_n_features, check_option, check_scalar_param, check_X_y
+from .data.validation import (
+    InvalidParameterError,
+    check_array_2d,
+    check_kernel_params,
+    check_n_features,
+    check_option,
+    check_scalar_param,
+    check_X_y,
+)
 from .diagnostics import to_inference_data
+from .estimators import _params_dict
 from .inference.driver import run_chains
 from .inference.projection_gibbs import (
     build_projection_kernel,
@@ -28,26 +38,26 @@ from .inference.projection_gibbs import (
     projection_data,
     record_projection,
 )
+from .kernels import PolyParams, SEParams
 from .models.projection import ProjectionHyper
 
 __all__ = ["MaxMarginProjection", "kernel_features"]
 
 
-def kernel_features(X: np.ndarray, basis: np.ndarray, kernel: str, kernel_gamma: float, degree: int,
-                    coef0: float) -> np.ndarray:
+def kernel_features(X: np.ndarray, basis: np.ndarray, kernel: str, params: SEParams | PolyParams) -> np.ndarray:
     """K(X, V) between the rows of X and the basis vectors V (Chen et al. 2015, eq. 16-17), in NumPy.
 
-    ``"rbf"``: exp(-kernel_gamma ||x - v||^2) (the paper's Gaussian kernel, Sec. 5.2; the squared
-    distance floored at 0); ``"poly"``: (x' v + coef0)^degree (Sec. 5.3, coef0 = 1). The same
-    functions as :func:`bayes_maxmargin.kernels.se` (lengthscale 1 / sqrt(gamma)) and
+    ``"rbf"``: a exp(-||x - v||^2 / theta^2), the paper's Gaussian kernel exp(-gamma ||x - v||^2)
+    (Sec. 5.2) with theta = gamma^-1/2 and a = 1 (the squared distance floored at 0); ``"poly"``:
+    (x' v + c)^d (Sec. 5.3, c = 1). The same functions as :func:`bayes_maxmargin.kernels.se` and
     :func:`bayes_maxmargin.kernels.polynomial`, computed once per fit without compiling a program
     per data shape.
     """
     cross = X @ basis.T
     if kernel == "rbf":
         d2 = np.sum(X**2, axis=1)[:, None] + np.sum(basis**2, axis=1)[None, :] - 2.0 * cross
-        return np.exp(-kernel_gamma * np.maximum(d2, 0.0))
-    return (cross + coef0) ** int(degree)
+        return params.amplitude * np.exp(-np.maximum(d2, 0.0) / params.lengthscale**2)
+    return (cross + params.offset) ** int(params.degree)
 
 
 class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -67,8 +77,9 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         K, the dimension of the projected features; None: L - 1 for L classes (1 for two), the
         number of LDA components (the paper's Table 4 setting).
     kernel : {None, "rbf", "poly"}
-        None: MMLDP on the features. "rbf": exp(-kernel_gamma ||x - v||^2). "poly":
-        (x' v + coef0)^degree.
+        None: MMLDP on the features. "rbf": a exp(-||x - v||^2 / theta^2), the paper's Gaussian
+        kernel exp(-gamma ||x - v||^2) with theta = gamma^-1/2. "poly": (x' v + c)^d. The same
+        kernels and parameters as :class:`GPBSVM`.
     n_basis : int or None
         M, the number of basis vectors (kernel models); None: min(100, n_samples). Must be in
         [1, n_samples].
@@ -79,12 +90,12 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         Spike-and-slab prior on Theta (ssKMMDP, needs a kernel).
     inference : {"gibbs"}
         The Gibbs sampler of Algorithm 1.
-    kernel_gamma : float
-        Gaussian-kernel parameter gamma > 0 (the paper tries 0.01, 0.1, 1, 10).
-    degree : int
-        Polynomial-kernel degree d >= 1 (the paper tries 1-6).
-    coef0 : float
-        Polynomial-kernel offset (paper: 1).
+    kernel_params : dict or None
+        Kernel parameters, the fields of :class:`~bayes_maxmargin.kernels.SEParams` ("rbf":
+        ``lengthscale`` theta, ``amplitude`` a) or :class:`~bayes_maxmargin.kernels.PolyParams`
+        ("poly": ``degree`` d >= 1, ``offset`` c >= 0). Unset fields: theta = sqrt(n_features)
+        (gamma = 1 / n_features, the paper's Sec. 5 setting; it tries gamma in 0.01, 0.1, 1, 10),
+        a = 1, d = 2 (it tries 1-6), c = 1.
     a0, b0, c0, d0, e0, f0 : float
         Gamma(a0, b0) prior of sigma, Gamma(c0, d0) of alpha_k, Beta(e0, f0) of pi_l (paper: all 1).
     num_samples, num_warmup, num_chains, thin : int
@@ -99,6 +110,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
     basis_vectors_ : ndarray of shape (n_basis, n_features) (kernel models)
+    kernel_params_ : dict (kernel models)
+        The kernel parameters used, ``kernel_params`` over the defaults.
     coef_ : ndarray of shape (n_problems, D)
         Posterior mean of A w (D = n_features, or n_basis for kernel models), one row per binary
         problem (one for two classes, L for L > 2 one-vs-all): the averaged outputs of eq. (23)
@@ -130,9 +143,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         basis: str = "kmeans",
         spike_slab: bool = False,
         inference: str = "gibbs",
-        kernel_gamma: float = 0.1,
-        degree: int = 2,
-        coef0: float = 1.0,
+        kernel_params: Mapping[str, Any] | None = None,
         a0: float = 1.0,
         b0: float = 1.0,
         c0: float = 1.0,
@@ -153,9 +164,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.basis = basis
         self.spike_slab = spike_slab
         self.inference = inference
-        self.kernel_gamma = kernel_gamma
-        self.degree = degree
-        self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.a0 = a0
         self.b0 = b0
         self.c0 = c0
@@ -178,9 +187,6 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             "n_basis": check_scalar_param("n_basis", self.n_basis, kind="int", low=1, allow_none=True),
             "basis": check_option("basis", self.basis, ("kmeans", "random")),
             "inference": check_option("inference", self.inference, ("gibbs",)),
-            "kernel_gamma": check_scalar_param("kernel_gamma", self.kernel_gamma, low=0.0, low_inclusive=False),
-            "degree": check_scalar_param("degree", self.degree, kind="int", low=1),
-            "coef0": check_scalar_param("coef0", self.coef0, low=0.0),
             "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
             "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
             "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
@@ -232,6 +238,12 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         n = X.shape[0]
         self.classes_ = classes
         self.n_features_in_ = X.shape[1]
+        if params["kernel"] is not None:
+            defaults = SEParams(float(np.sqrt(X.shape[1])), 1.0) if params["kernel"] == "rbf" else PolyParams(2, 1.0)
+            params["kernel_params"] = check_kernel_params(params["kernel"], self.kernel_params, defaults)
+            self.kernel_params_ = _params_dict(params["kernel_params"])
+        else:
+            self.__dict__.pop("kernel_params_", None)
         L = len(classes)
         K = params["n_components"] or max(L - 1, 1)
         Y = (np.where(y_idx == 1, 1.0, -1.0)[None] if L == 2
@@ -304,8 +316,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         p = self._params
         if p["kernel"] is None:
             return X
-        return kernel_features(X, self.basis_vectors_.astype(X.dtype), p["kernel"], p["kernel_gamma"], p["degree"],
-                               p["coef0"])
+        return kernel_features(X, self.basis_vectors_.astype(X.dtype), p["kernel"], p["kernel_params"])
 
     def _predict_features(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")

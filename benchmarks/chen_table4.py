@@ -33,7 +33,7 @@ def usps_speed(iterations: int = 100, seed: int = 0) -> dict:
     out = {"n_train": int(tr.sum())}
     for name, ss in (("KMMDP", False), ("ssKMMDP", True)):
         for rep in ("first", "second"):
-            m = MaxMarginProjection(9, kernel="rbf", kernel_gamma=0.01, n_basis=100, spike_slab=ss,
+            m = MaxMarginProjection(9, kernel="rbf", kernel_params={"lengthscale": 10.0}, n_basis=100, spike_slab=ss,
                                     num_warmup=iterations, num_samples=iterations, random_state=seed)
             t, c = time.perf_counter(), time.process_time()
             m.fit(X, y)

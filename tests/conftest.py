@@ -9,14 +9,10 @@ import os
 # Cholesky factorisations of a few hundred rows hundreds of times slower. Kept if already set.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# XLA:CPU flags, set before jax starts its backend (and inherited by the `bmm` subprocesses):
-# * its loop emitters instead of its MLIR fusion emitters: compiling the suite's many small programs
-#   takes about a third less CPU time, and the programs compute the same functions;
-# * no multi-threaded Eigen, one thread per worker process as for BLAS: XLA:CPU's intra-op thread
-#   pool can deadlock (one CI run hung with every thread of a worker parked).
-for _flag in ("--xla_cpu_use_fusion_emitters=false", "--xla_cpu_multi_thread_eigen=false"):
-    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
+# XLA:CPU's intra-op (Eigen) thread pool off, set before jax starts its backend (and inherited by the
+# `bmm` subprocesses): one thread per worker process, as for BLAS.
+if "--xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
 
 import faulthandler  # noqa: E402
 import shutil  # noqa: E402

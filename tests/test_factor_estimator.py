@@ -38,6 +38,10 @@ def test_fit_predict_transform(data, kw):
         assert clf.n_iter_ == SMALL["max_iter"] and clf.bound_.shape == (2 * clf.n_iter_,)
     else:
         assert clf.n_iter_ == SMALL["num_warmup"] + SMALL["num_samples"] * SMALL["thin"]
+    if clf.classifier == "gp":  # the default kernel: lengthscale sqrt(2 K), unit amplitude
+        assert clf.kernel_params_ == {"lengthscale": 2.0, "amplitude": 1.0}
+    else:
+        assert not hasattr(clf, "kernel_params_")
     lists = clf.factor_lists(threshold=0.1)
     assert list(lists.columns) == ["factor", "feature", "loading"]
     assert (np.abs(lists["loading"]) > 0.1).all()
@@ -60,6 +64,9 @@ def test_two_step(data):
         (dict(inference="nuts"), "inference"),
         (dict(nu=-1.0), "nu"),
         (dict(joint=False, inference="vbem"), "joint"),
+        (dict(kernel_params={"gamma": 1.0}), "Invalid key 'gamma' in kernel_params.*lengthscale, amplitude"),
+        (dict(kernel_params={"lengthscale": 0.0}), r"kernel_params\['lengthscale'\]: 0"),
+        (dict(kernel="ard", kernel_params={"lengthscales": [1.0, 2.0, 3.0]}), "3 length-scales for 2 input"),
     ],
 )
 def test_bad_parameters(data, kwargs, match):

@@ -149,7 +149,7 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
         (dict(kernel_params={"amplitude": float("inf")}), r"kernel_params\['amplitude'\]: inf"),
         (dict(kernel_params={"amplitude": 0.0}), r"kernel_params\['amplitude'\]: 0"),
         (dict(kernel_params={"lengthscales": 1.0}), r"'lengthscales'.*valid keys are lengthscale, amplitude"),
-        (dict(kernel="ard", kernel_params={"lengthscales": [1.0, 2.0, 3.0]}), r"3 length-scales for 2 features"),
+        (dict(kernel="ard", kernel_params={"lengthscales": [1.0, 2.0, 3.0]}), r"3 length-scales for 2 input dimensions"),
         (dict(kernel="ard", kernel_params={"lengthscales": [1.0, -2.0]}), r"entry 1 is -2"),
         (dict(learn_kernel=("degree",)), r"learn_kernel: 'degree'"),
         (dict(inference="fitc", num_inducing=0), r"num_inducing: 0"),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
 from bayes_maxmargin import MaxMarginProjection
+from bayes_maxmargin.kernels import PolyParams, SEParams, get_kernel
+from bayes_maxmargin.projection import kernel_features
 
 
 def _three_blobs(n_per=20, seed=0):
@@ -25,7 +28,9 @@ def _three_blobs(n_per=20, seed=0):
         (dict(kernel="sigmoid"), "kernel"),
         (dict(spike_slab=True), "spike_slab"),
         (dict(kernel="rbf", basis="grid"), "basis"),
-        (dict(kernel="rbf", kernel_gamma=-1.0), "kernel_gamma"),
+        (dict(kernel="rbf", kernel_params={"lengthscale": -1.0}), "lengthscale"),
+        (dict(kernel="rbf", kernel_params={"gamma": 0.5}), "Invalid key 'gamma'.*lengthscale, amplitude"),
+        (dict(kernel="poly", kernel_params={"degree": 1.5}), "degree"),
     ],
 )
 def test_bad_parameters_are_named(kwargs, match):
@@ -44,14 +49,25 @@ def test_a_class_with_one_sample_is_rejected():
         MaxMarginProjection().fit(X, np.zeros(len(X)))
 
 
+@pytest.mark.parametrize("kernel,params", [("rbf", SEParams(0.7, 2.0)), ("poly", PolyParams(3, 0.5))])
+def test_kernel_features_are_the_library_kernels(kernel, params):
+    """K(X, V) in NumPy equals the JAX kernels that GPBSVM uses, at the same parameters."""
+    rng = np.random.default_rng(1)
+    X, V = rng.normal(size=(7, 3)), rng.normal(size=(4, 3))
+    with jax.enable_x64(True):
+        expected = np.asarray(get_kernel(kernel)(params, X, V))
+    np.testing.assert_allclose(kernel_features(X, V, kernel, params), expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("spike_slab", [pytest.param(False, marks=pytest.mark.extended), True])
 def test_multiclass_kernel_model(spike_slab):
     """KMMDP / ssKMMDP one-vs-all on three blobs: accurate, outputs of the documented shapes."""
     X, y = _three_blobs()
     M, K = 12, 2
-    clf = MaxMarginProjection(K, kernel="rbf", kernel_gamma=0.5, n_basis=M, spike_slab=spike_slab,
-                              num_warmup=100, num_samples=100, random_state=0).fit(X, y)
+    clf = MaxMarginProjection(K, kernel="rbf", kernel_params={"lengthscale": 2**0.5}, n_basis=M,
+                              spike_slab=spike_slab, num_warmup=100, num_samples=100, random_state=0).fit(X, y)
     assert clf.score(X, y) > 0.9
+    assert clf.kernel_params_ == {"lengthscale": 2**0.5, "amplitude": 1.0}
     U = clf.decision_function(X)
     assert U.shape == (60, 3)
     np.testing.assert_array_equal(clf.predict(X), clf.classes_[U.argmax(1)])

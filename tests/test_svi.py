@@ -193,6 +193,25 @@ def test_divergence_keeps_the_last_finite_state():
     assert res.steps[-1] == 20
 
 
+def test_classes_run_together_each_as_its_binary_run():
+    """Labels of shape (K, N): one vmapped program, class k equal to the binary run with its labels
+    and seed; a class that diverges (NaN labels) stops alone, with a warning that names it."""
+    X, y = _moons(100, seed=6)
+    Y = np.stack([y, -y, np.where(np.arange(100) == 7, np.nan, y)])
+    with jax.enable_x64(True):
+        with pytest.warns(svi.SVIDivergenceWarning, match=r"diverged \(class 2\)"):
+            together = _run(X, Y, steps=100, seed=[3, 4, 5], learn=("lengthscale",))
+        apart = [_run(X, Y[k], steps=100, seed=3 + k, learn=("lengthscale",))[0] for k in (0, 1)]
+    assert [r.diverged for r, _ in together] == [False, False, True]
+    for (res, _), alone in zip(together, apart):
+        for a, b in zip(jax.tree.leaves(res.state), jax.tree.leaves(alone.state)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(res.elbo, alone.elbo, rtol=1e-6)
+    stopped = together[2][0]
+    assert int(stopped.state.step) == 0 and stopped.elbo.size == 0
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree.leaves(stopped.state))
+
+
 def test_mlii_moves_the_lengthscale_toward_a_better_elbo():
     with jax.enable_x64(True):
         X, y = _moons(300, seed=7)
@@ -207,7 +226,8 @@ def test_mlii_moves_the_lengthscale_toward_a_better_elbo():
 
 @pytest.mark.skipif(sys.platform == "win32", reason="XLA host device flag")
 def test_data_parallel_run_equals_single_device():
-    """4 forced host devices: every minibatch split in 4, the same result to 1e-5."""
+    """4 forced host devices: every minibatch split in 4, the same result to 1e-5 (one problem, and
+    two classes run together)."""
     code = textwrap.dedent(
         """
         import jax, numpy as np
@@ -223,6 +243,9 @@ def test_data_parallel_run_equals_single_device():
                                     num_steps=200, batch_size=40, hyper_every=10, devices=devices)
                 out.append(np.concatenate([np.asarray(res.state.nat.eta1), np.asarray(res.state.nat.eta2).ravel(),
                                            [float(res.state.hyper["lengthscale"])]]))
+                pair = svi.svi_linear(X, np.stack([y, -y]), np.eye(2), [0, 1], num_steps=100, batch_size=40,
+                                      devices=devices)  # two classes, each minibatch split
+                out[-1] = np.concatenate([out[-1], *(np.asarray(r.state.nat.eta1) for r, _ in pair)])
         print(float(np.max(np.abs(out[0] - out[1]) / (1 + np.abs(out[0])))))
         """
     )

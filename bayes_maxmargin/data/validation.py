@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ __all__ = [
     "n_classes_of",
     "check_scalar_param",
     "check_option",
+    "check_kernel_params",
 ]
 
 #: How many column indices / class labels an error message lists at most.
@@ -893,3 +894,72 @@ def check_option(name: str, value: Any, options: Iterable[Any]) -> Any:
             f"Invalid value for {name}: {_fmt_value(value)}; valid options are {listed}"
         )
     return value
+
+
+def check_kernel_params(kernel: str, user: Any, defaults: Any) -> Any:
+    """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel's name, used in the messages.
+    user : dict, NamedTuple or None
+        The estimator's ``kernel_params``: a subset of the fields of ``defaults``.
+    defaults : NamedTuple
+        The kernel's parameter container with the estimator's defaults
+        (:mod:`bayes_maxmargin.kernels`: ``SEParams``, ``ARDParams``, ``PolyParams``, ``LinearParams``).
+
+    Returns
+    -------
+    NamedTuple
+        ``defaults`` with the user's fields, validated: ``degree`` an integer >= 1, ``offset`` >= 0,
+        ``lengthscales`` a positive number or one positive entry per input dimension, every other
+        field a positive number.
+
+    Raises
+    ------
+    InvalidParameterError
+        For example ``"Invalid key 'gamma' in kernel_params for kernel='rbf'; valid keys are
+        lengthscale, amplitude"``.
+    """
+    if user is None:
+        return defaults
+    fields = ", ".join(defaults._fields)
+    if hasattr(user, "_asdict"):
+        user = user._asdict()
+    if not isinstance(user, Mapping):
+        raise InvalidParameterError(
+            f"Invalid value for kernel_params: {_fmt_value(user)} (must be None or a dict of the fields "
+            f"{fields} of the {kernel!r} kernel)"
+        )
+    values = {}
+    for name, value in user.items():
+        if name not in defaults._fields:
+            raise InvalidParameterError(
+                f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are {fields}"
+            )
+        values[name] = _check_kernel_value(name, value, np.shape(getattr(defaults, name)))
+    return defaults._replace(**values)
+
+
+def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...]) -> Any:
+    label = f"kernel_params[{name!r}]"
+    if name == "degree":
+        return check_scalar_param(label, value, kind="int", low=1)
+    try:
+        arr = None if isinstance(value, (str, bytes)) else np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = None  # reported by check_scalar_param below
+    if shape and arr is not None and arr.ndim == 1:
+        if arr.shape != shape:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: {arr.shape[0]} length-scales for {shape[0]} input dimensions"
+            )
+        bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+        if bad.size:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: entry {bad[0]} is {arr[bad[0]]} (must be positive and finite)"
+            )
+        return arr
+    value = check_scalar_param(label, value, low=0.0, low_inclusive=name == "offset")  # offset 0: homogeneous
+    return np.full(shape, value) if shape else value

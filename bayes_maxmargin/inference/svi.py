@@ -45,7 +45,10 @@ Data are streamed from host memory: the host draws the minibatch indices (epochs
 permutations), gathers a chunk of ``rounds x hyper_every`` minibatches from a NumPy array or a
 memory map, and one compiled ``lax.scan`` runs the chunk. Only one chunk is on the device at a time.
 With a :class:`jax.sharding.Mesh` the batch axis of every chunk is split across its devices;
-the per-device sufficient statistics are summed by the compiler (data parallel SVI).
+the per-device sufficient statistics are summed by the compiler (data parallel SVI). Labels with a
+leading class axis, shape (K, N), run K binary problems on the same inputs (one-vs-rest) through
+the same loop, the compiled chunk ``jax.vmap``-ed over the classes, each with its own minibatch
+stream.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -473,18 +476,41 @@ def _round(problem: Problem, nat_tx, hyper_tx, learn: bool, consts, carry, batch
 _PROGRAMS: dict[Any, Callable] = {}
 
 
-def _compiled(cache_key: Any, problem: Problem, nat_tx, hyper_tx, learn: bool) -> Callable:
-    """The jitted scan over rounds; reused for an equal ``cache_key`` (which must determine the
-    problem's functions and the two transformations), compiled afresh without one."""
-    if cache_key is not None and cache_key in _PROGRAMS:
-        return _PROGRAMS[cache_key]
-    fn = jax.jit(lambda carry, batch, consts: lax.scan(partial(_round, problem, nat_tx, hyper_tx, learn, consts),
-                                                       carry, batch))
-    if cache_key is not None:
+def _compiled(cache_key: Any, problem: Problem, nat_tx, hyper_tx, learn: bool, classes: bool) -> Callable:
+    """The jitted scan over rounds, on a carry and a chunk with a leading class axis (``jax.vmap``
+    over it for ``classes``; for one problem the axis of length one is dropped inside the program).
+    Reused for an equal ``cache_key`` (which must determine the problem's functions and the two
+    transformations), compiled afresh without one."""
+    key = None if cache_key is None else (cache_key, classes)
+    if key is not None and key in _PROGRAMS:
+        return _PROGRAMS[key]
+
+    def scan(carry, batch, consts):
+        return lax.scan(partial(_round, problem, nat_tx, hyper_tx, learn, consts), carry, batch)
+
+    if classes:
+        fn = jax.vmap(scan, in_axes=(0, (0, 0, None), None))
+    else:
+        def fn(carry, batch, consts):
+            Xc, yc, active = batch
+            out = scan(_class(carry, 0), (Xc[0], yc[0], active), consts)
+            return jax.tree.map(lambda a: a[None], out)
+    fn = jax.jit(fn)
+    if key is not None:
         if len(_PROGRAMS) >= 32:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[cache_key] = fn
+        _PROGRAMS[key] = fn
     return fn
+
+
+def _class(tree: Any, c: int) -> Any:
+    """Class ``c`` of a pytree with a leading class axis."""
+    return jax.tree.map(lambda a: a[c], tree)
+
+
+def _stack(trees: list[Any]) -> Any:
+    """Pytrees stacked along a new leading class axis."""
+    return jax.tree.map(lambda *a: jnp.stack(a), *trees)
 
 
 def _batch_indices(n: int, count: int, rng: np.random.Generator, pool: list) -> np.ndarray:
@@ -515,7 +541,7 @@ def run_svi(
     learn_hyper: bool = False,
     gamma: float = 1.0,
     rounds_per_chunk: int | None = None,
-    seed: int = 0,
+    seed: int | Sequence[int] = 0,
     mesh: jax.sharding.Mesh | None = None,
     dtype: Any = None,
     progress: bool = False,
@@ -523,19 +549,24 @@ def run_svi(
     cache_key: Any = None,
     checkpoint: str | os.PathLike | None = None,
     resume: str | os.PathLike | None = None,
-) -> SVIResult:
+) -> SVIResult | list[SVIResult]:
     """Run S-BSVM (Alg. 1) for ``num_steps`` natural-gradient steps on minibatches streamed from
     host memory.
 
     Parameters
     ----------
     state : SVIState
-        Initial state (:func:`init_state`).
+        Initial state (:func:`init_state`); with a class axis on ``y``, the K initial states
+        stacked along a leading axis.
     problem : Problem
         Features, prior precision and (with ``learn_hyper``) the Cholesky of K_mm as a function of
         the hyperparameters.
-    X, y : numpy.ndarray (or memory map), shapes (N, d) and (N,)
-        Training data, y in {-1, +1}; stay on the host.
+    X : numpy.ndarray (or memory map), shape (N, d)
+        Training inputs; stay on the host.
+    y : numpy.ndarray (or memory map), shape (N,) or (K, N)
+        Labels in {-1, +1}; stay on the host. With a leading class axis, K binary problems on the
+        same inputs (one-vs-rest) run in one compiled program, ``jax.vmap`` over the classes: class
+        k is exactly the binary run with ``state[k]``, ``y[k]`` and ``seed[k]``.
     nat_tx, hyper_tx : optax.GradientTransformation
         Step on the natural parameters (:func:`natural_gradient_ascent`, :func:`adaptive_rate`)
         and the ML-II optimiser (e.g. ``optax.adam``).
@@ -546,9 +577,10 @@ def run_svi(
     hyper_every : int
         Variational steps per round: one ELBO estimate and (``learn_hyper``) one ML-II step each.
     rounds_per_chunk : int, optional
-        Rounds per compiled chunk (host -> device transfer); default: about 2^18 rows per chunk.
-    seed : int
-        Seed of the minibatch stream.
+        Rounds per compiled chunk (host -> device transfer); default: about 2^18 rows per chunk
+        (over all classes).
+    seed : int or sequence of K ints
+        Seed of the minibatch stream (of each class).
     mesh : jax.sharding.Mesh, optional
         One-axis mesh ("batch"); the batch axis of every chunk is split across its devices.
         ``batch_size`` must be a multiple of the number of devices.
@@ -556,32 +588,42 @@ def run_svi(
         Print the steps, the ELBO estimate and points per second after every chunk to stderr.
     callback : callable, optional
         Called as ``callback(state, steps, seconds)`` after every chunk (e.g. to record held-out
-        error against time).
+        error against time); ``state`` has the class axis of ``y``.
     cache_key : hashable, optional
         Identifies ``problem``'s functions and the transformations: runs with an equal key reuse
         one compiled program (the entry points :func:`svi_gp` and :func:`svi_linear` set it).
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` (state, optimiser states, minibatch stream, ELBO
         trace) after every chunk, atomically; Ctrl-C, SIGTERM or an error leave the last one.
+        One binary problem only.
     resume : path, optional
         Checkpoint folder of the same run to continue from (also the checkpoint folder unless
         ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
 
     Returns
     -------
-    SVIResult
+    SVIResult, or a list of K SVIResult with a class axis on ``y``
     """
     n, d = X.shape
+    classes = y.ndim == 2
+    Y = y if classes else y[None]
+    K = Y.shape[0]
+    states = state if classes else _stack([state])
+    seeds = [int(s) for s in np.broadcast_to(np.asarray(seed), (K,))]
+    if classes and (checkpoint is not None or resume is not None):
+        raise ValueError("checkpoint / resume apply to one binary problem (y of shape (N,)), not to "
+                         f"{K} classes run together")
     k = int(hyper_every)
     n_rounds = max(1, math.ceil(num_steps / k))
     if rounds_per_chunk is None:
-        rounds_per_chunk = max(1, min(n_rounds, (1 << 18) // (k * batch_size)))
+        rounds_per_chunk = max(1, min(n_rounds, (1 << 18) // (k * batch_size * K)))
     R = int(rounds_per_chunk)
-    dtype = dtype or state.nat.eta1.dtype
+    rows = R * k * batch_size
+    dtype = dtype or states.nat.eta1.dtype
     scale = jnp.asarray(n / batch_size, dtype)
     gamma = jnp.asarray(gamma, dtype)
     consts = (problem.prior_prec, scale, gamma)
-    run = _compiled(cache_key, problem, nat_tx, hyper_tx, learn_hyper)
+    run = _compiled(cache_key, problem, nat_tx, hyper_tx, learn_hyper, classes)
     shard = None
     if mesh is not None:
         from jax.sharding import NamedSharding, PartitionSpec as P
@@ -589,67 +631,76 @@ def run_svi(
         n_dev = mesh.devices.size
         if batch_size % n_dev:
             raise ValueError(f"batch_size={batch_size} must be a multiple of the {n_dev} devices of the mesh")
-        shard = (NamedSharding(mesh, P(None, None, "batch", None)), NamedSharding(mesh, P(None, None, "batch")),
-                 NamedSharding(mesh, P()))
-    rng, pool = np.random.default_rng(seed), []
-    carry = (state, jnp.asarray(False))
-    elbos, steps, times = [], [], []
+        shard = (NamedSharding(mesh, P(None, None, None, "batch", None)),
+                 NamedSharding(mesh, P(None, None, None, "batch")), NamedSharding(mesh, P()))
+    rngs, pools = [np.random.default_rng(s) for s in seeds], [[] for _ in seeds]
+    carry = (states, jnp.zeros(K, bool))
+    elbos, steps, times = [[] for _ in range(K)], [], []
     t0 = time.perf_counter()
     done = 0
     folder = checkpoint_folder(checkpoint, resume)
     if folder is not None:
         sample = slice(None, None, max(1, n // 1000))  # the data by a strided sample of rows
         settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
-                    "rounds_per_chunk": R, "seed": int(seed), "learn_hyper": bool(learn_hyper),
-                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(y[sample]), consts))}
+                    "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
+                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
     if resume is not None:
         ckpt, restored = resume_run(resume, settings, state)
-        carry, done = (restored, jnp.asarray(False)), ckpt.done
-        rng.bit_generator.state = ckpt.extra["rng"]
+        carry, done = (_stack([restored]), jnp.zeros(1, bool)), ckpt.done
+        rngs[0].bit_generator.state = ckpt.extra["rng"]
         if "pool" in ckpt.kept:
-            pool = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
-        elbos, steps, times = ([ckpt.kept[name]] for name in ("elbo", "steps", "times"))
+            pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
+        elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
     with threadpool_limits(limits=1, user_api="blas"), sigterm_as_interrupt():
         while done < n_rounds:
-            idx = _batch_indices(n, R * k * batch_size, rng, pool)
             active = np.arange(done, done + R) < n_rounds
-            Xc = np.asarray(X[idx], dtype=dtype).reshape(R, k, batch_size, d)
-            yc = np.asarray(y[idx], dtype=dtype).reshape(R, k, batch_size)
-            batch = (Xc, yc, active)
+            Xc, yc = np.empty((K, rows, d), dtype), np.empty((K, rows), dtype)
+            for c in range(K):
+                idx = _batch_indices(n, rows, rngs[c], pools[c])
+                Xc[c], yc[c] = X[idx], Y[c][idx]
+            batch = (Xc.reshape(K, R, k, batch_size, d), yc.reshape(K, R, k, batch_size), active)
             if shard is not None:
                 batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
             carry, values = run(carry, batch, consts)
-            values = np.asarray(values)[active]
+            values = np.asarray(values)[:, active]
             now = time.perf_counter() - t0
             done += int(active.sum())
-            elbos.append(values)
-            steps.append(np.arange(done - values.size + 1, done + 1) * k)
-            times.append(np.full(values.size, now))
+            for trace, v in zip(elbos, values):
+                trace.append(v)
+            steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
+            times.append(np.full(values.shape[1], now))
             if progress:
-                print(f"[svi] step {done * k:>10d}  elbo ~ {values[np.isfinite(values)][-1:].sum():.6g}  "
-                      f"{done * k * batch_size / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
+                last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
+                print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "
+                      f"{done * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
             if folder is not None:
-                kept = {"elbo": np.concatenate(elbos), "steps": np.concatenate(steps), "times": np.concatenate(times)}
-                if pool:
-                    kept["pool"] = pool[0][0]
-                extra = {"rng": rng.bit_generator.state, "pool_pos": int(pool[0][1]) if pool else 0}
-                write_checkpoint(folder, Checkpoint(settings, done, flat_state(carry[0]), kept, extra))
+                kept = {"elbo": np.concatenate(elbos[0]), "steps": np.concatenate(steps),
+                        "times": np.concatenate(times)}
+                if pools[0]:
+                    kept["pool"] = pools[0][0][0]
+                extra = {"rng": rngs[0].bit_generator.state, "pool_pos": int(pools[0][0][1]) if pools[0] else 0}
+                write_checkpoint(folder, Checkpoint(settings, done, flat_state(_class(carry[0], 0)), kept, extra))
             if callback is not None:
-                callback(carry[0], done * k, now)
-            if bool(carry[1]):
+                callback(carry[0] if classes else _class(carry[0], 0), done * k, now)
+            if bool(np.all(carry[1])):
                 break
-    state, diverged = carry
-    diverged = bool(diverged)
-    elbo_trace = np.concatenate(elbos)
-    if diverged:
-        last = int(np.flatnonzero(np.isfinite(elbo_trace))[-1] + 1) * k if np.isfinite(elbo_trace).any() else 0
-        warnings.warn(
-            f"SVI diverged: a non-finite ELBO or variational state after step {last + k}; the run stopped "
-            f"and keeps its last finite state (step {last}). Lower the learning rate or the hyperparameter "
-            f"step size.", SVIDivergenceWarning, stacklevel=2)
-    keep = np.isfinite(elbo_trace)
-    return SVIResult(state, elbo_trace[keep], np.concatenate(steps)[keep], np.concatenate(times)[keep], diverged)
+    final, diverged = carry[0], np.asarray(carry[1])
+    steps, times = np.concatenate(steps), np.concatenate(times)
+    results = []
+    for c in range(K):
+        trace = np.concatenate(elbos[c])
+        if diverged[c]:
+            finite = np.flatnonzero(np.isfinite(trace))
+            last = int(steps[finite[-1]]) if finite.size else 0
+            which = f" (class {c})" if classes else ""
+            warnings.warn(
+                f"SVI diverged{which}: a non-finite ELBO or variational state after step {last + k}; the run "
+                f"stopped and keeps its last finite state (step {last}). Lower the learning rate or the "
+                f"hyperparameter step size.", SVIDivergenceWarning, stacklevel=2)
+        keep = np.isfinite(trace)
+        results.append(SVIResult(_class(final, c), trace[keep], steps[keep], times[keep], bool(diverged[c])))
+    return results if classes else results[0]
 
 
 # ============================================================================ full-data passes
@@ -815,6 +866,7 @@ def svi_gp(
     y: np.ndarray,
     theta0: Any,
     Z0: np.ndarray,
+    seed: int | Sequence[int] = 0,
     *,
     kernel: str | Callable,
     learn: tuple[str, ...] = (),
@@ -826,35 +878,40 @@ def svi_gp(
     gamma: float = 1.0,
     jitter: float = 1e-6,
     dtype: Any = np.float64,
-    seed: int = 0,
     devices: int | None = None,
     progress: bool = False,
     callback: Callable | None = None,
     checkpoint: str | os.PathLike | None = None,
     resume: str | os.PathLike | None = None,
-) -> tuple[SVIResult, Problem]:
+) -> tuple[SVIResult, Problem] | list[tuple[SVIResult, Problem]]:
     """S-BSVM for the GP model from q(u) = p(u) (Alg. 1), with ML-II (Adam, ``learning_rate``) on the
     hyperparameters named in ``learn`` (kernel fields and/or ``"inducing"``) every ``hyper_every``
-    steps. Call inside ``jax.enable_x64`` for float64."""
+    steps. Call inside ``jax.enable_x64`` for float64.
+
+    With labels ``y`` of shape (K, N), the K binary problems (one-vs-rest) run in one program
+    (:func:`run_svi`), ``Z0`` of shape (m, d) or (K, m, d) and ``seed`` one or K seeds, and the
+    result is a list of K pairs."""
     spec = GPSpec(get_kernel(kernel), theta0, float(jitter))
-    hyper = {k: jnp.asarray(v, dtype) for k, v in to_unconstrained(theta0).items()}
-    hyper["inducing"] = jnp.asarray(Z0, dtype)
-    labels = {k: "learn" if k in learn else "fixed" for k in hyper}
+    raw = {k: jnp.asarray(v, dtype) for k, v in to_unconstrained(theta0).items()}
+    labels = {k: "learn" if k in learn else "fixed" for k in (*raw, "inducing")}
     hyper_tx = optax.multi_transform({"learn": optax.adam(learning_rate), "fixed": optax.set_to_zero()}, labels)
     nat_tx = step_transform(step_size, num_steps)
-    _, whiten = gp_factors(hyper, spec)
-    m = Z0.shape[0]
+    K = y.shape[0] if y.ndim == 2 else 1
+    m = Z0.shape[-2]
     nat0 = NatParams(jnp.zeros(m, dtype), -0.5 * jnp.eye(m, dtype=dtype))
+    states = []
+    for Z in np.broadcast_to(Z0, (K, m, Z0.shape[-1])):
+        hyper = {**raw, "inducing": jnp.asarray(Z, dtype)}
+        states.append(init_state(nat0, hyper, gp_factors(hyper, spec)[1], nat_tx, hyper_tx))
     problem = gp_problem(spec, m, dtype, learn=bool(learn))
-    state = init_state(nat0, hyper, whiten, nat_tx, hyper_tx)
-    fixed = tuple((f, np.asarray(v).tolist()) for f, v in theta0._asdict().items() if f not in hyper)
+    fixed = tuple((f, np.asarray(v).tolist()) for f, v in theta0._asdict().items() if f not in raw)
     key = ("gp", spec.kernel, type(theta0), fixed, spec.jitter, tuple(sorted(learn)), _step_key(step_size),
            float(learning_rate))
-    res = run_svi(state, problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
-                  num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn), gamma=gamma, seed=seed,
-                  mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress, callback=callback,
-                  cache_key=key, checkpoint=checkpoint, resume=resume)
-    return res, problem
+    res = run_svi(_stack(states) if y.ndim == 2 else states[0], problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx,
+                  batch_size=batch_size, num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn),
+                  gamma=gamma, seed=seed, mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
+                  callback=callback, cache_key=key, checkpoint=checkpoint, resume=resume)
+    return [(r, problem) for r in res] if y.ndim == 2 else (res, problem)
 
 
 def _linear_features(hyper, whiten, X):
@@ -865,6 +922,7 @@ def svi_linear(
     design: np.ndarray,
     y: np.ndarray,
     prior_prec: np.ndarray,
+    seed: int | Sequence[int] = 0,
     *,
     num_steps: int,
     batch_size: int,
@@ -872,13 +930,15 @@ def svi_linear(
     hyper_every: int = 10,
     gamma: float = 1.0,
     dtype: Any = np.float64,
-    seed: int = 0,
     devices: int | None = None,
     progress: bool = False,
     checkpoint: str | os.PathLike | None = None,
     resume: str | os.PathLike | None = None,
-) -> tuple[SVIResult, Problem]:
-    """Linear SVI (Sec. 4.5, eq. 14): q(beta) = N(mu, zeta) from the prior, O(d^3) per step."""
+) -> tuple[SVIResult, Problem] | list[tuple[SVIResult, Problem]]:
+    """Linear SVI (Sec. 4.5, eq. 14): q(beta) = N(mu, zeta) from the prior, O(d^3) per step.
+
+    With labels ``y`` of shape (K, N), the K binary problems (one-vs-rest) run in one program
+    (:func:`run_svi`), ``seed`` one or K seeds, and the result is a list of K pairs."""
     p = design.shape[1]
     P0 = jnp.asarray(prior_prec, dtype)
     nat_tx = step_transform(step_size, num_steps)
@@ -886,8 +946,10 @@ def svi_linear(
     problem = Problem(_linear_features, None, P0)
     nat0 = NatParams(jnp.zeros(p, dtype), -0.5 * P0)
     state = init_state(nat0, {}, jnp.zeros((0, 0), dtype), nat_tx, hyper_tx)
+    if y.ndim == 2:
+        state = _stack([state] * y.shape[0])
     res = run_svi(state, problem, design, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
                   num_steps=num_steps, hyper_every=hyper_every, gamma=gamma, seed=seed,
                   mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
                   cache_key=("linear", _step_key(step_size)), checkpoint=checkpoint, resume=resume)
-    return res, problem
+    return [(r, problem) for r in res] if y.ndim == 2 else (res, problem)
