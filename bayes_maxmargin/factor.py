@@ -114,6 +114,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         MCMC run (the paper: 600 warm-up, 60 kept draws thinned by 10).
     max_iter, m_steps : int
         VB-EM iterations and L-BFGS steps per M-step.
+    precision : {"float64", "float32"}
+        Floating-point precision of the fit (local; the global JAX setting is untouched);
+        predictions and scores are computed in float64.
     progress_bar : bool
     random_state : int or None
 
@@ -158,6 +161,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         num_chains: int = 1,
         max_iter: int = 30,
         m_steps: int = 10,
+        precision: str = "float64",
         progress_bar: bool = False,
         random_state: Any = None,
     ) -> None:
@@ -182,6 +186,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.num_chains = num_chains
         self.max_iter = max_iter
         self.m_steps = m_steps
+        self.precision = precision
         self.progress_bar = progress_bar
         self.random_state = random_state
 
@@ -199,6 +204,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         check_option("inference", self.inference, ("gibbs", "vbem"))
         check_option("second_stage", self.second_stage, (None, "linear", "gp"))
         check_option("kernel", self.kernel, ("rbf", "ard"))
+        check_option("precision", self.precision, ("float32", "float64"))
         for name in ("nu", "gamma", "intercept_scale"):
             check_scalar_param(name, getattr(self, name), low=0.0, low_inclusive=False)
         check_scalar_param("gamma0", self.gamma0, low=0.0)
@@ -257,7 +263,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.mean_ = X.mean(axis=0)
         Xc = X - self.mean_
         t0 = time.perf_counter()
-        with jax.enable_x64(True):
+        x64 = self.precision == "float64"
+        Xc = Xc.astype(np.float64 if x64 else np.float32)
+        with jax.enable_x64(x64):
             if self.inference == "gibbs":
                 self._fit_gibbs(Xc, y, run_io)
             else:
@@ -286,10 +294,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
         structure = self.classifier if self.joint else "none"
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
-        hyper = FactorHyper(*(jnp.asarray(float(v)) for v in (
+        hyper = FactorHyper(*(jnp.asarray(float(v), X.dtype) for v in (
             self.nu, self.psi_prior[0], self.psi_prior[1], self.gamma, a0, b0, self.gamma0,
             self.rho if self.rho is not None else 1.0, 1.0 / self.intercept_scale**2)))
-        data = FactorData(jnp.asarray(X), jnp.asarray(y, jnp.float64), self._theta(), jnp.asarray(1e-6))
+        theta = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), self._theta())
+        data = FactorData(jnp.asarray(X), jnp.asarray(y, X.dtype), theta, jnp.asarray(1e-6, X.dtype))
         kern = build_factor_kernel(structure, self.gamma_prior is not None, self.rho is not None, True,
                                    self.kernel, int(self.n_blocks))
         s0 = init_factor(data, hyper, int(self.n_factors), structure)
@@ -318,7 +327,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         kfn = self._vb_kernel()
         like = self._theta() if self.classifier == "gp" else None
         theta = to_unconstrained(like) if like is not None else {}
-        Xj, yj = jnp.asarray(X), jnp.asarray(y, jnp.float64)
+        Xj, yj = jnp.asarray(X), jnp.asarray(y, X.dtype)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.max_iter),
                                    m_steps=int(self.m_steps))

@@ -47,6 +47,16 @@ def test_fit_predict_transform(data, kw):
     assert (np.abs(lists["loading"]) > 0.1).all()
 
 
+def test_float32_fit_is_close_to_float64(data):
+    """precision="float32": the VB-EM fit runs in single precision and stays close to float64."""
+    X, y = data
+    fits = {p: FactorBSVM(n_factors=2, classifier="linear", inference="vbem", precision=p, **SMALL).fit(X, y)
+            for p in ("float32", "float64")}
+    assert fits["float32"].loadings_.dtype == np.float32 and fits["float64"].loadings_.dtype == np.float64
+    np.testing.assert_allclose(fits["float32"].bound_, fits["float64"].bound_, rtol=1e-4)
+    np.testing.assert_allclose(fits["float32"].predict_proba(X), fits["float64"].predict_proba(X), atol=1e-3)
+
+
 @pytest.mark.extended
 def test_two_step(data):
     X, y = data
@@ -63,6 +73,7 @@ def test_two_step(data):
         (dict(classifier="tree"), "classifier"),
         (dict(inference="nuts"), "inference"),
         (dict(nu=-1.0), "nu"),
+        (dict(precision="float16"), "precision"),
         (dict(joint=False, inference="vbem"), "joint"),
         (dict(kernel_params={"gamma": 1.0}), "Invalid key 'gamma' in kernel_params.*lengthscale, amplitude"),
         (dict(kernel_params={"lengthscale": 0.0}), r"kernel_params\['lengthscale'\]: 0"),
