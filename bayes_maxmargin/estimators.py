@@ -1155,12 +1155,12 @@ class GPBSVM(_BayesianSVMClassifier):
     Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
     the rest (-1)" run together (:mod:`bayes_maxmargin.multiclass`: one vmapped ECM / FITC / VI
     / NUTS / SVI program, one Gibbs run over the stacked chains of all classes), each with its own
-    kernel parameters (ML-II per class) and key ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per class,
-    ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k)) normalised over
-    the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary
-    fits, the attributes below are theirs stacked along a leading class axis (lists where the
-    shapes differ, e.g. ``support_``, ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a
-    ``class`` dimension.
+    kernel parameters (ML-II per class) and key ``fold_in(key, k)``. ``predict_latent`` and
+    ``decision_function`` then have one column per class, ``predict_proba`` holds the K probit
+    probabilities Phi(m_k / sqrt(1 + v_k)) normalised over the classes, ``predict`` the class of
+    the largest margin; ``estimators_`` holds the K binary fits, the attributes below are theirs
+    stacked along a leading class axis (lists where the shapes differ, e.g. ``support_``,
+    ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a ``class`` dimension.
 
     Parameters
     ----------

@@ -226,7 +226,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 continue
             if len(value) != 2 or min(value) <= 0:
                 raise InvalidParameterError(f"{name} must be a pair of positive numbers, got {value!r}")
-        self._theta()
+        self._theta()  # validates kernel_params
         std = X.std(axis=0)
         const = np.flatnonzero(std <= 1e-12 * np.maximum(1.0, np.abs(X).max(axis=0)))
         if const.size:

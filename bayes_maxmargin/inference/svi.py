@@ -896,22 +896,34 @@ def svi_gp(
     labels = {k: "learn" if k in learn else "fixed" for k in (*raw, "inducing")}
     hyper_tx = optax.multi_transform({"learn": optax.adam(learning_rate), "fixed": optax.set_to_zero()}, labels)
     nat_tx = step_transform(step_size, num_steps)
-    K = y.shape[0] if y.ndim == 2 else 1
     m = Z0.shape[-2]
     nat0 = NatParams(jnp.zeros(m, dtype), -0.5 * jnp.eye(m, dtype=dtype))
     states = []
-    for Z in np.broadcast_to(Z0, (K, m, Z0.shape[-1])):
+    for Z in np.broadcast_to(Z0, (_n_problems(y), m, Z0.shape[-1])):
         hyper = {**raw, "inducing": jnp.asarray(Z, dtype)}
         states.append(init_state(nat0, hyper, gp_factors(hyper, spec)[1], nat_tx, hyper_tx))
     problem = gp_problem(spec, m, dtype, learn=bool(learn))
     fixed = tuple((f, np.asarray(v).tolist()) for f, v in theta0._asdict().items() if f not in raw)
     key = ("gp", spec.kernel, type(theta0), fixed, spec.jitter, tuple(sorted(learn)), _step_key(step_size),
            float(learning_rate))
-    res = run_svi(_stack(states) if y.ndim == 2 else states[0], problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx,
-                  batch_size=batch_size, num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn),
-                  gamma=gamma, seed=seed, mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
-                  callback=callback, cache_key=key, checkpoint=checkpoint, resume=resume)
-    return [(r, problem) for r in res] if y.ndim == 2 else (res, problem)
+    return _run_from(states, problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
+                     num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn), gamma=gamma, seed=seed,
+                     mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress, callback=callback,
+                     cache_key=key, checkpoint=checkpoint, resume=resume)
+
+
+def _n_problems(y: np.ndarray) -> int:
+    """K for labels of shape (K, N), 1 for labels of shape (N,)."""
+    return y.shape[0] if y.ndim == 2 else 1
+
+
+def _run_from(states: list[SVIState], problem: Problem, X: np.ndarray, y: np.ndarray, **settings: Any
+              ) -> tuple[SVIResult, Problem] | list[tuple[SVIResult, Problem]]:
+    """:func:`run_svi` from the initial state of each problem, each result paired with ``problem``
+    (a list of K pairs for labels of shape (K, N))."""
+    if y.ndim == 2:
+        return [(r, problem) for r in run_svi(_stack(states), problem, X, y, **settings)]
+    return run_svi(states[0], problem, X, y, **settings), problem
 
 
 def _linear_features(hyper, whiten, X):
@@ -946,10 +958,7 @@ def svi_linear(
     problem = Problem(_linear_features, None, P0)
     nat0 = NatParams(jnp.zeros(p, dtype), -0.5 * P0)
     state = init_state(nat0, {}, jnp.zeros((0, 0), dtype), nat_tx, hyper_tx)
-    if y.ndim == 2:
-        state = _stack([state] * y.shape[0])
-    res = run_svi(state, problem, design, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
-                  num_steps=num_steps, hyper_every=hyper_every, gamma=gamma, seed=seed,
-                  mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
-                  cache_key=("linear", _step_key(step_size)), checkpoint=checkpoint, resume=resume)
-    return [(r, problem) for r in res] if y.ndim == 2 else (res, problem)
+    return _run_from([state] * _n_problems(y), problem, design, y, nat_tx=nat_tx, hyper_tx=hyper_tx,
+                     batch_size=batch_size, num_steps=num_steps, hyper_every=hyper_every, gamma=gamma, seed=seed,
+                     mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress,
+                     cache_key=("linear", _step_key(step_size)), checkpoint=checkpoint, resume=resume)
