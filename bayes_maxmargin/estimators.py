@@ -62,7 +62,7 @@ from .inference.luts_gibbs import (
 from .inference.nuts import nuts_chains, to_host
 from .inference import svi as _svi
 from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
-from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, to_unconstrained
+from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, params_dict, to_unconstrained
 from .linalg import CholeskyError, cholesky_or_raise
 from .models.gp import GPHyper, default_kernel_params, gp_bsvm, kernel_prior, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
@@ -1136,15 +1136,6 @@ def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
     return names
 
 
-def _params_dict(params: Any) -> dict[str, Any]:
-    """Kernel parameters as a dict of floats / float arrays (the ``kernel_params_`` attribute)."""
-    out = {}
-    for name, value in params._asdict().items():
-        arr = np.asarray(value)
-        out[name] = int(arr) if name == "degree" else (float(arr) if arr.ndim == 0 else arr.astype(np.float64))
-    return out
-
-
 class GPBSVM(_BayesianSVMClassifier):
     """Nonlinear Bayesian SVM with a Gaussian-process prior (Henao et al. 2014).
 
@@ -1459,7 +1450,7 @@ class GPBSVM(_BayesianSVMClassifier):
         elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
         if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
             raise NonFiniteStateError(
-                f"Batch VI produced a non-finite ELBO at kernel_params = {_params_dict(theta0)}; check the data "
+                f"Batch VI produced a non-finite ELBO at kernel_params = {params_dict(theta0)}; check the data "
                 "scale and the kernel parameters (or use float64)."
             )
         self.elbo_ = elbo
@@ -1469,7 +1460,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self._point = {"theta": theta0, "sw": sw, "LB": LB}
         self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
-        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in _params_dict(theta0).items()
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta0).items()
                           if k != "degree"})
         return posterior, {"elbo": elbo[None, None, :]}
 
@@ -1493,7 +1484,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if not res.elbo.size:
             raise NonFiniteStateError(
                 f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
-                f"{_params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
+                f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
             )
         self._svi = (state, problem)
         spec = problem.features.keywords["spec"]
@@ -1504,7 +1495,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.variational_mean_ = np.asarray(chol @ mu_v, dtype=np.float64)
         self.variational_cov_ = np.asarray(A.T @ A, dtype=np.float64)
         self.inducing_points_ = np.asarray(Z, dtype=np.float64)
-        self.kernel_params_ = _params_dict(theta)
+        self.kernel_params_ = params_dict(theta)
         self.gamma_ = params["gamma"]
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
         self.n_iter_ = int(state.step)
@@ -1532,7 +1523,7 @@ class GPBSVM(_BayesianSVMClassifier):
         except CholeskyError as err:
             raise ValueError(
                 f"The {params['kernel']!r} kernel matrix of the training inputs at kernel_params = "
-                f"{_params_dict(theta)} is not positive definite even after jitter ({err}); increase "
+                f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
                 f"jitter (now {params['jitter']}), check the kernel parameters, or use float64."
             ) from None
 
@@ -1583,7 +1574,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if not np.all(np.isfinite(np.asarray(f))) or finite.size < np.count_nonzero(~np.isnan(objective)):
             raise NonFiniteStateError(
                 f"ECM produced a non-finite latent function or objective at kernel_params = "
-                f"{_params_dict(theta)}, gamma = {float(gamma):.4g}; check the data scale, the kernel "
+                f"{params_dict(theta)}, gamma = {float(gamma):.4g}; check the data scale, the kernel "
                 "parameters and the jitter (or use float64)."
             )
         self.objective_ = finite
@@ -1593,7 +1584,7 @@ class GPBSVM(_BayesianSVMClassifier):
         posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
         if estimate_gamma:
             posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
-        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in _params_dict(theta).items()
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta).items()
                           if k != "degree"})
         stats = {"log_joint": finite[None, None, -1:].reshape(1, 1), "objective": finite[None, None, :]}
         return posterior, stats
@@ -1660,7 +1651,7 @@ class GPBSVM(_BayesianSVMClassifier):
         f = posterior["f"]
         self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
         self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
-        self.kernel_params_ = _params_dict(self._theta)  # the posterior mean when theta is sampled
+        self.kernel_params_ = params_dict(self._theta)  # the posterior mean when theta is sampled
         if params["inference"] in ("gibbs", "nuts"):
             with jax.enable_x64(self._x64):
                 K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])

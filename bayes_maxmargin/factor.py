@@ -29,13 +29,13 @@ from sklearn.base import TransformerMixin
 
 from .data.validation import InvalidParameterError, check_kernel_params, check_option, check_scalar_param
 from .diagnostics import to_inference_data
-from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier, _params_dict
+from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier
 from .multiclass import register_batched
 from .inference.driver import run_chains
 from .inference.factor_gibbs import FactorData, build_factor_kernel, init_factor, record_factor
 from .inference.factor_vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
 from .inference.gp_gibbs import gp_alpha, gp_data
-from .kernels import ARDParams, SEParams, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
+from .kernels import ARDParams, SEParams, from_unconstrained, get_kernel, kernel_diag, params_dict, to_unconstrained
 from .models.factor import FactorHyper
 
 __all__ = ["FactorBSVM"]
@@ -349,7 +349,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         if theta is None:
             self.__dict__.pop("kernel_params_", None)
         else:
-            self.kernel_params_ = _params_dict(theta)
+            self.kernel_params_ = params_dict(theta)
 
     def _vb_kernel(self):
         """The VB-EM classifier's kernel: the GP's, or for the linear classifier k(w, w') = w'w + s^2

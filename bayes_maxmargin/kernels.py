@@ -63,6 +63,7 @@ __all__ = [
     "get_kernel",
     "to_unconstrained",
     "from_unconstrained",
+    "params_dict",
 ]
 
 Array: TypeAlias = jax.Array
@@ -501,3 +502,23 @@ def from_unconstrained(raw: dict[str, ArrayLike], like: KernelParams) -> KernelP
     """
     fields = _free_fields(type(like))
     return like._replace(**{name: jax.nn.softplus(jnp.asarray(raw[name])) for name in fields})
+
+
+def params_dict(params: KernelParams) -> dict[str, Any]:
+    """Kernel parameters as a dict of Python floats / float64 arrays (the estimators' ``kernel_params_``).
+
+    Parameters
+    ----------
+    params : SEParams, ARDParams, PolyParams or LinearParams
+        Parameters, possibly device arrays.
+
+    Returns
+    -------
+    dict of str to float, int or ndarray
+        One entry per field; the polynomial ``degree`` as an int, ARD length-scales as an array.
+    """
+    out = {}
+    for name, value in params._asdict().items():
+        arr = np.asarray(value)
+        out[name] = int(arr) if name == "degree" else (float(arr) if arr.ndim == 0 else arr.astype(np.float64))
+    return out

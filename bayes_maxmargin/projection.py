@@ -30,7 +30,6 @@ from .data.validation import (
     check_X_y,
 )
 from .diagnostics import to_inference_data
-from .estimators import _params_dict
 from .inference.driver import run_chains
 from .inference.projection_gibbs import (
     build_projection_kernel,
@@ -38,7 +37,7 @@ from .inference.projection_gibbs import (
     projection_data,
     record_projection,
 )
-from .kernels import PolyParams, SEParams
+from .kernels import PolyParams, SEParams, params_dict
 from .models.projection import ProjectionHyper
 
 __all__ = ["MaxMarginProjection", "kernel_features"]
@@ -241,7 +240,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         if params["kernel"] is not None:
             defaults = SEParams(float(np.sqrt(X.shape[1])), 1.0) if params["kernel"] == "rbf" else PolyParams(2, 1.0)
             params["kernel_params"] = check_kernel_params(params["kernel"], self.kernel_params, defaults)
-            self.kernel_params_ = _params_dict(params["kernel_params"])
+            self.kernel_params_ = params_dict(params["kernel_params"])
         else:
             self.__dict__.pop("kernel_params_", None)
         L = len(classes)

@@ -6,13 +6,19 @@ See :func:`bayes_maxmargin.experiments.henao2014_factor.table3` for the settings
 
     python benchmarks/henao_table3.py [--quick] [--datasets usps_3vs5] [--variants NDFM VNDFM]
                                       [--repetitions 5] [--num-warmup 600 --num-samples 60]
+                                      [--checkpoint rows.json]
+
+``--checkpoint`` keeps each finished (dataset, variant) row in a JSON file; a restarted run
+computes only the missing ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
-from bayes_maxmargin.experiments.henao2014_factor import VARIANTS, table3
+from bayes_maxmargin.experiments.henao2014_factor import VARIANTS, table3, table3_markdown, table3_settings
 
 from _common import write_results
 
@@ -30,15 +36,27 @@ def main() -> None:
     parser.add_argument("--thin", type=int, default=None)
     parser.add_argument("--vb-iter", type=int, default=None)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="JSON file of finished rows (resume)")
     args = parser.parse_args()
+    done = json.loads(args.checkpoint.read_text()) if args.checkpoint and args.checkpoint.exists() else {}
     factor = {k: v for k, v in dict(num_warmup=args.num_warmup, num_samples=args.num_samples,
                                     n_blocks=args.n_blocks, thin=args.thin,
                                     max_iter=args.vb_iter).items() if v is not None}
-    rows, table = table3(args.datasets, args.variants, repetitions=args.repetitions, folds=args.folds,
-                         quick=args.quick, factor=factor)
+    rows = []
+    for dataset in args.datasets:
+        for variant in args.variants:
+            key = f"{dataset}/{variant}"
+            if key not in done:
+                done[key] = table3([dataset], [variant], repetitions=args.repetitions, folds=args.folds,
+                                   quick=args.quick, factor=factor)[0][0]
+                if args.checkpoint:
+                    args.checkpoint.write_text(json.dumps(done))
+            rows.append(done[key])
+    table = table3_markdown(rows, quick=args.quick, settings=table3_settings(args.quick, factor))
     print(table)
     name = "henao_table3" + ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
-    write_results(name, {"rows": rows, "table": table, "args": vars(args)})
+    write_results(name, {"rows": rows, "table": table,
+                         "args": {**vars(args), "checkpoint": args.checkpoint and str(args.checkpoint)}})
 
 
 if __name__ == "__main__":

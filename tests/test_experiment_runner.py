@@ -90,6 +90,13 @@ def _check_luts_spam(rows, table):
     assert r["vb_selected"] == [v for v, q in zip(r["variables"], r["vb_inclusion"]) if q > 0.5]
     assert r["n_vb_agree"] == len(set(r["vb_selected"]) & set(r["mcmc_selected"]))
     assert r["paper_n_mcmc_selected"] == 24 and "| of those VB-selected" in table
+    chains = np.asarray(r["mcmc_chain_inclusion"])  # smoke: 2 chains, pooled into mcmc_inclusion
+    assert r["mcmc_chains"] == 2 and chains.shape == (2, 5)
+    np.testing.assert_allclose(chains.mean(axis=0), r["mcmc_inclusion"], rtol=1e-12)
+    assert len(r["vb_starts"]) == 2 and "VB from 2 random initial inclusion probabilities" in table
+    for start in r["vb_starts"]:
+        p = np.asarray(start["inclusion"])
+        assert np.isfinite(start["lower_bound"]) and p.shape == (5,) and np.all((p >= 0.0) & (p <= 1.0))
 
 
 def _check_luts_acath(rows, table):

@@ -20,7 +20,9 @@ from sklearn.model_selection import StratifiedKFold
 from ..data import load_dataset
 from ..data.splits import train_test_split_stratified
 
-__all__ = ["PAPER_TABLE3", "VARIANTS", "table3", "table3_figures", "table3_folds", "variant_params"]
+__all__ = [
+    "PAPER_TABLE3", "VARIANTS", "table3", "table3_figures", "table3_folds", "table3_settings", "variant_params",
+]
 
 VARIANTS = ("FM+L", "FM+N", "LDFM", "VLDFM", "LDFM+N", "VLDFM+N", "NDFM", "VNDFM")
 
@@ -70,6 +72,15 @@ def _splits(dataset: str, repetitions: int, folds: int, seed: int, data_dir, max
             yield X[tr], y[tr], X[te], y[te]
 
 
+def table3_settings(quick: bool = False, factor: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The FactorBSVM settings :func:`table3` shares across variants: the paper's (K = 10, 600 burn-in,
+    60 draws thinned by 10, 30 VB-EM iterations), or the smoke settings, updated by ``factor``."""
+    base = dict(n_factors=10, num_warmup=600, num_samples=60, thin=10, n_blocks=8, max_iter=30, m_steps=10)
+    if quick:
+        base.update(n_factors=3, num_warmup=20, num_samples=2, thin=10, n_blocks=2, max_iter=5, m_steps=3)
+    return {**base, **dict(factor or {})}
+
+
 def table3(
     datasets: Sequence[str] = ("usps_3vs5", "p53_proxy"),
     variants: Sequence[str] = VARIANTS,
@@ -91,11 +102,9 @@ def table3(
     """
     from ..factor import FactorBSVM
 
-    base = dict(n_factors=10, num_warmup=600, num_samples=60, thin=10, n_blocks=8, max_iter=30, m_steps=10)
+    base = table3_settings(quick, factor)
     if quick:
-        base.update(n_factors=3, num_warmup=20, num_samples=2, thin=10, n_blocks=2, max_iter=5, m_steps=3)
         repetitions, folds, max_n = 2, 2, max_n or 100
-    base.update(dict(factor or {}))
     rows = []
     for dataset in datasets:
         paper = PAPER_TABLE3["usps" if dataset.startswith("usps") else "p53"]
