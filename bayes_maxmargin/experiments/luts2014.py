@@ -1136,13 +1136,13 @@ def _agreement(names: list[str], vb: list[float] | None, mcmc: list[float] | Non
     }
 
 
-def _chains(k: int) -> str:
-    return "one Gibbs chain" if k == 1 else f"{k} Gibbs chains"
-
-
 def spam_markdown(rows: list[dict[str, Any]], *, quick: bool = False) -> str:
     """Markdown of :func:`spam`'s row: agreement and times beside the paper's, then every variable."""
     r = rows[0]
+    chains = r.get("mcmc_chain_inclusion")
+    per_chain = chains is not None and len(chains) > 1
+    k = r.get("mcmc_chains") or 1
+    gibbs = "one Gibbs chain" if k == 1 else f"{k} Gibbs chains"
 
     def n(v: Any) -> str:
         return "n/a" if v is None else str(v)
@@ -1158,15 +1158,10 @@ def spam_markdown(rows: list[dict[str, Any]], *, quick: bool = False) -> str:
         f"| VB s | {_fmt_s(r['vb_time_s'], 1)} | {r['paper_vb_time_s']:.0f} |",
         f"| MCMC s | {_fmt_s(r['mcmc_time_s'], 1)} | > {r['paper_mcmc_time_s']:.0f} |",
         "",
-        "| variable | VB P(incl.) | MCMC P(incl.) |",
-        "|---|---|---|",
+        "| variable | VB P(incl.) | MCMC P(incl.) |" + (" MCMC per chain |" if per_chain else ""),
+        "|---|---|---|" + ("---|" if per_chain else ""),
     ]
     vb, mc = r["vb_inclusion"], r["mcmc_inclusion"]
-    chains = r.get("mcmc_chain_inclusion")
-    per_chain = chains is not None and len(chains) > 1
-    if per_chain:
-        lines[-2] += " MCMC per chain |"
-        lines[-1] += "---|"
     order = np.argsort(-np.asarray(mc if mc is not None else vb if vb is not None else np.zeros(len(r["variables"]))),
                        kind="stable")
     for j in order:
@@ -1178,15 +1173,15 @@ def spam_markdown(rows: list[dict[str, Any]], *, quick: bool = False) -> str:
         f"Luts & Ormerod (2014) Sec. 4.4 / Figure 3: spambase (n = {r['n']}, d = {r['d']}) standardised, "
         f"LinearBSVM(prior='laplace_zero', rho={r['rho']}, intercept_scale=None, A_u=B_u=0.01); VB "
         f"({n(r['vb_n_iter'])} sweeps, converged to 1e-10: {n(r['vb_converged'])}; time of the last of the VB fits, "
-        f"after compilation); {_chains(r.get('mcmc_chains') or 1)} of {r['num_warmup']} + {r['num_samples']} draws.",
+        f"after compilation); {gibbs} of {r['num_warmup']} + {r['num_samples']} draws.",
         "Paper: hpl and font have slightly lower MCMC probabilities; email and table are the two VB-selected "
         "variables with the smallest VB probabilities. Paper times: VB 76 min, MCMC over 10 hours.",
     ]
     if r.get("vb_starts"):
         bounds = [st["lower_bound"] for st in r["vb_starts"]]
         best = r["vb_starts"][int(np.argmax(bounds))]
-        mc_sel = set(r["mcmc_selected"] or [])
-        agree = sum(1 for v, q in zip(r["variables"], best["inclusion"]) if q > r["vb_threshold"] and v in mc_sel)
+        agree = _agreement(r["variables"], best["inclusion"], r["mcmc_inclusion"], r["vb_threshold"],
+                           r["mcmc_threshold"])["n_vb_agree"]
         lines.append(
             f"VB from {len(bounds)} random initial inclusion probabilities: lower bounds {min(bounds):.1f} to "
             f"{max(bounds):.1f} (the fit above, started from the full model: {r['vb_lower_bound']:.1f}); the best "
