@@ -62,7 +62,7 @@ from .inference.luts_gibbs import (
 from .inference.nuts import nuts_chains, to_host
 from .inference import svi as _svi
 from .inference.vb import MissingData, MixedData, vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
-from .kernels import ARDParams, SEParams, get_kernel, kernel_diag, params_dict, to_unconstrained
+from .kernels import ARDParams, SEParams, free_fields, get_kernel, kernel_diag, params_dict
 from .linalg import CholeskyError, cholesky_or_raise
 from .models.gp import GPHyper, default_kernel_params, gp_bsvm, kernel_prior, prior_covariance
 from .models.linear import LinearHyper, linear_bsvm, prior_precision
@@ -1118,7 +1118,7 @@ def _initial_kernel_params(kernel: str, user: Any, X: np.ndarray) -> Any:
 
 def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
     """The kernel fields ML-II moves (ECM, FITC), from ``learn_kernel``."""
-    positive = tuple(to_unconstrained(params))
+    positive = free_fields(params)
     if isinstance(learn_kernel, (bool, np.bool_)):
         return positive if learn_kernel else ()
     if isinstance(learn_kernel, str) or not hasattr(learn_kernel, "__iter__"):
@@ -1415,21 +1415,21 @@ class GPBSVM(_BayesianSVMClassifier):
                 )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
         free = _free_kernel_fields(theta0, self.learn_kernel)
-        fixed = tuple(f for f in to_unconstrained(theta0) if f not in free)
+        fixed = tuple(f for f in free_fields(theta0) if f not in free)
         if params["inference"] in ("gibbs", "nuts") and free and fixed:
             raise InvalidParameterError(
                 f"Invalid value for learn_kernel: {self.learn_kernel!r}; the samplers sample every kernel "
-                f"parameter ({', '.join(to_unconstrained(theta0))}) or none (True or False)"
+                f"parameter ({', '.join(free_fields(theta0))}) or none (True or False)"
             )
         x64 = params["precision"] == "float64"
         self._x64 = x64
         dtype = np.float64 if x64 else np.float32
         with jax.enable_x64(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
-            key = self._fit_key()
             if params["inference"] == "svi":  # the data stay on the host
-                self._fit_svi(key, X, y, theta0, fixed, params)
+                self._fit_svi(X, y, theta0, fixed, params)
                 return self
+            key = self._fit_key()
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
             a0, b0 = params["gamma_prior"] or (2.0, 1.0)
             hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])))
@@ -1464,13 +1464,13 @@ class GPBSVM(_BayesianSVMClassifier):
                           if k != "degree"})
         return posterior, {"elbo": elbo[None, None, :]}
 
-    def _fit_svi(self, key, X, y, theta0, fixed, params):
+    def _fit_svi(self, X, y, theta0, fixed, params):
         """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
         n = X.shape[0]
         num_steps = params["max_iter"] or int(np.clip(20 * n // params["batch_size"], 1000, 100_000))
-        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        seed = self._fit_seed()
         Z0 = init_inducing(X, params["num_inducing"], params["inducing"], seed)
-        learn = tuple(f for f in to_unconstrained(theta0) if f not in fixed)
+        learn = tuple(f for f in free_fields(theta0) if f not in fixed)
         if self.optimize_inducing:
             learn += ("inducing",)
         dtype = np.float64 if self._x64 else np.float32
@@ -1487,13 +1487,9 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
             )
         self._svi = (state, problem)
-        spec = problem.features.keywords["spec"]
-        theta, Z = _svi.gp_hyper(state.hyper, spec)
-        chol, _ = _svi.gp_factors(state.hyper, spec)
-        mu_v, R = _svi.moments(state.nat)
-        A = R @ chol.T  # u = L v: zeta_u = L zeta_v L' = A' A
-        self.variational_mean_ = np.asarray(chol @ mu_v, dtype=np.float64)
-        self.variational_cov_ = np.asarray(A.T @ A, dtype=np.float64)
+        theta, Z, mean_u, cov_u = _svi.inducing_posterior(state.nat, state.hyper, problem.features.keywords["spec"])
+        self.variational_mean_ = np.asarray(mean_u, dtype=np.float64)
+        self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
         self.inducing_points_ = np.asarray(Z, dtype=np.float64)
         self.kernel_params_ = params_dict(theta)
         self.gamma_ = params["gamma"]
@@ -1530,7 +1526,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_ecm(self, key, X, y, theta0, fixed, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
         tol = jnp.asarray(params["tol"], X.dtype)
-        if len(fixed) == len(to_unconstrained(theta0)) or params["mlii_steps"] == 0:
+        if len(fixed) == len(free_fields(theta0)) or params["mlii_steps"] == 0:
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
                          estimate_gamma=estimate_gamma)
@@ -1553,7 +1549,7 @@ class GPBSVM(_BayesianSVMClassifier):
         estimate_gamma = params["gamma_prior"] is not None
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
-        learns = len(fixed) < len(to_unconstrained(theta0)) or self.optimize_inducing
+        learns = len(fixed) < len(free_fields(theta0)) or self.optimize_inducing
         res = self._solve(
             fitc_ecm,
             X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
@@ -1593,7 +1589,7 @@ class GPBSVM(_BayesianSVMClassifier):
         sample_gamma = params["gamma_prior"] is not None
         k_init, k_run = jax.random.split(key)
         f0 = 0.1 * _chain_normals(k_init, params["num_chains"], (X.shape[0],), X.dtype)
-        if fixed or not to_unconstrained(theta0):  # theta fixed: eq. (7) at theta0
+        if fixed or not free_fields(theta0):  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
             kernel, record = build_gp_kernel(sample_gamma), record_gp
@@ -1613,7 +1609,7 @@ class GPBSVM(_BayesianSVMClassifier):
         return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"]})
 
     def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
-        sample_theta = not fixed and bool(to_unconstrained(theta0))
+        sample_theta = not fixed and bool(free_fields(theta0))
         prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
         samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
@@ -1633,7 +1629,7 @@ class GPBSVM(_BayesianSVMClassifier):
         posterior = {"f": f}
         if sample_gamma:
             posterior["gamma"] = np.asarray(samples["gamma"], dtype=np.float64)
-        sampled = [name for name in to_unconstrained(theta) if name in samples]
+        sampled = [name for name in free_fields(theta) if name in samples]
         self._theta_draws = None
         if sampled:
             draws = {k: np.asarray(samples[k], dtype=np.float64) for k in sampled}

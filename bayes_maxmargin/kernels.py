@@ -61,6 +61,7 @@ __all__ = [
     "kernel_diag",
     "KERNELS",
     "get_kernel",
+    "free_fields",
     "to_unconstrained",
     "from_unconstrained",
     "params_dict",
@@ -433,6 +434,18 @@ def _free_fields(params_type: type) -> tuple[str, ...]:
             f"no unconstrained parametrisation for {params_type.__name__}; "
             f"supported parameter types are {valid}"
         ) from None
+
+
+def free_fields(params: KernelParams) -> tuple[str, ...]:
+    """Names of the positive fields of ``params``: the keys of :func:`to_unconstrained`, without
+    computing it (no device work).
+
+    Raises
+    ------
+    TypeError
+        For a parameter container this module does not know.
+    """
+    return _free_fields(type(params))
 
 
 def _softplus_inverse(y: Array) -> Array:

@@ -21,7 +21,7 @@ plain SVC has no probabilities.
 
 Writes ``benchmarks/results/svi_vs_svc.json`` (``_quick`` with ``--quick``).
 
-    python benchmarks/svi_vs_svc.py [--quick] [--n-small 20000] [--n-large 100000] [--gpc-n 2000]
+    python benchmarks/svi_vs_svc.py [--quick] [--n-small 20000] [--n-large 100000] [--gpc-n 4000]
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--n-small", type=int, default=20_000)
     p.add_argument("--n-large", type=int, default=100_000)
     p.add_argument("--n-test", type=int, default=20_000)
-    p.add_argument("--gpc-n", type=int, default=2000)
+    p.add_argument("--gpc-n", type=int, default=4000)
     p.add_argument("--platt-large", action="store_true", help="also SVC + Platt at --n-large")
     p.add_argument("--svc-timeout", type=float, default=None,
                    help="stop an SVC fit after this many seconds (its time is then a lower bound)")

@@ -293,6 +293,15 @@ def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
                 assert np.all(np.asarray(value) > 0)
 
 
+@pytest.mark.parametrize(
+    "params",
+    [K.SEParams(0.3, 2.5), K.ARDParams(np.asarray([0.1, 1.0]), 0.5), K.PolyParams(4, 0.25), K.LinearParams(1e-3)],
+    ids=["se", "ard", "poly", "linear"],
+)
+def test_free_fields_are_the_unconstrained_keys(params: Any) -> None:
+    assert K.free_fields(params) == tuple(K.to_unconstrained(params))
+
+
 def test_unknown_params_type_raises() -> None:
     with pytest.raises(TypeError, match="supported parameter types"):
         K.to_unconstrained((1.0, 2.0))  # type: ignore[arg-type]

@@ -295,6 +295,26 @@ def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
         assert "u[0]" in az.summary(clf.idata_).index
 
 
+def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
+    X, y = _moons(300, seed=3)
+    kw = dict(inference="svi", num_inducing=12, batch_size=30, max_iter=40, mlii_every=10, random_state=0)
+    clf = GPBSVM(kernel_params={"lengthscale": 0.7}, **kw).fit(X, y)
+    state, problem = clf._svi
+    spec = problem.features.keywords["spec"]
+    chol, _ = svi.gp_factors(state.hyper, spec)
+    mu_v, R = svi.moments(state.nat)  # q(v) = N(mu_v, R'R), u = L v
+    np.testing.assert_allclose(clf.variational_mean_, chol @ mu_v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(clf.variational_cov_, chol @ R.T @ R @ chol.T, rtol=1e-5, atol=1e-6)
+    # specs differing only in the values of the free kernel fields are one static key: a fit from
+    # another length-scale reuses every compiled program
+    assert spec == svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter)
+    assert hash(spec) == hash(svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter))
+    assert spec != svi.GPSpec(se, SEParams(0.7, 1.0), 10 * spec.jitter)
+    sizes = (svi._gp_start._cache_size(), svi.inducing_posterior._cache_size(), len(svi._PROGRAMS))
+    GPBSVM(kernel_params={"lengthscale": 1.3}, **kw).fit(X, y)
+    assert (svi._gp_start._cache_size(), svi.inducing_posterior._cache_size(), len(svi._PROGRAMS)) == sizes
+
+
 def test_linear_svi_reaches_the_mean_field_fixed_point():
     """Linear SVI (Sec. 4.5) with the full data as one batch and rho = 1 is Luts & Ormerod's
     Algorithm 1; on minibatches with a decreasing step it gets close to the same fixed point."""

@@ -81,7 +81,7 @@ from bayes_maxmargin.inference.checkpoint import (
     write_checkpoint,
 )
 from bayes_maxmargin.inference.vb import VBResult, cavi_loop
-from bayes_maxmargin.kernels import from_unconstrained, get_kernel, kernel_diag, to_unconstrained
+from bayes_maxmargin.kernels import free_fields, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from bayes_maxmargin.linalg import jittered_cholesky
 
 __all__ = [
@@ -307,11 +307,25 @@ def check_schedule(schedule: float | optax.Schedule, num_steps: int, name: str =
 # ============================================================================ models as features
 class GPSpec(NamedTuple):
     """Static description of the sparse GP: the kernel function, the template of its parameters
-    (type and fixed fields) and the jitter of K_mm."""
+    (type and fixed fields) and the jitter of K_mm.
+
+    Specs that agree in these (the values of the free fields of ``like`` are never read) are equal
+    and hash alike, so a spec can be a static argument of a jitted function."""
 
     kernel: Callable
     like: Any
     jitter: float
+
+    def _identity(self) -> tuple:
+        free = free_fields(self.like)
+        fixed = tuple((f, np.asarray(v).tolist()) for f, v in self.like._asdict().items() if f not in free)
+        return self.kernel, type(self.like), fixed, self.jitter
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GPSpec) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 def gp_hyper(hyper: dict[str, Array], spec: GPSpec) -> tuple[Any, Array]:
@@ -509,8 +523,8 @@ def _class(tree: Any, c: int) -> Any:
 
 
 def _stack(trees: list[Any]) -> Any:
-    """Pytrees stacked along a new leading class axis."""
-    return jax.tree.map(lambda *a: jnp.stack(a), *trees)
+    """Pytrees stacked along a new leading class axis, on the host."""
+    return jax.tree.map(lambda *a: np.stack(a), *trees)
 
 
 def _batch_indices(n: int, count: int, rng: np.random.Generator, pool: list) -> np.ndarray:
@@ -634,7 +648,7 @@ def run_svi(
         shard = (NamedSharding(mesh, P(None, None, None, "batch", None)),
                  NamedSharding(mesh, P(None, None, None, "batch")), NamedSharding(mesh, P()))
     rngs, pools = [np.random.default_rng(s) for s in seeds], [[] for _ in seeds]
-    carry = (states, jnp.zeros(K, bool))
+    carry = (states, np.zeros(K, bool))
     elbos, steps, times = [[] for _ in range(K)], [], []
     t0 = time.perf_counter()
     done = 0
@@ -646,7 +660,7 @@ def run_svi(
                     "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
     if resume is not None:
         ckpt, restored = resume_run(resume, settings, state)
-        carry, done = (_stack([restored]), jnp.zeros(1, bool)), ckpt.done
+        carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
         rngs[0].bit_generator.state = ckpt.extra["rng"]
         if "pool" in ckpt.kept:
             pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
@@ -680,12 +694,13 @@ def run_svi(
                 if pools[0]:
                     kept["pool"] = pools[0][0][0]
                 extra = {"rng": rngs[0].bit_generator.state, "pool_pos": int(pools[0][0][1]) if pools[0] else 0}
-                write_checkpoint(folder, Checkpoint(settings, done, flat_state(_class(carry[0], 0)), kept, extra))
+                host = _class(jax.device_get(carry[0]), 0)
+                write_checkpoint(folder, Checkpoint(settings, done, flat_state(host), kept, extra))
             if callback is not None:
-                callback(carry[0] if classes else _class(carry[0], 0), done * k, now)
+                callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
             if bool(np.all(carry[1])):
                 break
-    final, diverged = carry[0], np.asarray(carry[1])
+    final, diverged = jax.device_get(carry)
     steps, times = np.concatenate(steps), np.concatenate(times)
     results = []
     for c in range(K):
@@ -858,7 +873,7 @@ def gp_problem(spec: GPSpec, num_inducing: int, dtype: Any, learn: bool) -> Prob
     """The sparse GP's :class:`Problem`: whitened features, K_mm factors when hyperparameters move,
     and the prior precision I of v = L^-1 u."""
     return Problem(partial(gp_features, spec=spec), partial(gp_factors, spec=spec) if learn else None,
-                   jnp.eye(num_inducing, dtype=dtype))
+                   np.eye(num_inducing, dtype=dtype))
 
 
 def svi_gp(
@@ -892,24 +907,46 @@ def svi_gp(
     (:func:`run_svi`), ``Z0`` of shape (m, d) or (K, m, d) and ``seed`` one or K seeds, and the
     result is a list of K pairs."""
     spec = GPSpec(get_kernel(kernel), theta0, float(jitter))
-    raw = {k: jnp.asarray(v, dtype) for k, v in to_unconstrained(theta0).items()}
-    labels = {k: "learn" if k in learn else "fixed" for k in (*raw, "inducing")}
+    labels = {k: "learn" if k in learn else "fixed" for k in (*free_fields(theta0), "inducing")}
     hyper_tx = optax.multi_transform({"learn": optax.adam(learning_rate), "fixed": optax.set_to_zero()}, labels)
     nat_tx = step_transform(step_size, num_steps)
     m = Z0.shape[-2]
-    nat0 = NatParams(jnp.zeros(m, dtype), -0.5 * jnp.eye(m, dtype=dtype))
-    states = []
-    for Z in np.broadcast_to(Z0, (_n_problems(y), m, Z0.shape[-1])):
-        hyper = {**raw, "inducing": jnp.asarray(Z, dtype)}
-        states.append(init_state(nat0, hyper, gp_factors(hyper, spec)[1], nat_tx, hyper_tx))
+    Zs = np.asarray(np.broadcast_to(Z0, (_n_problems(y), m, Z0.shape[-1])), dtype)
+    hypers, whitens = jax.device_get(_gp_start(theta0, Zs, spec))
+    nat0 = NatParams(np.zeros(m, dtype), -0.5 * np.eye(m, dtype=dtype))
+    states = [init_state(nat0, _class(hypers, c), whitens[c], nat_tx, hyper_tx) for c in range(Zs.shape[0])]
     problem = gp_problem(spec, m, dtype, learn=bool(learn))
-    fixed = tuple((f, np.asarray(v).tolist()) for f, v in theta0._asdict().items() if f not in raw)
-    key = ("gp", spec.kernel, type(theta0), fixed, spec.jitter, tuple(sorted(learn)), _step_key(step_size),
-           float(learning_rate))
+    key = ("gp", spec, tuple(sorted(learn)), _step_key(step_size), float(learning_rate))
     return _run_from(states, problem, X, y, nat_tx=nat_tx, hyper_tx=hyper_tx, batch_size=batch_size,
                      num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn), gamma=gamma, seed=seed,
                      mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress, callback=callback,
                      cache_key=key, checkpoint=checkpoint, resume=resume)
+
+
+@partial(jax.jit, static_argnums=2)
+def _gp_start(theta0: Any, Z: Array, spec: GPSpec) -> tuple[dict[str, Array], Array]:
+    """The unconstrained hyperparameters and the whitening L^-1 of K_mm for the problems with
+    inducing locations ``Z`` (K, m, d), stacked along the leading axis, in one compiled program (op
+    by op, every kernel and factorisation operation would compile on its own on a first fit)."""
+    raw = {k: jnp.asarray(v, Z.dtype) for k, v in to_unconstrained(theta0).items()}
+    hypers = jax.vmap(lambda Zk: {**raw, "inducing": Zk})(Z)
+    return hypers, jax.vmap(lambda h: gp_factors(h, spec)[1])(hypers)
+
+
+@partial(jax.jit, static_argnums=2)
+def inducing_posterior(nat: NatParams, hyper: dict[str, Array], spec: GPSpec) -> tuple[Any, Array, Array, Array]:
+    """Kernel parameters, inducing locations and q(u) = N(L mu_v, L zeta_v L') of an S-BSVM state
+    (u = L v, K_mm + jitter I = L L', zeta_v = R' R from :func:`moments`).
+
+    Returns
+    -------
+    theta, Z, mean_u, cov_u
+    """
+    theta, Z = gp_hyper(hyper, spec)
+    chol, _ = gp_factors(hyper, spec)
+    mu_v, R = moments(nat)
+    A = R @ chol.T
+    return theta, Z, chol @ mu_v, A.T @ A
 
 
 def _n_problems(y: np.ndarray) -> int:
