@@ -28,3 +28,22 @@ def test_experiment_registered_and_config_composes(name):
         cfg = compose("config", overrides=[f"+experiment={name}", "smoke=true"])
     assert cfg.experiment.name == name and cfg.smoke is True and cfg.experiment.seed == cfg.seed
     assert list(cfg.experiment.datasets) == ["heart"]
+
+
+def test_polynomial_models_see_the_inputs_scaled_by_sqrt_p():
+    """PKMMDP's kernel is (x'v / P + 1)^d: the fitted pipeline equals the estimator on X / sqrt(P)."""
+    import numpy as np
+
+    from bayes_maxmargin import MaxMarginProjection
+    from bayes_maxmargin.experiments.chen2015 import TABLE3_SETTINGS, _bayes_model
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 16))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, 0)
+    settings = {**TABLE3_SETTINGS, "num_warmup": 5, "num_samples": 5, "n_basis": 10}
+    model = _bayes_model("PKMMDP", 60, 16, 2, settings, seed=0).fit(X, y)
+    plain = model.steps[-1][1]
+    assert plain.kernel == "poly" and plain.kernel_params == {"degree": 2}
+    reference = MaxMarginProjection(**plain.get_params()).fit(X / 4.0, y)
+    np.testing.assert_allclose(model.decision_function(X), reference.decision_function(X / 4.0), rtol=1e-6)
+    assert isinstance(_bayes_model("GKMMDP", 60, 16, 2, settings, seed=0), MaxMarginProjection)
