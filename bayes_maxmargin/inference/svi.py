@@ -99,6 +99,7 @@ __all__ = [
     "elbo",
     "full_elbo",
     "gp_features",
+    "inducing_posterior",
     "init_state",
     "linear_features",
     "natural_gradient",
