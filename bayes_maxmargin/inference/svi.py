@@ -930,8 +930,12 @@ def _gp_start(theta0: Any, Z: Array, spec: GPSpec) -> tuple[dict[str, Array], Ar
     inducing locations ``Z`` (K, m, d), stacked along the leading axis, in one compiled program (op
     by op, every kernel and factorisation operation would compile on its own on a first fit)."""
     raw = {k: jnp.asarray(v, Z.dtype) for k, v in to_unconstrained(theta0).items()}
-    hypers = jax.vmap(lambda Zk: {**raw, "inducing": Zk})(Z)
-    return hypers, jax.vmap(lambda h: gp_factors(h, spec)[1])(hypers)
+
+    def one(Zk):
+        hyper = {**raw, "inducing": Zk}
+        return hyper, gp_factors(hyper, spec)[1]
+
+    return jax.vmap(one)(Z)
 
 
 @partial(jax.jit, static_argnums=2)
