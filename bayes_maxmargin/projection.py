@@ -87,6 +87,13 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         default) or a random subset of the training points.
     spike_slab : bool
         Spike-and-slab prior on Theta (ssKMMDP, needs a kernel).
+    dense_warmup : int or None
+        ssKMMDP: the first ``dense_warmup`` burn-in sweeps draw Theta from its slab-only
+        conditional (eq. 20, every theta_lk non-zero), a start for the element-wise
+        spike-and-slab step (eq. 22), which then runs for the rest of the burn-in and every kept
+        draw. Cold-started, that step is slow to leave a sparse start (see
+        :mod:`~bayes_maxmargin.inference.projection_gibbs`). None: half of ``num_warmup``; 0:
+        eq. (22) from the first sweep. At most ``num_warmup``.
     inference : {"gibbs"}
         The Gibbs sampler of Algorithm 1.
     kernel_params : dict or None
@@ -141,6 +148,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         n_basis: int | None = None,
         basis: str = "kmeans",
         spike_slab: bool = False,
+        dense_warmup: int | None = None,
         inference: str = "gibbs",
         kernel_params: Mapping[str, Any] | None = None,
         a0: float = 1.0,
@@ -162,6 +170,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.n_basis = n_basis
         self.basis = basis
         self.spike_slab = spike_slab
+        self.dense_warmup = dense_warmup
         self.inference = inference
         self.kernel_params = kernel_params
         self.a0 = a0
@@ -194,6 +203,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         }
         for name in ("a0", "b0", "c0", "d0", "e0", "f0"):
             p[name] = check_scalar_param(name, getattr(self, name), low=0.0, low_inclusive=False)
+        p["dense_warmup"] = check_scalar_param("dense_warmup", self.dense_warmup, kind="int", low=0,
+                                               high=p["num_warmup"], allow_none=True)
         if not isinstance(self.spike_slab, (bool, np.bool_)):
             raise TypeError(f"Invalid value for spike_slab: {self.spike_slab!r} (must be a bool)")
         p["spike_slab"] = bool(self.spike_slab)
@@ -267,8 +278,9 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             data = projection_data(jnp.asarray(F, dtype), jnp.asarray(Y, dtype), ss)
             thin = params["thin"]
             warm = -(-params["num_warmup"] // thin) * thin  # as the driver rounds it
+            dense = params["dense_warmup"] if params["dense_warmup"] is not None else params["num_warmup"] // 2
             hyper = ProjectionHyper(*(jnp.asarray(params[k], dtype) for k in ("a0", "b0", "c0", "d0", "e0", "f0")),
-                                    jnp.asarray(warm, dtype))
+                                    jnp.asarray(warm, dtype), jnp.asarray(dense if ss else 0, dtype))
             init = init_projection(seed, data, K, ss, num_chains=params["num_chains"])
             k_run = jax.random.PRNGKey(seed)
             kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1])

@@ -27,6 +27,7 @@ def _three_blobs(n_per=20, seed=0):
         (dict(kernel="rbf", n_basis=61), "n_basis"),
         (dict(kernel="sigmoid"), "kernel"),
         (dict(spike_slab=True), "spike_slab"),
+        (dict(kernel="rbf", spike_slab=True, num_warmup=10, dense_warmup=11), "dense_warmup.*10"),
         (dict(kernel="rbf", basis="grid"), "basis"),
         (dict(kernel="rbf", kernel_params={"lengthscale": -1.0}), "lengthscale"),
         (dict(kernel="rbf", kernel_params={"gamma": 0.5}), "Invalid key 'gamma'.*lengthscale, amplitude"),

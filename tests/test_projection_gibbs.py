@@ -185,6 +185,30 @@ def test_spike_slab_step_matches_enumeration():
     assert np.all(np.abs(theta.mean(0) - exact_mean) < 4 * se + 1e-12), (theta.mean(0), exact_mean)
 
 
+def test_dense_warmup_starts_the_spike_and_slab_from_the_dense_draw():
+    """ssKMMDP with ``dense_warmup`` = 3: the first sweeps draw Theta as KMMDP does (eq. 20, the same
+    draw from the same state and key, every entry non-zero); from the fourth sweep the
+    spike-and-slab step (eq. 22) switches entries off."""
+    n, p, K = 40, 6, 2
+    X, y = _tiny(n, p)
+    with jax.enable_x64(True):
+        dense_data = projection_data(jnp.asarray(X), jnp.asarray(y)[None], False)
+        ss_data = projection_data(jnp.asarray(X), jnp.asarray(y)[None], True)
+        hyper = _hyper()._replace(dense_warmup=jnp.asarray(3.0))
+        dense_kernel, ss_kernel = (jax.jit(build_projection_kernel(ss)) for ss in (False, True))
+        key = jax.random.PRNGKey(3)
+        first_dense, _ = dense_kernel(key, init_projection(0, dense_data, K, False), dense_data, hyper)
+        state = init_projection(0, ss_data, K, True)
+        zeros = []
+        for i in range(12):
+            state, _ = ss_kernel(key if i == 0 else jax.random.PRNGKey(10 + i), state, ss_data, hyper)
+            if i == 0:
+                np.testing.assert_allclose(state.A, first_dense.A, rtol=1e-12)
+            zeros.append(int(jnp.sum(state.A == 0)))
+    assert zeros[:3] == [0, 0, 0]
+    assert sum(zeros[3:]) > 0, zeros
+
+
 def test_gamma_draws_are_gamma():
     """The fixed-proposal Marsaglia-Tsang sampler: Kolmogorov-Smirnov against scipy's Gamma for
     shapes below and above 1, independent keys per shape."""

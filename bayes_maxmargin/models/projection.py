@@ -47,6 +47,10 @@ class ProjectionHyper(NamedTuple):
         Beta prior of the basis-vector usage probabilities pi_l (ssKMMDP, eq. 21; paper: 1, 1).
     num_warmup : Array
         Iterations after which the kernel starts accumulating the posterior averages (eq. 23-24).
+    dense_warmup : Array
+        ssKMMDP: the sweeps before this iteration draw Theta from its slab-only conditional, eq. (20)
+        (every theta_lk non-zero), a start for the spike-and-slab step of eq. (22), which is used
+        from this iteration on. Part of the burn-in; 0 (default): eq. (22) from the first sweep.
     """
 
     a0: Array
@@ -56,6 +60,7 @@ class ProjectionHyper(NamedTuple):
     e0: Array
     f0: Array
     num_warmup: Array
+    dense_warmup: Array | float = 0.0
 
 
 def mmdp(
