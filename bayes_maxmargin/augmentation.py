@@ -127,6 +127,17 @@ def expected_lambda(u: Array, gamma: Array, gamma0: Array) -> Array:
     return _abs_u(u) / c + 1.0 / (gamma * c**2)
 
 
+def inv_mean_lambda(inv_lam: Array, gamma: Array, gamma0: Array) -> Array:
+    """1 / E[lambda_n | f, gamma] from omega_n = E[1 / lambda_n | f, gamma].
+
+    :func:`expected_lambda` at ``|u_n|`` = c / omega_n: E[lambda_n] = 1 / omega_n + 1 / (gamma c^2).
+    The ECM's ML-II evaluates eq. (9) of Henao et al. (2014), N(Y (1 + lambda), K + Lambda / gamma),
+    at lambda = <lambda> = E[lambda], as the supplement's bound for the factor models does with
+    U = K + <gamma^-1> <Lambda>.
+    """
+    return 1.0 / (1.0 / inv_lam + 1.0 / (gamma * hinge_c(gamma, gamma0) ** 2))
+
+
 def vb_inv_lambda(chi: Array) -> Array:
     """Mean-field E_q[1 / a_n] = chi_n^(-1/2) for q(a_n) = GIG(1/2, 1, chi_n), the hinge with unit
     scale (Luts & Ormerod 2014, Algorithm 1, step 3), chi_n = E_q[(1 - y_n f_n)^2].

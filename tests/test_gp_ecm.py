@@ -157,3 +157,25 @@ def test_predictions_match_dense(sine):
     np.testing.assert_array_equal(proba > 0.5, np.asarray(mean) > 0)
     # training-input predictive mean is the ECM f (K alpha), up to the last iteration's change
     np.testing.assert_allclose(np.asarray(mean_tr), np.asarray(res.f), atol=1e-3)
+
+
+def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
+    """Each ML-II step of the ECM evaluates eq. (9) at lambda = E[lambda | f, gamma] (the paper's
+    <lambda>), not at 1 / E[1 / lambda]: the first log Z equals gp_log_marginal there after the
+    same first ECM run."""
+    from bayes_maxmargin.augmentation import expected_lambda
+
+    X, y = sine
+    p0 = SEParams(3.0, 1.0)
+    hyper = make_hyper(0.3)
+    with jax.enable_x64(True):
+        res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(y), p0, hyper, 1e-12, kernel="rbf", max_iter=20,
+                          mlii_every=10, mlii_steps=3)
+        first = gp_ecm(jnp.zeros(len(y)), gp_data(prior_covariance(X, "rbf", p0), y), hyper, 1e-12, max_iter=10,
+                       estimate_gamma=False)
+        u = 1.0 - jnp.asarray(y) * first.f
+        mean_lam = expected_lambda(u, first.gamma, hyper.gamma0)
+        at_mean = gp_log_marginal(p0, X, y, 1.0 / mean_lam, first.gamma)
+        at_inverse = gp_log_marginal(p0, X, y, first.inv_lam, first.gamma)
+    np.testing.assert_allclose(float(res.log_z[0, 0]), float(at_mean), rtol=1e-10)
+    assert abs(float(at_mean) - float(at_inverse)) > 1e-3

@@ -22,7 +22,8 @@ One ECM iteration (eq. 8 and the updates after it, with K replaced by Kf):
 
 The objective log N(f | 0, Kf) + sum_n log sLa(u_n) [+ log Ga(gamma)] (:func:`fitc_objective`) is
 recorded and never decreases at fixed theta and V. Every ``mlii_every`` iterations, log Z of
-eq. (10), log N(Y (1 + lambda) | 0, Kf + Lambda / gamma), is maximised over the kernel parameters
+eq. (10), log N(Y (1 + lambda) | 0, Kf + Lambda / gamma) at lambda = E[lambda | f, gamma] (as in
+:func:`~bayes_maxmargin.inference.gp_ecm.gp_ecm_mlii`), is maximised over the kernel parameters
 and the pseudo-inputs with an Optax optimiser (:func:`fitc_mlii_update`).
 
 Predictions (FITC predictive, eq. 11-12 with Kf): q_* = Q_*n alpha, v_* = k_** - Q_*n (Kf +
@@ -41,7 +42,7 @@ from jax import Array
 from jax.scipy.linalg import solve_triangular
 from jax.typing import ArrayLike
 
-from ..augmentation import expected_inv_lambda, gamma_cm_step
+from ..augmentation import expected_inv_lambda, gamma_cm_step, inv_mean_lambda
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from ..linalg import gaussian_log_density, woodbury_logdet, woodbury_solve
 from ..models.gp import GPHyper
@@ -354,7 +355,8 @@ def fitc_mlii_update(
     X, y : Array
         Training inputs (n, d) and +-1 labels (n,).
     inv_lam : Array, shape (n,)
-        omega from the current E-step.
+        omega = 1 / lambda at which eq. (10) is evaluated (the ECM passes 1 / E[lambda], as
+        :func:`~bayes_maxmargin.inference.gp_ecm.gp_ecm_mlii` does).
     gamma : Array
         Hinge scale.
     kernel : str or callable
@@ -465,9 +467,9 @@ def _fitc_ecm(
     n_rounds = max(max_iter // mlii_every, 1)
 
     def mlii(theta, inv_lam, gamma):
-        ml = fitc_mlii_update(*theta, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps,
-                              optimizer=optimizer, learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter,
-                              fixed=fixed)
+        ml = fitc_mlii_update(*theta, X, y, inv_mean_lambda(inv_lam, gamma, hyper.gamma0), gamma, kernel=kernel,
+                              steps=mlii_steps, optimizer=optimizer, learning_rate=learning_rate,
+                              optimize_inducing=optimize_inducing, jitter=jitter, fixed=fixed)
         return (ml.params, ml.V), ml.log_z_before, ml.log_z_after
 
     final, (params, V), objective, log_z, _ = alternate_ecm_mlii(
