@@ -19,8 +19,8 @@ same scaling (the unscaled (x'v + 1)^2 of standardised inputs grows like P^2 and
 the majority class: 52 % on dna, 64 % on leukemia), K = L - 1 for L > 2 classes and K = 5 for two
 classes, M = min(200, N) k-means basis vectors (the paper's 200 candidates), 100 burn-in and 100 kept
 iterations (the paper's Table 4 setting; the spike-and-slab models' first 50 burn-in sweeps are
-dense, the estimator's default ``dense_warmup``), one chain. MMLDP is not run for P > 1000 (nor was it in
-the paper). dorothea (800 x 88119, sparse) is densified.
+dense, the estimator's default ``dense_warmup``), one chain. MMLDP is not run for P > 1000 (nor
+was it in the paper). dorothea (800 x 88119, sparse) is densified.
 """
 
 from __future__ import annotations

@@ -476,10 +476,10 @@ def gp_ecm_mlii(
     in its supplement's U = K + <gamma^-1> <Lambda>. The reciprocal 1 / E[1 / lambda], the
     lambda of the f-step, leaves margin points nearly noise-free in eq. (9), and ML-II then
     over-smooths: on USPS 3 vs 5 (7291 / 2007 split) the length-scale went from 14.5 to 28.0 and
-    the test error to 7.1 %, against 15.3 and 4.9 % here. A last ECM run at the final theta, to convergence (``tol``) or
-    at most ``max_iter`` iterations, gives the returned f, gamma and omega, so that they are an ECM
-    fixed point (where the alpha structure of eq. 13 holds). The paper's setting is ``max_iter = 200``,
-    ``mlii_every = 20``.
+    the test error to 7.1 %, against 15.3 and 4.9 % here. A last ECM run at the final theta, to
+    convergence (``tol``) or at most ``max_iter`` iterations, gives the returned f, gamma and omega,
+    so that they are an ECM fixed point (where the alpha structure of eq. 13 holds). The paper's
+    setting is ``max_iter = 200``, ``mlii_every = 20``.
 
     Parameters
     ----------
