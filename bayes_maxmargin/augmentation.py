@@ -135,7 +135,7 @@ def inv_mean_lambda(inv_lam: Array, gamma: Array, gamma0: Array) -> Array:
     at lambda = <lambda> = E[lambda], as the supplement's bound for the factor models does with
     U = K + <gamma^-1> <Lambda>.
     """
-    return 1.0 / (1.0 / inv_lam + 1.0 / (gamma * hinge_c(gamma, gamma0) ** 2))
+    return 1.0 / expected_lambda(hinge_c(gamma, gamma0) / inv_lam, gamma, gamma0)
 
 
 def vb_inv_lambda(chi: Array) -> Array:

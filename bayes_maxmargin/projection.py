@@ -203,8 +203,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         }
         for name in ("a0", "b0", "c0", "d0", "e0", "f0"):
             p[name] = check_scalar_param(name, getattr(self, name), low=0.0, low_inclusive=False)
-        p["dense_warmup"] = check_scalar_param("dense_warmup", self.dense_warmup, kind="int", low=0,
-                                               high=p["num_warmup"], allow_none=True)
+        dense = check_scalar_param("dense_warmup", self.dense_warmup, kind="int", low=0, high=p["num_warmup"],
+                                   allow_none=True)
         if not isinstance(self.spike_slab, (bool, np.bool_)):
             raise TypeError(f"Invalid value for spike_slab: {self.spike_slab!r} (must be a bool)")
         p["spike_slab"] = bool(self.spike_slab)
@@ -213,6 +213,12 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "Invalid value for spike_slab: True needs kernel='rbf' or 'poly' (the spike-and-slab prior "
                 "selects basis vectors of the kernel expansion, Chen et al. 2015, Sec. 4.4)"
             )
+        # the dense sweeps the kernel runs: none without the spike and slab, half the burn-in by default
+        if not p["spike_slab"]:
+            dense = 0
+        elif dense is None:
+            dense = p["num_warmup"] // 2
+        p["dense_warmup"] = dense
         return p
 
     # ------------------------------------------------------------------ fitting
@@ -278,9 +284,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             data = projection_data(jnp.asarray(F, dtype), jnp.asarray(Y, dtype), ss)
             thin = params["thin"]
             warm = -(-params["num_warmup"] // thin) * thin  # as the driver rounds it
-            dense = params["dense_warmup"] if params["dense_warmup"] is not None else params["num_warmup"] // 2
             hyper = ProjectionHyper(*(jnp.asarray(params[k], dtype) for k in ("a0", "b0", "c0", "d0", "e0", "f0")),
-                                    jnp.asarray(warm, dtype), jnp.asarray(dense if ss else 0, dtype))
+                                    jnp.asarray(warm, dtype), jnp.asarray(params["dense_warmup"], dtype))
             init = init_projection(seed, data, K, ss, num_chains=params["num_chains"])
             k_run = jax.random.PRNGKey(seed)
             kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1])
