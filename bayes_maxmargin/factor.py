@@ -108,8 +108,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         :class:`~bayes_maxmargin.kernels.ARDParams` (``lengthscales``, ``amplitude``); unset fields:
         length-scale(s) sqrt(2 K), the typical distance between two prior draws w ~ N(0, I_K),
         unit amplitude.
-    n_blocks : int
-        Blocks of the elliptical slice update of W per sweep (n_samples: one score at a time).
+    n_blocks : int or None
+        Blocks of the elliptical slice update of W per sweep; None: one score at a time, the paper's
+        scheme (O(n^2) per likelihood evaluation against O(n^3) for a block; on USPS 3 vs 5 the
+        same test error as 8 blocks at four times the time).
     num_warmup, num_samples, thin, num_chains : int
         MCMC run (the paper: 600 warm-up, 60 kept draws thinned by 10).
     max_iter, m_steps : int
@@ -154,7 +156,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         intercept_scale: float = 1.0,
         kernel: str = "rbf",
         kernel_params: Mapping[str, Any] | None = None,
-        n_blocks: int = 8,
+        n_blocks: int | None = 8,
         num_warmup: int = 600,
         num_samples: int = 60,
         thin: int = 10,
@@ -211,14 +213,15 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         check_scalar_param("rho", self.rho, low=0.0, low_inclusive=False, allow_none=True)
         for name in ("num_warmup",):
             check_scalar_param(name, getattr(self, name), kind="int", low=0)
-        for name in ("num_samples", "thin", "num_chains", "max_iter", "m_steps", "n_blocks"):
+        for name in ("num_samples", "thin", "num_chains", "max_iter", "m_steps"):
             check_scalar_param(name, getattr(self, name), kind="int", low=1)
+        check_scalar_param("n_blocks", self.n_blocks, kind="int", low=1, allow_none=True)
         if not self.joint and self.inference == "vbem":
             raise InvalidParameterError(
                 "joint=False (the factor model alone, then a classifier: FM+L / FM+N) is fitted by "
                 "inference='gibbs'; VB-EM is implemented for the joint models (VLDFM, VNDFM)"
             )
-        if self.n_blocks > n:
+        if self.n_blocks is not None and self.n_blocks > n:
             raise InvalidParameterError(f"n_blocks must be <= n_samples = {n}, got {self.n_blocks}")
         for name in ("psi_prior", "gamma_prior"):
             value = getattr(self, name)
@@ -300,7 +303,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         theta = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), self._theta())
         data = FactorData(jnp.asarray(X), jnp.asarray(y, X.dtype), theta, jnp.asarray(1e-6, X.dtype))
         kern = build_factor_kernel(structure, self.gamma_prior is not None, self.rho is not None, True,
-                                   self.kernel, int(self.n_blocks))
+                                   self.kernel, None if self.n_blocks is None else int(self.n_blocks))
         s0 = init_factor(data, hyper, int(self.n_factors), structure)
         init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (self.num_chains,) + a.shape), s0)
         res = self._solve(run_chains, kern, record_factor, init, self._fit_key(), data, hyper,

@@ -22,11 +22,16 @@ def data():
 
 
 @pytest.mark.parametrize(
-    "kw", [pytest.param(dict(classifier="gp"), marks=pytest.mark.extended), dict(classifier="linear", inference="vbem")]
+    "kw",
+    [
+        pytest.param(dict(classifier="gp"), marks=pytest.mark.extended),
+        pytest.param(dict(classifier="gp", n_blocks=None), marks=pytest.mark.extended),
+        dict(classifier="linear", inference="vbem"),
+    ],
 )
 def test_fit_predict_transform(data, kw):
     X, y = data
-    clf = FactorBSVM(n_factors=2, **SMALL, **kw).fit(X, y)
+    clf = FactorBSVM(n_factors=2, **{**SMALL, **kw}).fit(X, y)
     assert set(clf.predict(X)) <= set(clf.classes_)
     assert np.mean(clf.predict(X) == y) > 0.8
     p = clf.predict_proba(X)

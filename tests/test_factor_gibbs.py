@@ -19,10 +19,15 @@ from bayes_maxmargin.inference.factor_gibbs import (
     build_factor_kernel,
     ess_step,
     init_factor,
+    log_marginal_z,
+    q_solve,
     record_factor,
+    replace_score_inverse,
+    score_loglik,
 )
+from bayes_maxmargin.inference.gp_gibbs import pseudo_obs_scaled
 from bayes_maxmargin.inference.nuts import run_nuts
-from bayes_maxmargin.kernels import LinearParams, SEParams
+from bayes_maxmargin.kernels import LinearParams, SEParams, get_kernel
 from bayes_maxmargin.models.factor import FactorHyper, factor_bsvm
 
 from ._posterior import assert_posteriors_agree
@@ -39,10 +44,11 @@ def _hyper():
     return FactorHyper(*(jnp.asarray(v) for v in (1.0, 2.0, 1.0, 1.0, 2.0, 1.0, GAMMA0, 1.0, 1.0)))
 
 
-def _gibbs(X, y, classifier, theta, kernel="rbf", fit_intercept=True, n_iter=1500, seed=0, sample_gamma=False):
+def _gibbs(X, y, classifier, theta, kernel="rbf", fit_intercept=True, n_iter=1500, seed=0, sample_gamma=False,
+           n_blocks=2):
     hyper = _hyper()
     data = FactorData(jnp.asarray(X), jnp.asarray(y), theta, jnp.asarray(1e-6))
-    kern = build_factor_kernel(classifier, sample_gamma, False, fit_intercept, kernel, 2)
+    kern = build_factor_kernel(classifier, sample_gamma, False, fit_intercept, kernel, n_blocks)
     s0 = init_factor(data, hyper, 1, classifier)
     init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (4,) + a.shape), s0)
     res = run_chains(kern, record_factor, init, jax.random.PRNGKey(seed), data, hyper,
@@ -80,13 +86,14 @@ def test_linear_gibbs_agrees_with_nuts(tiny):
                             ["psi", "absbeta", "absA", "yf0", "yf1"], sd_rtol=0.15)
 
 
-def test_gp_ess_sampler_with_linear_kernel_is_the_linear_sampler(tiny):
+@pytest.mark.parametrize("n_blocks", [2, None], ids=["blocks", "one_score_at_a_time"])
+def test_gp_ess_sampler_with_linear_kernel_is_the_linear_sampler(tiny, n_blocks):
     """With the linear kernel k(w, w') = w'w the GP classifier is the linear one without intercept:
-    the collapsed elliptical slice sampler of W (eq. 14) and the conjugate linear sampler, two
-    different kernels, must give the same posterior."""
+    the collapsed elliptical slice sampler of W (eq. 14), blocked or one score at a time, and the
+    conjugate linear sampler, different kernels, must give the same posterior."""
     X, y = tiny
     with jax.enable_x64(True):
-        gp = _gibbs(X, y, "gp", LinearParams(1.0), kernel="linear")
+        gp = _gibbs(X, y, "gp", LinearParams(1.0), kernel="linear", n_blocks=n_blocks)
         lin = _gibbs(X, y, "linear", LinearParams(1.0), fit_intercept=False, seed=1)
     names = ["psi", "absA", "yf0", "yf1"]
     assert_posteriors_agree(_invariants(gp, y, False), _invariants(lin, y, False), names, sd_rtol=0.15)
@@ -103,6 +110,39 @@ def test_gp_gibbs_agrees_with_nuts(tiny):
     inv_g, inv_n = _invariants(gibbs, y, False), _invariants(nuts, y, False)
     inv_g["gamma"], inv_n["gamma"] = gibbs["gamma"], nuts["gamma"]
     assert_posteriors_agree(inv_g, inv_n, ["psi", "gamma", "absA", "yf0", "yf1"], sd_rtol=0.15)
+
+
+def test_score_loglik_is_the_change_in_log_z():
+    """The one-score update's O(n^2) term (a Schur complement) changes exactly as log Z of eq. (9)
+    when w_j moves, and the updated B^-1 is the inverse at the new scores."""
+    rng = np.random.default_rng(0)
+    n, K = 40, 3
+    with jax.enable_x64(True):
+        W = jnp.asarray(rng.normal(size=(n, K)))
+        y = jnp.asarray(np.sign(rng.normal(size=n)))
+        inv_lam, gamma = jnp.asarray(rng.gamma(1.0, 1.0, size=n)), jnp.asarray(1.7)
+        data = FactorData(jnp.zeros((n, 5)), y, SEParams(1.3, 2.0), jnp.asarray(1e-6))
+        kf = get_kernel("rbf")
+        s, st = jnp.sqrt(gamma * inv_lam), pseudo_obs_scaled(y, inv_lam, gamma)
+
+        def inverse(W):
+            return np.linalg.inv(np.eye(n) + s[:, None] * (kf(data.theta, W, W) + 1e-6 * np.eye(n)) * s[None, :])
+
+        P = jnp.asarray(inverse(W))
+
+        @jax.jit
+        def move(j, w):
+            v = q_solve(P, j, st)
+            new, var, qc = score_loglik(w, j, W, P, v, s, st, data, kf)
+            old = score_loglik(W[j], j, W, P, v, s, st, data, kf)[0]
+            W2 = W.at[j].set(w)
+            change = log_marginal_z(W2, data, kf, inv_lam, gamma) - log_marginal_z(W, data, kf, inv_lam, gamma)
+            return new - old, change, replace_score_inverse(P, j, var, qc), W2
+
+        for j in (0, 7, n - 1):
+            got, expected, P2, W2 = move(j, jnp.asarray(rng.normal(size=K)))
+            np.testing.assert_allclose(float(got), float(expected), rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(P2, inverse(W2), atol=1e-12)
 
 
 def test_elliptical_slice_step_alone():

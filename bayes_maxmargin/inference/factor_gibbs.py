@@ -30,8 +30,16 @@ N(S_N psi A' x_n, S_N), with likelihood Z at the full W. Validity: the prior of 
 everything else is that Gaussian product (the w_n are a priori conditionally independent given A,
 psi), so elliptical slice sampling on it leaves p(W_block | rest) of eq. (14) invariant (Murray et
 al. 2010); the random partition is drawn independently of the state, so the mixture of these
-kernels is invariant too. ``n_blocks = n`` is the paper's one-score-at-a-time scheme; a small
-number of blocks costs n_blocks (not n) factorisations per sweep. The step works in whitened
+kernels is invariant too. A small number of blocks costs n_blocks (not n) factorisations per
+sweep.
+
+One score at a time (``n_blocks=None``, the paper's scheme). Moving w_n changes only row and
+column n of K(W), and the part of log Z that depends on w_n is a Schur complement,
+log N(s_n t_n | c' Q s_-n t_-n, B_nn - c' Q c) with B = I + diag(s) K diag(s), c = B_-n,n and
+Q = B_-n^-1 (:func:`score_loglik`): O(n^2) per evaluation from P = B^-1, which the sweep factorises
+once and updates after every move (:func:`replace_score_inverse`). On USPS 3 vs 5 (767 training
+digits, K = 10, 1200 sweeps) it gave the same test error as ``n_blocks=8`` (4.01 % on the same
+split) in 917 s against 225 s. Both steps work in whitened
 coordinates z_n = L'(w_n - m_n), S_N^-1 = L L', where the prior is N(0, I) (the ellipse maps
 linearly, so it is the same move); scores outside the block enter BlackJAX's ellipse as dummy
 coordinates that the likelihood ignores and that are then reset, which leaves the block's move
@@ -241,6 +249,93 @@ def _draw_scores_gp(
     return to_w(z)
 
 
+def q_solve(P: Array, j: Array, x: Array) -> Array:
+    """Q x_-j with Q = B_-j^-1 (B without row and column j) from P = B^-1: P x - p p'x / P_jj with
+    x_j set to 0, p = P e_j; the result is zero at j."""
+    keep = 1.0 - jax.nn.one_hot(j, P.shape[0], dtype=P.dtype)
+    p = P[:, j]
+    x = x * keep
+    return (P @ x - p * (p @ x) / p[j]) * keep
+
+
+def score_loglik(
+    w: Array, j: Array, W: Array, P: Array, v: Array, s: Array, st: Array, data: FactorData, kernel_fn
+) -> tuple[Array, Array, Array]:
+    """The part of log Z (eq. 9) that depends on w_j, given the other scores, in O(n^2).
+
+    With s = sqrt(gamma / lambda) and B = I + diag(s) K(W) diag(s) (eigenvalues >= 1), log Z =
+    log N(s t | 0, B) + const and, for c = B_-j,j and Q = B_-j^-1,
+
+        log N(s t | 0, B) = log N(s_-j t_-j | 0, B_-j) + log N(s_j t_j | c' Q s_-j t_-j, B_jj - c' Q c),
+
+    whose first term is free of w_j (row and column j of B are the only ones w_j enters).
+
+    Parameters
+    ----------
+    w : (K,) candidate value of w_j;  j : index;  W : (n, K) current scores;  P : (n, n) B^-1 at W;
+    v : (n,) Q s_-j t_-j, ``q_solve(P, j, st)``;  s : (n,) sqrt(gamma / lambda);  st : (n,) s t,
+    t = Y (1 + lambda);  data, kernel_fn : as the sampler.
+
+    Returns
+    -------
+    loglik : the second term above;  var : B_jj - c' Q c (>= 1);  qc : (n,) Q c (zero at j).
+    """
+    c = s[j] * s * kernel_fn(data.theta, w[None], W)[0]
+    qc = q_solve(P, j, c)
+    var = 1.0 + s[j] ** 2 * (kernel_fn(data.theta, w[None], w[None])[0, 0] + data.jitter) - c @ qc
+    return -0.5 * (st[j] - c @ v) ** 2 / var - 0.5 * jnp.log(var), var, qc
+
+
+def replace_score_inverse(P: Array, j: Array, var: Array, qc: Array) -> Array:
+    """B^-1 after row and column j of B change: P - p p' / P_jj + (Q c - e_j)(Q c - e_j)' / var, from
+    the block form of the inverse (``var`` and ``qc`` of :func:`score_loglik` at the new w_j)."""
+    p = P[:, j]
+    u = qc - jax.nn.one_hot(j, P.shape[0], dtype=P.dtype)
+    return P - jnp.outer(p, p) / p[j] + jnp.outer(u, u) / var
+
+
+def _draw_scores_gp_single(
+    key: Array, data: FactorData, kernel_fn, A: Array, psi: Array, W: Array, inv_lam: Array, gamma: Array
+) -> Array:
+    """The paper's update of W (eq. 14): one elliptical slice step per score w_n, in random order.
+
+    Each likelihood evaluation is the O(n^2) conditional term of :func:`score_loglik` instead of an
+    O(n^3) factorisation of K(W) + Lambda / gamma; the sweep factorises B = I + diag(s) K diag(s)
+    once, keeps P = B^-1 (eigenvalues in (0, 1]) and updates it after each move
+    (:func:`replace_score_inverse`), O(n^2).
+    """
+    mean, chol = score_conditional(data.X, A, psi)
+    n, Kf = W.shape
+    eye = jnp.eye(n, dtype=W.dtype)
+    s = jnp.sqrt(gamma * inv_lam)
+    st = pseudo_obs_scaled(data.y, inv_lam, gamma)
+    K = kernel_fn(data.theta, W, W) + data.jitter * eye
+    P = cho_solve((jnp.linalg.cholesky(eye + s[:, None] * K * s[None, :]), True), eye)
+    k_perm, k_ess = jax.random.split(key)
+    order = jax.random.permutation(k_perm, n)
+
+    def update_one(i, carry):
+        W, P = carry
+        j = order[i]
+
+        def to_w(z):
+            return mean[j] + solve_triangular(chol, z, lower=True, trans="T")
+
+        v = q_solve(P, j, st)
+
+        def loglik(z):
+            return score_loglik(to_w(z), j, W, P, v, s, st, data, kernel_fn)[0]
+
+        algo = blackjax.elliptical_slice(loglik, mean=jnp.zeros((), W.dtype), cov=jnp.ones(Kf, W.dtype))
+        new, _ = algo.step(jax.random.fold_in(k_ess, i), algo.init(chol.T @ (W[j] - mean[j])))
+        w = to_w(new.position)
+        _, var, qc = score_loglik(w, j, W, P, v, s, st, data, kernel_fn)
+        return W.at[j].set(w), replace_score_inverse(P, j, var, qc)
+
+    W, _ = jax.lax.fori_loop(0, n, update_one, (W, P))
+    return W
+
+
 def _draw_scores_prior(key: Array, X: Array, A: Array, psi: Array) -> Array:
     mean, chol = score_conditional(X, A, psi)
     z = jax.random.normal(key, mean.shape, mean.dtype)
@@ -277,7 +372,7 @@ def build_factor_kernel(
     sample_g: bool = False,
     fit_intercept: bool = True,
     kernel: str = "rbf",
-    n_blocks: int = 1,
+    n_blocks: int | None = 1,
 ):
     """The Gibbs kernel of one factor-model structure (cached: one compiled kernel per structure).
 
@@ -293,8 +388,9 @@ def build_factor_kernel(
         Linear classifier with an intercept (prior precision ``hyper.intercept_prec``).
     kernel : str
         Covariance function of the GP classifier (``"rbf"`` or ``"ard"``).
-    n_blocks : int
-        Blocks of the elliptical slice update of W (GP classifier); n for one score at a time.
+    n_blocks : int or None
+        Blocks of the elliptical slice update of W (GP classifier); None for one score at a time
+        (the paper's scheme, :func:`score_loglik`).
 
     Returns
     -------
@@ -329,7 +425,10 @@ def build_factor_kernel(
             f = W @ coef[:Kf] + coef[Kf]
         elif classifier == "gp":
             inv_lam = sample_inv_lambda(keys[3], 1.0 - y * f, gamma, hyper.gamma0)
-            W = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
+            if n_blocks is None:
+                W = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
+            else:
+                W = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
             f = sample_f(keys[5], gp_data(K, y), inv_lam, gamma)
         else:
