@@ -16,6 +16,7 @@ from bayes_maxmargin.experiments.luts2014 import (
     SVM_C_STAGE1,
     SVM_C_STAGE2_FACTORS,
     _agreement,
+    _stricter_agreement,
     default_svm,
     repeated_holdout,
     simulate_logistic,
@@ -133,3 +134,6 @@ def test_spam_agreement_of_selected_sets():
     assert got["n_mcmc_selected"] == 3 and got["n_vb_agree"] == 2
     assert got["mcmc_only"] == ["b"] and got["vb_only"] == ["d"]
     assert _agreement(names, vb, None, 0.5, 0.9)["n_vb_agree"] is None
+    row = {"variables": names, "vb_inclusion": vb, "mcmc_inclusion": mcmc, "vb_threshold": 0.5, "mcmc_threshold": 0.9}
+    assert _stricter_agreement(row) == ("P > 0.95: 0 of 1 included by VB (not by VB: b); "
+                                        "P > 0.99: 0 of 0 included by VB (not by VB: -)")

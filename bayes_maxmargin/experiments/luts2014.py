@@ -1187,9 +1187,22 @@ def spam_markdown(rows: list[dict[str, Any]], *, quick: bool = False) -> str:
             f"{max(bounds):.1f} (the fit above, started from the full model: {r['vb_lower_bound']:.1f}); the best "
             f"random start includes {agree} of the MCMC-selected variables."
         )
+    if vb is not None and mc is not None:
+        lines.append("VB against MCMC at stricter MCMC thresholds (the paper counts the variables MCMC "
+                     "selects \"almost certainly\" and names no threshold): " + _stricter_agreement(r) + ".")
     if quick:
         lines.append("QUICK MODE: smoke-test settings, not a reproduction.")
     return "\n".join(lines)
+
+
+def _stricter_agreement(row: dict[str, Any], thresholds: Sequence[float] = (0.95, 0.99)) -> str:
+    """"P > t: k of m (not VB: ...)" for each MCMC threshold t above the row's, from its inclusions."""
+    parts = []
+    for t in (t for t in thresholds if t > row["mcmc_threshold"]):
+        a = _agreement(row["variables"], row["vb_inclusion"], row["mcmc_inclusion"], row["vb_threshold"], t)
+        parts.append(f"P > {t}: {a['n_vb_agree']} of {a['n_mcmc_selected']} included by VB "
+                     f"(not by VB: {', '.join(a['mcmc_only']) or '-'})")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- per-fold records, figures
