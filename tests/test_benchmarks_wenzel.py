@@ -69,3 +69,13 @@ def test_wenzel_figs_quick(tmp_path):
     assert {(r["M"], r["inducing"]) for r in out["fig3"]} == {(4, "kmeans"), (4, "random")}
     assert all(0 <= r["cv_error"] <= 1 and r["fit_s_mean"] > 0 for r in out["fig3"])
     assert (tmp_path / "wenzel_fig2_quick.png").exists() and (tmp_path / "wenzel_fig3_quick.png").exists()
+
+
+def test_svi_vs_svc_ard_quick(tmp_path):
+    _data_dir_or_skip()
+    _run("svi_vs_svc.py", tmp_path, "--parts", "small", "--kernel", "ard", "--n-small", "300", "--n-test", "300",
+         "--epochs", "1")
+    out = json.loads((tmp_path / "svi_vs_svc_ard_quick.json").read_text())
+    assert out["config"]["kernel"] == "ard" and out["config"]["epochs"] == 1
+    assert {r["method"] for r in out["rows"]} == {"S-BSVM", "SVC", "SVC+Platt"}
+    assert all(r["fit_s"] > 0 and 0 <= r["error"] <= 0.6 for r in out["rows"])
