@@ -31,19 +31,18 @@ everything else is that Gaussian product (the w_n are a priori conditionally ind
 psi), so elliptical slice sampling on it leaves p(W_block | rest) of eq. (14) invariant (Murray et
 al. 2010); the random partition is drawn independently of the state, so the mixture of these
 kernels is invariant too. A small number of blocks costs n_blocks (not n) factorisations per
-sweep.
+sweep. The step works in whitened coordinates z_n = L'(w_n - m_n), S_N^-1 = L L', where the prior
+is N(0, I) (the ellipse maps linearly, so it is the same move); scores outside the block enter
+BlackJAX's ellipse as dummy coordinates that the likelihood ignores and that are then reset, which
+leaves the block's move exactly the elliptical slice step on the block.
 
-One score at a time (``n_blocks=None``, the paper's scheme). Moving w_n changes only row and
-column n of K(W), and the part of log Z that depends on w_n is a Schur complement,
-``log N(s_n t_n | c' Q s_-n t_-n, B_nn - c' Q c)`` with ``B = I + diag(s) K diag(s)``, ``c = B_-n,n``
-and ``Q = B_-n^-1`` (:func:`score_loglik`): O(n^2) per evaluation from P = B^-1, which the sweep
-factorises once and updates after every move (:func:`replace_score_inverse`). On USPS 3 vs 5 (767 training
-digits, K = 10, 1200 sweeps) it gave the same test error as ``n_blocks=8`` (4.01 % on the same
-split) in 917 s against 225 s. Both steps work in whitened
-coordinates z_n = L'(w_n - m_n), S_N^-1 = L L', where the prior is N(0, I) (the ellipse maps
-linearly, so it is the same move); scores outside the block enter BlackJAX's ellipse as dummy
-coordinates that the likelihood ignores and that are then reset, which leaves the block's move
-exactly the elliptical slice step on the block.
+One score at a time (``n_blocks=None``, the paper's scheme), in the same whitened coordinates.
+Moving w_n changes only row and column n of K(W), and the part of log Z that depends on w_n is a
+Schur complement, ``log N(s_n t_n | c' Q s_-n t_-n, B_nn - c' Q c)`` with ``B = I + diag(s) K
+diag(s)``, ``c = B_-n,n`` and ``Q = B_-n^-1`` (:func:`score_loglik`): O(n^2) per evaluation from
+P = B^-1, which the sweep factorises once and updates after every move
+(:func:`replace_score_inverse`). On USPS 3 vs 5 (767 training digits, K = 10, 1200 sweeps) it
+gave the same test error as ``n_blocks=8`` on the same split (4.01 %), in 917 s against 225 s.
 
 Numerics of Z: with s = sqrt(gamma / lambda), log Z = -||L_B^-1 (s t)||^2 / 2 - sum log diag L_B +
 const, L_B the Cholesky factor of I + diag(s) K diag(s) (eigenvalues >= 1, so the factorisation
