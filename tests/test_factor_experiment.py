@@ -4,9 +4,14 @@ run is in test_experiment_runner.py)."""
 from __future__ import annotations
 
 import inspect
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
 
 from bayes_maxmargin.experiments import EXPERIMENTS
-from bayes_maxmargin.experiments.henao2014_factor import VARIANTS, table3, variant_params
+from bayes_maxmargin.experiments.henao2014_factor import VARIANTS, table3, table3_baselines, variant_params
 
 
 def test_registered_and_config_matches_signature():
@@ -23,3 +28,14 @@ def test_registered_and_config_matches_signature():
     assert tuple(node.variants) == VARIANTS
     for name in VARIANTS:
         assert {"classifier", "inference"} <= set(variant_params(name)) or "joint" in variant_params(name)
+
+
+def test_baselines_on_the_table3_splits():
+    """The SVC references run on the same seeded USPS splits as Table 3, one error per split."""
+    if not (Path(os.environ.get("BMM_DATA_DIR", "")) / "usps_3vs5").is_dir():
+        pytest.skip("needs BMM_DATA_DIR with usps_3vs5")
+    rows = table3_baselines(2, components=(None, 3), max_n=120)
+    assert [r["features"] for r in rows] == ["pixels", "PCA 3"]
+    for r in rows:
+        assert len(r["errors"]) == 2 and 0 <= r["error"] < 0.3
+        assert r["error"] == np.mean(r["errors"])
