@@ -145,9 +145,10 @@ def table3_baselines(
 ) -> list[dict[str, Any]]:
     """Non-Bayesian references on :func:`table3`'s USPS 3 vs 5 splits: an RBF SVC on the pixels
     (``None``) or on the first K principal components of the training split, C and the kernel width
-    chosen by grid search with an inner stratified 5-fold CV (C in 10^-1..10^3, gamma in 10^-3..10^0
-    over the mean feature variance). They measure how much a K-dimensional linear summary of the
-    digits costs on these splits, whatever the classifier.
+    chosen by grid search with an inner stratified 5-fold CV (C in 10^-1..10^3, gamma in
+    10^-3..10^0 divided by the summed feature variances, where scikit-learn's ``gamma="scale"`` is
+    10^0). They measure how much a K-dimensional linear summary of the digits costs on these
+    splits for a tuned RBF SVC.
 
     Returns one row per entry of ``components``: ``features``, ``errors`` (fractions, one per split),
     ``error`` and ``error_sd``.
