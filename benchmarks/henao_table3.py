@@ -6,7 +6,7 @@ See :func:`bayes_maxmargin.experiments.henao2014_factor.table3` for the settings
 
     python benchmarks/henao_table3.py [--quick] [--datasets usps_3vs5] [--variants NDFM VNDFM]
                                       [--repetitions 5] [--num-warmup 600 --num-samples 60]
-                                      [--checkpoint rows.json]
+                                      [--checkpoint rows.json] [--one-score] [--tag name]
     python benchmarks/henao_table3.py --baselines [--repetitions 5]
 
 ``--checkpoint`` keeps each finished (dataset, variant) row in a JSON file; a restarted run
@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--num-warmup", type=int, default=None)
     parser.add_argument("--num-samples", type=int, default=None)
     parser.add_argument("--n-blocks", type=int, default=None)
+    parser.add_argument("--one-score", action="store_true",
+                        help="update the factor scores one at a time (n_blocks=None, the paper's scheme)")
     parser.add_argument("--thin", type=int, default=None)
     parser.add_argument("--vb-iter", type=int, default=None)
     parser.add_argument("--tag", default="")
@@ -62,6 +64,8 @@ def main() -> None:
     factor = {k: v for k, v in dict(num_warmup=args.num_warmup, num_samples=args.num_samples,
                                     n_blocks=args.n_blocks, thin=args.thin,
                                     max_iter=args.vb_iter).items() if v is not None}
+    if args.one_score:
+        factor["n_blocks"] = None
     rows = []
     for dataset in args.datasets:
         for variant in args.variants:
