@@ -111,7 +111,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     n_blocks : int or None
         Blocks of the elliptical slice update of W per sweep; None: one score at a time, the paper's
         scheme (O(n^2) per likelihood evaluation against O(n^3) for a block; on USPS 3 vs 5 the
-        same test error as 8 blocks at four times the time).
+        same test errors as 8 blocks at three times the time).
     num_warmup, num_samples, thin, num_chains : int
         MCMC run (the paper: 600 warm-up, 60 kept draws thinned by 10).
     max_iter, m_steps : int
