@@ -42,7 +42,7 @@ from jax import Array
 from jax.scipy.linalg import solve_triangular
 from jax.typing import ArrayLike
 
-from ..augmentation import expected_inv_lambda, gamma_cm_step, inv_mean_lambda
+from ..augmentation import expected_inv_lambda, gamma_cm_step
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from ..linalg import gaussian_log_density, woodbury_logdet, woodbury_solve
 from ..models.gp import GPHyper
@@ -467,14 +467,14 @@ def _fitc_ecm(
     n_rounds = max(max_iter // mlii_every, 1)
 
     def mlii(theta, inv_lam, gamma):
-        ml = fitc_mlii_update(*theta, X, y, inv_mean_lambda(inv_lam, gamma, hyper.gamma0), gamma, kernel=kernel,
-                              steps=mlii_steps, optimizer=optimizer, learning_rate=learning_rate,
-                              optimize_inducing=optimize_inducing, jitter=jitter, fixed=fixed)
+        ml = fitc_mlii_update(*theta, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
+                              learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter,
+                              fixed=fixed)
         return (ml.params, ml.V), ml.log_z_before, ml.log_z_after
 
     final, (params, V), objective, log_z, _ = alternate_ecm_mlii(
         lambda theta, f, gamma, iters: run_ecm(*theta, f, gamma, iters), mlii, (params0, V0), f_init,
-        gamma_init, n_rounds, mlii_every, max_iter,
+        gamma_init, n_rounds, mlii_every, max_iter, gamma0=hyper.gamma0,
     )
     return FITCResult(final.f, final.gamma, final.inv_lam, params, V, objective, log_z)
 

@@ -337,12 +337,16 @@ def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
     return tuple(a.reshape(-1)[:m] for a in out)
 
 
-def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_rounds: int, every: int, final: int):
+def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array, n_rounds: int, every: int,
+                       final: int, *, gamma0: Array):
     """Alternate ECM runs and ML-II steps for ``n_rounds`` rounds, then one final ECM run (Sec. 3).
 
     ``run_ecm(theta, f, gamma, iters)`` returns an ECM result (fields f, gamma, inv_lam, objective)
     of at most ``iters`` iterations started from (f, gamma) at the kernel parameters ``theta``;
-    ``mlii(theta, inv_lam, gamma)`` returns (theta, log_z_before, log_z_after). Each round runs
+    ``mlii(theta, inv_lam, gamma)`` returns (theta, log_z_before, log_z_after) and is called with
+    the paper's <lambda>: omega = 1 / E[lambda | f, gamma] at the round's final f
+    (:func:`~bayes_maxmargin.augmentation.inv_mean_lambda`, with lambda's Exp rate ``gamma0``), not
+    the f-step's E[1 / lambda] (see :func:`gp_ecm_mlii`). Each round runs
     ``every`` ECM iterations; the final run, at the final theta, up to ``final`` iterations (to the
     ECM fixed point, where eq. 13 holds). Returns the final ECM result, the final theta, the
     objective traces by round (the final run last; rows NaN-padded to ``final + 1``), log Z before
@@ -352,11 +356,11 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma0: Array, n_r
     def round_fn(carry, _):
         theta, f, gamma = carry
         res = run_ecm(theta, f, gamma, every)
-        theta, before, after = mlii(theta, res.inv_lam, res.gamma)
+        theta, before, after = mlii(theta, inv_mean_lambda(res.inv_lam, res.gamma, gamma0), res.gamma)
         return (theta, res.f, res.gamma), (res.objective, jnp.stack([before, after]), theta)
 
     (theta, f, gamma), (traces, log_z, theta_trace) = jax.lax.scan(
-        round_fn, (theta0, f0, gamma0), None, length=n_rounds
+        round_fn, (theta0, f0, gamma_init), None, length=n_rounds
     )
     last = run_ecm(theta, f, gamma, final)
     width = max(final, every) + 1
@@ -522,14 +526,15 @@ def gp_ecm_mlii(
 
     def mlii(params, inv_lam, gamma):
         return mlii_update(
-            params, X, y, inv_mean_lambda(inv_lam, gamma, hyper.gamma0), gamma, kernel=kernel, steps=mlii_steps,
-            optimizer=optimizer, learning_rate=learning_rate, jitter=jitter, fixed=fixed,
+            params, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
+            learning_rate=learning_rate, jitter=jitter, fixed=fixed,
         )
 
     params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
     f_init = jnp.zeros(X.shape[0], X.dtype)
     final, params, objective, log_z, params_trace = alternate_ecm_mlii(
-        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds, mlii_every, max_iter
+        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds, mlii_every, max_iter,
+        gamma0=hyper.gamma0,
     )
     return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, params, objective, log_z, params_trace)
 
