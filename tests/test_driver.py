@@ -63,6 +63,29 @@ def test_draws_do_not_depend_on_chunking():
     np.testing.assert_array_equal(odd.final_state.count, 48)
 
 
+def test_accelerator_unrolling_gives_the_same_draws(monkeypatch):
+    """The unrolled loops of an accelerator, run here on the CPU: the same draws, the blocks past
+    the end of the last chunk discarded (the state counts its iterations)."""
+    from bayes_maxmargin.inference import driver
+
+    kwargs = dict(num_warmup=7, num_samples=20, thin=2, progress_bar=False)
+    args = (count_kernel, record_count, _init(2), jax.random.PRNGKey(1), {"limit": 10**6}, 0.5)
+    plain = run_chains(*args, chunk_size=5, **kwargs)
+    monkeypatch.setattr(driver, "_unroll", lambda: driver.ACCELERATOR_UNROLL)
+    for chunk_size in (5, 100):  # 24 blocks: chunks of 5 (the last one of 4), one chunk of 24
+        unrolled = run_chains(*args, chunk_size=chunk_size, **kwargs)
+        np.testing.assert_array_equal(unrolled.samples["x"], plain.samples["x"])
+        np.testing.assert_array_equal(unrolled.final_state.count, 48)
+
+
+@pytest.mark.parametrize("blocks, chunk_size, length", [(24, 5, 5), (24, 100, 24), (1001, 1000, 501), (250, 250, 250),
+                                                        (251, 250, 126), (1, 250, 1)])
+def test_chunks_are_of_equal_length(blocks, chunk_size, length):
+    from bayes_maxmargin.inference.driver import _chunk_length
+
+    assert _chunk_length(blocks, chunk_size) == length
+
+
 def test_nonfinite_state_names_chain_iteration_and_variable():
     with pytest.raises(NonFiniteStateError, match=r"chain 0 produced a non-finite value of 'x' at iteration 13"):
         run_chains(

@@ -6,8 +6,9 @@ Every Markov kernel of the library has the signature ``kernel(rng_key, state, da
 
 * the key of iteration ``i`` of a chain is ``fold_in(chain_key, i)``, so the draws do not depend on
   how the run is cut into chunks (a run resumed from a chunk boundary is the same run);
-* a chunk is ``chunk_size`` blocks of ``thin`` iterations, compiled once per (kernel, shapes):
-  kernels come from cached builders, so a second fit of the same shapes does not recompile;
+* a chunk is at most ``chunk_size`` blocks of ``thin`` iterations, all chunks of a run of one
+  length, compiled once per (kernel, shapes): kernels come from cached builders, so a second fit of
+  the same shapes does not recompile;
 * after every chunk the host reports progress and checks that no state became non-finite; a
   chain that did stops the run with :class:`NonFiniteStateError` naming the chain, iteration and
   variable, never a NaN result.
@@ -54,6 +55,25 @@ DEFAULT_CHUNK_SIZE = 250
 #: Runs predicted to take longer than this many seconds show a progress bar.
 PROGRESS_THRESHOLD_S = 3.0
 
+#: Iterations per loop trip on an accelerator. There every trip of an XLA loop ends in a
+#: device-to-host copy of the loop predicate, which costs as much as a small model's Gibbs sweep,
+#: so the chunk's loops are unrolled by this factor (on a GPU it cut the linear sampler's time per
+#: iteration by 1.6 at n = 500, d = 10); on the CPU a trip is cheap and unrolling would only
+#: lengthen compilation.
+ACCELERATOR_UNROLL = 8
+
+
+def _unroll() -> int:
+    """Loop unrolling of the compiled chunk on the default backend."""
+    return 1 if jax.default_backend() == "cpu" else ACCELERATOR_UNROLL
+
+
+def _chunk_length(blocks: int, chunk_size: int) -> int:
+    """The compiled chunk length: at most ``chunk_size`` blocks, in chunks of equal length, so that
+    the last chunk runs at most (number of chunks - 1) blocks that it then discards."""
+    n_chunks = -(-blocks // max(1, min(chunk_size, blocks)))
+    return -(-blocks // n_chunks)
+
 
 class NonFiniteStateError(FloatingPointError):
     """A chain produced a non-finite state (the message names chain, iteration and variable)."""
@@ -85,11 +105,13 @@ def _first_nonfinite(state: Any) -> tuple[Array, Array]:
     return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)
 
 
-@partial(jax.jit, static_argnames=("kernel", "record", "thin", "n_blocks"))
-def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper):
-    """``n_blocks`` blocks of ``thin`` iterations, of which the first ``n_active`` (dynamic) run and
-    the rest leave the state as it is: one compiled program serves every chunk of a run, the
-    shorter last one included."""
+@partial(jax.jit, static_argnames=("kernel", "record", "thin", "n_blocks", "unroll"))
+def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper, unroll=1):
+    """``n_blocks`` blocks of ``thin`` iterations, of which the first ``n_active`` (dynamic) count
+    and the rest leave the state as it is: one compiled program serves every chunk of a run, the
+    shorter last one included. The blocks past ``n_active`` are computed and discarded by a select
+    rather than skipped by a branch, which on an accelerator would cost a device-to-host copy per
+    block; the loops are unrolled by ``unroll``."""
     step = jax.vmap(kernel, in_axes=(0, 0, None, None))
 
     def one_iteration(i, carry):
@@ -105,15 +127,11 @@ def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_activ
 
     def one_block(carry, b):
         first = start + b * thin
-        carry = jax.lax.cond(
-            b < n_active,
-            lambda c: jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), c),
-            lambda c: c,
-            carry,
-        )
+        new = jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), carry, unroll=min(unroll, thin))
+        carry = jax.tree_util.tree_map(lambda a, old: jnp.where(b < n_active, a, old), new, carry)
         return carry, jax.vmap(record)(carry[0])
 
-    (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks))
+    (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks), unroll=min(unroll, n_blocks))
     return state, bad, records
 
 
@@ -171,8 +189,9 @@ def run_chains(
     num_warmup, num_samples, thin : int
         Warm-up iterations (discarded), kept draws, and iterations per kept draw.
     chunk_size : int, optional
-        Kept draws (blocks of ``thin`` iterations) per compiled chunk; default
-        :data:`DEFAULT_CHUNK_SIZE`. The draws do not depend on it.
+        Most kept draws (blocks of ``thin`` iterations) per compiled chunk; default
+        :data:`DEFAULT_CHUNK_SIZE`. The run is cut into chunks of equal length. The draws do not
+        depend on it.
     progress_bar : bool
         Show a progress bar when the run is predicted to take more than a few seconds.
     checkpoint : path, optional
@@ -207,7 +226,6 @@ def run_chains(
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
     state, kept, done, bar = init_state, [], 0, None
-    length = min(chunk_size or DEFAULT_CHUNK_SIZE, total_blocks)  # the compiled chunk length
     folder = checkpoint_folder(checkpoint, resume)
     settings = None
     if folder is not None:
@@ -217,6 +235,8 @@ def run_chains(
         # a checkpoint is written only after a chunk passed the non-finite check: ``bad`` starts afresh
         ckpt, state = resume_run(resume, settings, init_state)
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
+    length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
+    unroll = _unroll()
 
     def draws_so_far() -> dict[str, np.ndarray]:
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
@@ -227,7 +247,7 @@ def run_chains(
                 n_blocks = min(length, total_blocks - done)
                 t0 = time.perf_counter()
                 new_state, new_bad, records = _run_chunk(
-                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper
+                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
                 )
                 _check_finite(new_bad, new_state._fields)
                 lo = max(warm_blocks - done, 0)
