@@ -34,6 +34,7 @@ from .data.validation import (
 )
 from .diagnostics import to_inference_data
 from .inference.driver import NonFiniteStateError, run_chains
+from .linalg import float_precision
 from .inference.em import linear_em
 from .inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
 from .inference.fitc import fitc_alpha, fitc_ecm, fitc_factors, fitc_predict, init_inducing
@@ -291,7 +292,7 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
 
     ``f`` has shape (chain, draw, n); ``gamma_draws`` (chain, draw) or None for a fixed gamma."""
     gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
-    with jax.enable_x64(True):
+    with float_precision(True):
         return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
 
 
@@ -622,11 +623,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         dtype = np.float64 if x64 else np.float32
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
         if params["inference"] == "svi":
-            with jax.enable_x64(x64):
+            with float_precision(x64):
                 coef, stats = self._fit_svi(design, y, params, dtype)
             self._store(design, coef, None, stats, y, params)
             return self
-        with jax.enable_x64(x64):
+        with float_precision(x64):
             data = LinearData(jnp.asarray(design, dtype), jnp.asarray(y, dtype))
             a0, b0 = params["gamma_prior"] or (1.0, 1.0)
             hyper = LinearHyper(
@@ -839,7 +840,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         tol, vb_kw = params["tol"], dict(max_iter=params["max_iter"], accelerate=params["accelerate"])
         out: dict[str, Any] = {}
         order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
-        with jax.enable_x64(x64):
+        with float_precision(x64):
             yj = jnp.asarray(y, dtype)
 
             def hyper(sigma_beta2):
@@ -1424,7 +1425,7 @@ class GPBSVM(_BayesianSVMClassifier):
         x64 = params["precision"] == "float64"
         self._x64 = x64
         dtype = np.float64 if x64 else np.float32
-        with jax.enable_x64(x64):
+        with float_precision(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
             if params["inference"] == "svi":  # the data stay on the host
                 self._fit_svi(X, y, theta0, fixed, params)
@@ -1649,7 +1650,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
         self.kernel_params_ = params_dict(self._theta)  # the posterior mean when theta is sampled
         if params["inference"] in ("gibbs", "nuts"):
-            with jax.enable_x64(self._x64):
+            with float_precision(self._x64):
                 K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])
                 chol, _ = cholesky_or_raise(K)
                 self.alpha_ = np.asarray(cho_solve((chol, True), jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
@@ -1685,7 +1686,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if "_svi" in state:
             svi_state, like = state["_svi"]
             spec = _svi.GPSpec(get_kernel(self.kernel), like, float(self.jitter))
-            with jax.enable_x64(state["_x64"]):
+            with float_precision(state["_x64"]):
                 problem = _svi.gp_problem(spec, svi_state.whiten.shape[0], svi_state.whiten.dtype, False)
             state["_svi"] = (svi_state, problem)
         super()._restore_saved(state)
@@ -1694,10 +1695,10 @@ class GPBSVM(_BayesianSVMClassifier):
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         kernel, jitter = self.kernel, self.jitter
         if self.inference == "svi":
-            with jax.enable_x64(self._x64):
+            with float_precision(self._x64):
                 mean, var = _svi.predict_moments(*self._svi, X)
             return mean.astype(np.float64), var.astype(np.float64)
-        with jax.enable_x64(self._x64):
+        with float_precision(self._x64):
             dtype = jnp.float64 if self._x64 else jnp.float32
             X_train, X = jnp.asarray(self._X_fit, dtype), jnp.asarray(X, dtype)
             y = jnp.asarray(self._y_fit, dtype)

@@ -32,6 +32,7 @@ from .diagnostics import to_inference_data
 from .estimators import GPBSVM, LinearBSVM, _BayesianSVMClassifier
 from .multiclass import register_batched
 from .inference.driver import run_chains
+from .linalg import float_precision
 from .inference.factor_gibbs import FactorData, build_factor_kernel, init_factor, record_factor
 from .inference.factor_vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
 from .inference.gp_gibbs import gp_alpha, gp_data
@@ -268,7 +269,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         t0 = time.perf_counter()
         x64 = self.precision == "float64"
         Xc = Xc.astype(np.float64 if x64 else np.float32)
-        with jax.enable_x64(x64):
+        with float_precision(x64):
             if self.inference == "gibbs":
                 self._fit_gibbs(Xc, y, run_io)
             else:
@@ -364,7 +365,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     # ------------------------------------------------------------------ transform / predict
     def _scores(self, Xc: np.ndarray, per_draw: bool = False):
         """E[w | x, A, psi] = S_N psi A' x per posterior draw (Gibbs) or with <psi>, <A>, <A'A> (VB)."""
-        with jax.enable_x64(True):
+        with float_precision(True):
             if self._structure.startswith("vb"):
                 state = self._vb[0]
                 Epsi = state.psi_a / state.psi_b
@@ -399,7 +400,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         if self._stage2 is not None:
             return self._stage2.predict_latent(self._scores(X - self.mean_))
         Xc = X - self.mean_
-        with jax.enable_x64(True):
+        with float_precision(True):
             if self._structure.startswith("vb"):
                 state, like = self._vb
                 m, v = predict_f(state, None, jnp.asarray(self._y, jnp.float64), jnp.asarray(self._scores(Xc)),

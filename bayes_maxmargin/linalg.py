@@ -10,6 +10,8 @@ Conventions: ``L`` always denotes a *lower* triangular Cholesky factor,
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from functools import partial
 from typing import TypeAlias
 
@@ -37,6 +39,19 @@ __all__ = [
 
 #: log(2 pi), the normalising constant of every Gaussian density in the library.
 LOG_2PI = 1.8378770664093453
+
+
+@contextlib.contextmanager
+def float_precision(x64: bool) -> Iterator[None]:
+    """Compute in float64 (``x64``) or float32, with every matrix product at that precision.
+
+    ``jax.enable_x64`` for the duration only (the user's global setting is unchanged), and
+    ``jax.default_matmul_precision("highest")``: on a GPU, JAX's default float32 product rounds its
+    inputs to TF32 (a 10-bit mantissa), which a float32 fit must not inherit. Every fit and
+    prediction of the estimators runs inside it.
+    """
+    with jax.enable_x64(x64), jax.default_matmul_precision("highest"):
+        yield
 
 
 def gaussian_log_density(quad: ArrayLike, logdet: ArrayLike, n: int) -> Array:

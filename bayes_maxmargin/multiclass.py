@@ -48,6 +48,7 @@ from scipy.special import log_ndtr, logsumexp
 
 from .inference import svi
 from .inference.driver import ChainResult, run_chains
+from .linalg import float_precision
 from .predict import probit_margin
 
 __all__ = ["BatchRequest", "combine_attributes", "combine_idata", "fit_one_vs_rest", "normalised_probabilities",
@@ -149,13 +150,13 @@ def _dispatch(requests: list[BatchRequest]) -> list[Any]:
         r.fn is first.fn and r.x64 == first.x64 and _same_static(r.kwargs, first.kwargs) for r in requests
     )
     if batchable:
-        with jax.enable_x64(first.x64):
+        with float_precision(first.x64):
             out = _BATCHED.get(first.fn, _vmapped)(first.fn, [r.args for r in requests], first.kwargs)
         if out is not None:
             return out
     results = []
     for r in requests:  # different calls per class: one by one
-        with jax.enable_x64(r.x64):
+        with float_precision(r.x64):
             results.append(r.fn(*r.args, **r.kwargs))
     return results
 

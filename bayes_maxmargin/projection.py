@@ -31,6 +31,7 @@ from .data.validation import (
 )
 from .diagnostics import to_inference_data
 from .inference.driver import run_chains
+from .linalg import float_precision
 from .inference.projection_gibbs import (
     build_projection_kernel,
     init_projection,
@@ -278,7 +279,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         seed = int(rng.randint(0, 2**31 - 1))
-        with jax.enable_x64(x64):
+        with float_precision(x64):
             F = self._features(X.astype(dtype))
             ss = params["spike_slab"]
             data = projection_data(jnp.asarray(F, dtype), jnp.asarray(Y, dtype), ss)

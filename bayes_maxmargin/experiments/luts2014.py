@@ -1096,16 +1096,16 @@ def _vb_starts(X: np.ndarray, y: np.ndarray, rho: float, starts: int, max_iter: 
     The model of :func:`spam`'s VB fit (flat intercept, A_u = B_u = 0.01, labels in sorted order
     mapped to -1, +1); per start its lower bound, sweeps and inclusion probabilities.
     """
-    import jax
     import jax.numpy as jnp
 
     from ..inference.vb import MixedData, vb_laplace_zero
+    from ..linalg import float_precision
     from ..models.luts import LutsHyper
 
     classes = np.unique(y)
     rng = np.random.default_rng(seed)
     out = []
-    with jax.enable_x64(precision == "float64"):
+    with float_precision(precision == "float64"):
         dtype = jnp.float64 if precision == "float64" else jnp.float32
         data = MixedData(jnp.ones((y.size, 1), dtype), jnp.asarray(X, dtype),
                          jnp.asarray(np.where(y == classes[-1], 1.0, -1.0), dtype))
