@@ -16,8 +16,12 @@ subsample, length-scale = median distance, kernel fixed). For every batch size:
 Each worker reports its peak resident set size (VmHWM of /proc/self/status; ``ru_maxrss``, which on
 Linux also holds the parent's RSS at fork time, as an upper bound): data in float32 on a
 memory map, so it stays far below the 3.6 GB of X for 5e6 x 18 float64 in memory. The largest N is
-scored after one epoch on a held-out set of ``--test-n`` points (AUC, error, Brier). With a GPU
-visible, the same runs report points per second there (``device`` in the JSON).
+scored after one epoch on a held-out set of ``--test-n`` points (AUC, error, Brier). With
+``--converge-epochs E`` the largest N also trains E epochs at the largest batch size, scoring the
+held-out set after every chunk: the time to converge is the first time the held-out error comes
+within ``--converge-tol`` of its value after E epochs (scoring time not counted). With a GPU
+visible, the same runs report points per second there (``device`` in the JSON; ``--name-suffix gpu``
+keeps the CPU results).
 
 Writes ``benchmarks/results/svi_scaling.json`` (``_quick`` with ``--quick``) and ``svi_scaling.png``.
 
@@ -133,9 +137,54 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                 row.update(_scores(test[1], probit_predictive(m, v)))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    return {"rows": rows, "peak_rss_mb": _vm_hwm_mb(), "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        convergence = None
+        if args.converge_epochs and test is not None:
+            convergence = _converge(args, X, y, theta, Z, test)
+    return {"rows": rows, "convergence": convergence, "peak_rss_mb": _vm_hwm_mb(), "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_after_load_mb": rss_after_load, "device": str(jax.devices()[0]),
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
+def _converge(args: argparse.Namespace, X, y, theta: float, Z, test) -> dict[str, Any]:
+    """Train for ``--converge-epochs`` epochs at ``|S|`` = the largest batch size, scoring the
+    held-out set after every compiled chunk (the scoring time is not counted). Converged: the first
+    time the held-out error comes within ``--converge-tol`` of the error at the end of the run."""
+    import jax
+    import numpy as np
+
+    from bayes_maxmargin.inference.svi import predict_moments, svi_gp
+    from bayes_maxmargin.kernels import SEParams
+    from bayes_maxmargin.predict import probit_predictive
+
+    n = X.shape[0]
+    B = max(b for b in args.batch_sizes if b <= n)
+    k = max(1, min(args.hyper_every, n // B))
+    steps = args.converge_epochs * (-(-max(1, n // B) // k) * k)
+    curve: list[dict[str, Any]] = []
+    scoring = [0.0]
+    holder: dict[str, Any] = {}
+
+    def score(state, done, seconds):
+        t0 = time.perf_counter()
+        m, v = predict_moments(state, holder["problem"], test[0])
+        curve.append({"steps": done, "epochs": done * B / n, "seconds": seconds - scoring[0],
+                      **_scores(test[1], probit_predictive(m, v))})
+        scoring[0] += time.perf_counter() - t0
+
+    fit = dict(kernel="rbf", batch_size=B, hyper_every=k, dtype=np.float32, seed=1)
+    # compile the chunk shape of the run below (one chunk) and keep the problem for scoring
+    R = max(1, min(steps // k, (1 << 18) // (k * B)))
+    _, holder["problem"] = svi_gp(X, y, SEParams(theta, 1.0), Z, num_steps=R * k, **fit)
+    res, _ = svi_gp(X, y, SEParams(theta, 1.0), Z, num_steps=steps, callback=score, **fit)
+    jax.block_until_ready(res.state.nat.eta1)
+    final = curve[-1]["error"]
+    reached = next(c for c in curve if c["error"] <= final + args.converge_tol)
+    out = {"batch_size": B, "epochs": args.converge_epochs, "steps": int(res.state.step), "tol": args.converge_tol,
+           "final_error": final, "final_brier": curve[-1]["brier"], "final_auc": curve[-1]["auc"],
+           "train_s": curve[-1]["seconds"], "converged_s": reached["seconds"], "converged_epochs": reached["epochs"],
+           "points_per_s": curve[-1]["steps"] * B / curve[-1]["seconds"], "curve": curve}
+    print(json.dumps({k: v for k, v in out.items() if k != "curve"}), file=sys.stderr, flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -150,7 +199,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="above this predicted epoch time run --partial-steps steps and extrapolate")
     p.add_argument("--partial-steps", type=int, default=5000)
     p.add_argument("--multi-thread", action="store_true", help="keep XLA's multi-threaded CPU runtime")
+    p.add_argument("--converge-epochs", type=int, default=0,
+                   help="at the largest N, also train this many epochs at the largest batch size, scoring the "
+                        "held-out set after every chunk: time to converge")
+    p.add_argument("--converge-tol", type=float, default=0.002,
+                   help="converged: held-out error within this of its value after the last epoch")
     p.add_argument("--out-dir", type=Path, default=None)
+    p.add_argument("--name-suffix", default="", help="appended to the result file name (e.g. gpu)")
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
@@ -178,7 +233,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = sorted(int(v) for v in args.ns)
     out_dir = args.out_dir or RESULTS
     name = "svi_scaling_quick" if args.quick else "svi_scaling"
-    rows, memory = [], []
+    if args.name_suffix:
+        name += "_" + args.name_suffix
+    rows, memory, convergence = [], [], None
     with tempfile.TemporaryDirectory(prefix="bmm_svi_scaling_") as tmp:
         cache = os.path.join(tmp, "jax_cache")
         te = load_dataset("susy_synthetic", n=args.test_n, dtype="float32", random_state=1)
@@ -199,7 +256,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if args.multi_thread:
                 cmd.append("--multi-thread")
             if n == ns[-1]:
-                cmd += ["--test-data", os.path.join(tmp, "Xte.npy"), "--test-labels", os.path.join(tmp, "yte.npy")]
+                cmd += ["--test-data", os.path.join(tmp, "Xte.npy"), "--test-labels", os.path.join(tmp, "yte.npy"),
+                        "--converge-epochs", str(args.converge_epochs), "--converge-tol", str(args.converge_tol)]
             subprocess.run(cmd, check=True)
             res = json.loads(Path(result).read_text())
             os.remove(xpath)
@@ -207,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            "ru_maxrss_mb": res.get("ru_maxrss_mb"),
                            "rss_after_load_mb": res["rss_after_load_mb"], "generate_s": gen_s})
             rows += res["rows"]
+            convergence = res.get("convergence") or convergence
             device, flags = res["device"], res["xla_flags"]
     for B in args.batch_sizes:
         sel = [r for r in rows if r["batch_size"] == B]
@@ -222,12 +281,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if scored:
         print(f"\n## Held-out after one epoch at N={ns[-1]} ({args.test_n} test points)\n")
         print(markdown_table(scored, ["batch_size", "auc", "error", "brier"]))
+    if convergence:
+        print(f"\n## Time to converge at N={ns[-1]} (|S|={convergence['batch_size']}, held-out error within "
+              f"{convergence['tol']} of its value after {convergence['epochs']} epochs)\n")
+        print(markdown_table([convergence], ["batch_size", "epochs", "train_s", "points_per_s", "converged_s",
+                                             "converged_epochs", "final_error", "final_brier", "final_auc"]))
     fastest = min((r["epoch_s"] for r in largest), default=float("nan"))
     targets = {"epoch_5e6_under_30s": {"value_s": fastest, "met": bool(ns[-1] >= 5_000_000 and fastest <= 30.0)},
                "rss_under_2gb": {"value_mb": max(m["peak_rss_mb"] for m in memory),
                                  "met": bool(max(m["peak_rss_mb"] for m in memory) < 2048)}}
     payload = {"config": {k: v for k, v in vars(args).items() if k not in _INTERNAL},
-               "device": device, "xla_flags": flags, "rows": rows, "memory": memory, "targets": targets}
+               "device": device, "xla_flags": flags, "rows": rows, "memory": memory, "targets": targets,
+               "convergence": convergence}
     path = write_results(name, payload, out_dir)
     try:
         import matplotlib
