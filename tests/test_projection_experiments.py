@@ -47,3 +47,26 @@ def test_polynomial_models_see_the_inputs_scaled_by_sqrt_p():
     reference = MaxMarginProjection(**plain.get_params()).fit(X / 4.0, y)
     np.testing.assert_allclose(model.decision_function(X), reference.decision_function(X / 4.0), rtol=1e-6)
     assert isinstance(_bayes_model("GKMMDP", 60, 16, 2, settings, seed=0), MaxMarginProjection)
+
+
+def test_lengthscale_is_chosen_by_cross_validation_on_the_training_split():
+    """With a length-scale grid, the Gaussian-kernel model's length-scale is the grid value whose
+    inner cross-validated accuracy is highest (computed here again with scikit-learn), and the inner
+    fits use at most as many basis vectors as an inner fold has rows."""
+    import numpy as np
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    from bayes_maxmargin.experiments.chen2015 import TABLE3_SETTINGS, _bayes_model, _select_lengthscale
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(45, 4))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 1.4, 1, 0)
+    settings = {**TABLE3_SETTINGS, "num_warmup": 50, "num_samples": 50, "n_basis": 45,
+                "lengthscale_grid": (0.5, 8.0), "select_folds": 3}
+    model = _bayes_model("GKMMDP", 45, 4, 2, settings, seed=0)
+    chosen = _select_lengthscale(model, X, y, settings, seed=0)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    scores = [cross_val_score(model.set_params(n_basis=30, kernel_params={"lengthscale": f * 2.0}), X, y, cv=folds).mean()
+              for f in (0.5, 8.0)]
+    assert scores[0] != scores[1]
+    assert chosen == (0.5, 8.0)[int(np.argmax(scores))] * 2.0
