@@ -20,6 +20,12 @@ def write_results(name: str, payload: dict[str, Any], out_dir: Path = RESULTS) -
     return path
 
 
+def result_name(base: str, quick: bool = False, tag: str = "") -> str:
+    """``base``, then ``_quick`` for a smoke run and ``_<tag>`` for a tagged one (e.g. ``gpu``), so
+    that neither overwrites the reference results."""
+    return base + ("_quick" if quick else "") + (f"_{tag}" if tag else "")
+
+
 def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """A markdown table of ``rows`` restricted to ``columns``."""
 

@@ -6,7 +6,7 @@ Writes ``benchmarks/results/chen_table3.json`` (``chen_table3_quick.json`` with 
 
     python benchmarks/chen_table3.py [--quick] [--datasets heart diabetis] [--methods GKMMDP LiSVM]
                                      [--splits 5] [--max-seconds 3600] [--iterations 1000 1000]
-                                     [--lengthscale-grid 1 2 4] [--name-suffix selected]
+                                     [--lengthscale-grid 1 2 4] [--tag selected]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 
 from bayes_maxmargin.experiments.chen2015 import TABLE3_METHODS, table3
 
-from _common import write_results
+from _common import result_name, write_results
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
                         help="Gibbs iterations of the Bayesian methods (default: 100 100)")
     parser.add_argument("--lengthscale-grid", type=float, nargs="+", default=None,
                         help="Gaussian-kernel length-scales (x sqrt(P)) chosen by 3-fold CV on each training split")
-    parser.add_argument("--name-suffix", default="", help="appended to the result file name")
+    parser.add_argument("--tag", default="", help="appended to the result file name")
     args = parser.parse_args()
     overrides = {"lengthscale_grid": args.lengthscale_grid}
     if args.iterations:
@@ -41,8 +41,7 @@ def main() -> None:
                          max_seconds=args.max_seconds, settings=overrides, verbose=True)
     print(table)
     settings = vars(args)
-    suffix = ("_quick" if args.quick else "") + (f"_{args.name_suffix}" if args.name_suffix else "")
-    path = write_results("chen_table3" + suffix,
+    path = write_results(result_name("chen_table3", args.quick, args.tag),
                          {"settings": settings, "wall_time_s": time.perf_counter() - t0, "rows": rows, "table": table})
     print(f"written {path}")
 

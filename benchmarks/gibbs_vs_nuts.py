@@ -5,9 +5,9 @@ Linear Bayesian SVM (hinge, gamma = 1, sigma = 1) on seeded synthetic data of (n
 (compiled code), warm-up included; ESS is ArviZ's bulk ESS, the minimum over the coefficients.
 Gibbs runs twice: the plain draw (overrelaxation 0) and the library's default overrelaxed draw
 (alpha = -0.9); the ratio is that of the default against NUTS. The same script runs on a GPU when
-JAX sees one (``--name-suffix gpu`` keeps the CPU results).
+JAX sees one (``--tag gpu`` keeps the CPU results).
 
-    python benchmarks/gibbs_vs_nuts.py [--quick] [--chains 4] [--out-dir DIR] [--name-suffix SUFFIX]
+    python benchmarks/gibbs_vs_nuts.py [--quick] [--chains 4] [--out-dir DIR] [--tag TAG]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bayes_maxmargin.inference.driver import run_chains
 from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear import LinearHyper, linear_bsvm, prior_precision
 
-from _common import RESULTS, markdown_table, write_results
+from _common import RESULTS, markdown_table, result_name, write_results
 
 
 def synthetic(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer draws (a smoke run)")
     parser.add_argument("--chains", type=int, default=4, help="chains of each sampler, vectorised")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--name-suffix", default="", help="appended to the result file name (e.g. gpu)")
+    parser.add_argument("--tag", default="", help="appended to the result file name (e.g. gpu)")
     args = parser.parse_args()
     chains = args.chains
     g_warm, g_samp = (200, 1000) if args.quick else (1000, 5000)
@@ -105,8 +105,8 @@ def main() -> None:
             "nuts_ess_per_s", "ratio"]
     print(markdown_table(rows, cols))
     settings = {"chains": chains, "gibbs": [g_warm, g_samp], "nuts": [n_warm, n_samp], "float64": True}
-    name = "gibbs_vs_nuts" + ("_quick" if args.quick else "") + (f"_{args.name_suffix}" if args.name_suffix else "")
-    path = write_results(name, {"settings": settings, "rows": rows}, args.out_dir)
+    path = write_results(result_name("gibbs_vs_nuts", args.quick, args.tag), {"settings": settings, "rows": rows},
+                         args.out_dir)
     print(f"written {path}")
 
 

@@ -29,7 +29,7 @@ from bayes_maxmargin.experiments.henao2014_factor import (
     table3_settings,
 )
 
-from _common import write_results
+from _common import result_name, write_results
 
 
 def main() -> None:
@@ -78,9 +78,9 @@ def main() -> None:
             rows.append(done[key])
     table = table3_markdown(rows, quick=args.quick, settings=table3_settings(args.quick, factor))
     print(table)
-    name = "henao_table3" + ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
-    write_results(name, {"rows": rows, "table": table,
-                         "args": {**vars(args), "checkpoint": args.checkpoint and str(args.checkpoint)}})
+    write_results(result_name("henao_table3", args.quick, args.tag),
+                  {"rows": rows, "table": table,
+                   "args": {**vars(args), "checkpoint": args.checkpoint and str(args.checkpoint)}})
 
 
 if __name__ == "__main__":

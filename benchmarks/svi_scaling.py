@@ -20,7 +20,7 @@ scored after one epoch on a held-out set of ``--test-n`` points (AUC, error, Bri
 ``--converge-epochs E`` the largest N also trains E epochs at the largest batch size, scoring the
 held-out set after every chunk: the time to converge is the first time the held-out error comes
 within ``--converge-tol`` of its value after E epochs (scoring time not counted). With a GPU
-visible, the same runs report points per second there (``device`` in the JSON; ``--name-suffix gpu``
+visible, the same runs report points per second there (``device`` in the JSON; ``--tag gpu``
 keeps the CPU results).
 
 Writes ``benchmarks/results/svi_scaling.json`` (``_quick`` with ``--quick``) and ``svi_scaling.png``.
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--converge-tol", type=float, default=0.002,
                    help="converged: held-out error within this of its value after the last epoch")
     p.add_argument("--out-dir", type=Path, default=None)
-    p.add_argument("--name-suffix", default="", help="appended to the result file name (e.g. gpu)")
+    p.add_argument("--tag", default="", help="appended to the result file name (e.g. gpu)")
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
@@ -226,15 +226,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import RESULTS, markdown_table, write_results
+    from _common import RESULTS, markdown_table, result_name, write_results
 
     from bayes_maxmargin.data.datasets import load_dataset
 
     ns = sorted(int(v) for v in args.ns)
     out_dir = args.out_dir or RESULTS
-    name = "svi_scaling_quick" if args.quick else "svi_scaling"
-    if args.name_suffix:
-        name += "_" + args.name_suffix
+    name = result_name("svi_scaling", args.quick, args.tag)
     rows, memory, convergence = [], [], None
     with tempfile.TemporaryDirectory(prefix="bmm_svi_scaling_") as tmp:
         cache = os.path.join(tmp, "jax_cache")
