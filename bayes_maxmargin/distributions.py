@@ -51,6 +51,7 @@ from numpyro.distributions.distribution import Distribution
 from numpyro.distributions.util import promote_shapes, validate_sample
 from numpyro.util import is_prng_key, not_jax_tracer
 
+from .compilation import jit
 from .special import bessel_kv_ratios, log_bessel_kve
 
 __all__ = ["InverseGaussian", "GeneralizedInverseGaussian", "SkewedLaplace"]
@@ -71,7 +72,7 @@ def _as_float_arrays(*args: ArrayLike) -> list[jax.Array]:
 # ---------------------------------------------------------------------------
 
 
-@jax.jit
+@jit
 def _sample_inverse_gaussian(
     key: jax.Array, mu: jax.Array, lam: jax.Array
 ) -> jax.Array:
@@ -92,7 +93,7 @@ def _sample_inverse_gaussian(
     return jnp.where(accept_small, mu / big, mu * big)
 
 
-@jax.jit
+@jit
 def _ig_log_prob(mu: jax.Array, lam: jax.Array, x: ArrayLike) -> jax.Array:
     """``0.5 log(lam / 2 pi) - 1.5 log x - (sqrt(lam / 2x) (x / mu - 1))^2``."""
     q = jnp.sqrt(0.5 * lam / x) * (x / mu - 1.0)
@@ -330,7 +331,7 @@ def _devroye_log_gig(
     return y
 
 
-@jax.jit
+@jit
 def _sample_gig_devroye(
     key: jax.Array, p: jax.Array, a: jax.Array, b: jax.Array
 ) -> jax.Array:
@@ -350,7 +351,7 @@ def _sample_gig_devroye(
     return jnp.where(p < 0, scale / x2, scale * x2).reshape(shape)
 
 
-@jax.jit
+@jit
 def _gig_log_prob(p: jax.Array, a: jax.Array, b: jax.Array, x: ArrayLike) -> jax.Array:
     """GIG log density; the Bessel normaliser is evaluated on the parameter shape."""
     sqrt_a, sqrt_b = jnp.sqrt(a), jnp.sqrt(b)
@@ -364,7 +365,7 @@ def _gig_log_prob(p: jax.Array, a: jax.Array, b: jax.Array, x: ArrayLike) -> jax
     return log_norm + (p - 1.0) * jnp.log(x) - 0.5 * d * d
 
 
-@jax.jit
+@jit
 def _gig_moments(p: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     """GIG mean and variance from Bessel ratios ``R_v = K_{v+1}(omega) / K_v(omega)``.
 
@@ -564,7 +565,7 @@ def _sl_rates(g: jax.Array, g0: jax.Array) -> tuple[jax.Array, jax.Array, jax.Ar
     return c, rate_pos, rate_neg
 
 
-@jax.jit
+@jit
 def _sl_log_prob(g: jax.Array, g0: jax.Array, u: ArrayLike) -> jax.Array:
     """``log(gamma0 / c) - gamma (c |u| + u)`` through the one-sided rates."""
     c, rate_pos, rate_neg = _sl_rates(g, g0)
@@ -572,7 +573,7 @@ def _sl_log_prob(g: jax.Array, g0: jax.Array, u: ArrayLike) -> jax.Array:
     return log_norm - jnp.where(u >= 0, rate_pos * u, -rate_neg * u)
 
 
-@jax.jit
+@jit
 def _sl_cdf(g: jax.Array, g0: jax.Array, u: ArrayLike) -> jax.Array:
     """Closed-form CDF of the skewed Laplace distribution."""
     c, rate_pos, rate_neg = _sl_rates(g, g0)
@@ -583,7 +584,7 @@ def _sl_cdf(g: jax.Array, g0: jax.Array, u: ArrayLike) -> jax.Array:
     return jnp.where(neg, lower, upper)
 
 
-@jax.jit
+@jit
 def _sample_skewed_laplace(
     key: jax.Array, gamma: jax.Array, gamma0: jax.Array
 ) -> jax.Array:

@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import __version__
 from .augmentation import log_pseudo_likelihood
 from . import multiclass as _mc
+from .compilation import jit
 from .data.validation import (
     BinaryLabelEncoder,
     InvalidParameterError,
@@ -304,7 +305,7 @@ def _random_key(random_state: Any) -> jax.Array:
     return jax.random.PRNGKey(_random_seed(random_state))
 
 
-@partial(jax.jit, static_argnums=(1, 2, 3))
+@partial(jit, static_argnums=(1, 2, 3))
 def _chain_normals(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     """Standard normal starting points, chain ``c`` from ``fold_in(key, c)``: a chain's start (and,
     with the driver's per-chain keys, its draws) does not depend on how many chains run."""
@@ -1488,7 +1489,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
             )
         self._svi = (state, problem)
-        theta, Z, mean_u, cov_u = _svi.inducing_posterior(state.nat, state.hyper, problem.features.keywords["spec"])
+        theta, Z, mean_u, cov_u = _svi.inducing_posterior(state, problem.features.spec)
         self.variational_mean_ = np.asarray(mean_u, dtype=np.float64)
         self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
         self.inducing_points_ = np.asarray(Z, dtype=np.float64)
@@ -1678,7 +1679,7 @@ class GPBSVM(_BayesianSVMClassifier):
         state = super()._saved_state()
         if "_svi" in state:  # the compiled problem is rebuilt on load; optimiser states are not needed
             svi_state, problem = state["_svi"]
-            like = problem.features.keywords["spec"].like
+            like = problem.features.spec.like
             state["_svi"] = (svi_state._replace(nat_opt=None, hyper_opt=None), like)
         return state
 

@@ -448,6 +448,14 @@ def free_fields(params: KernelParams) -> tuple[str, ...]:
     return _free_fields(type(params))
 
 
+def _softplus(x: ArrayLike) -> ArrayLike:
+    """``log(1 + exp(x))``: in NumPy for host arrays (a fitted state on the host: nothing to compile),
+    in JAX otherwise."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.logaddexp(x, np.zeros((), x.dtype))
+    return jax.nn.softplus(jnp.asarray(x))
+
+
 def _softplus_inverse(y: Array) -> Array:
     """``log(exp(y) - 1)`` written stably: ``y + log(-expm1(-y))``."""
     return y + jnp.log(-jnp.expm1(-y))
@@ -514,7 +522,7 @@ def from_unconstrained(raw: dict[str, ArrayLike], like: KernelParams) -> KernelP
         For a parameter container this module does not know.
     """
     fields = _free_fields(type(like))
-    return like._replace(**{name: jax.nn.softplus(jnp.asarray(raw[name])) for name in fields})
+    return like._replace(**{name: _softplus(raw[name]) for name in fields})
 
 
 def params_dict(params: KernelParams) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from jax import lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.typing import ArrayLike
 
+from bayes_maxmargin.compilation import jit
+
 __all__ = [
     "LOG_2PI",
     "CholeskyError",
@@ -177,7 +179,7 @@ def _jittered_cholesky_jvp(
 
 
 # compiled once per shape, dtype and setting (also when called outside of jit)
-_jittered_cholesky_jit = jax.jit(_jittered_cholesky, static_argnums=(1, 2, 3))
+_jittered_cholesky_jit = jit(_jittered_cholesky, static_argnums=(1, 2, 3))
 
 
 def jittered_cholesky(
@@ -242,7 +244,7 @@ def jittered_cholesky(
     return _jittered_cholesky_jit(A, float(initial_jitter), int(max_tries), float(growth))
 
 
-@partial(jax.jit, static_argnames=("initial_jitter", "max_tries", "growth"))
+@partial(jit, static_argnames=("initial_jitter", "max_tries", "growth"))
 def _batched_jittered_cholesky(
     A: Array, *, initial_jitter: float | None, max_tries: int, growth: float
 ) -> tuple[Array, Array, Array]:
@@ -331,7 +333,7 @@ def cholesky_or_raise(
 # --------------------------------------------------------------------------
 # solves, determinants, Gaussians
 # --------------------------------------------------------------------------
-@jax.jit
+@jit
 def chol_solve(L: ArrayLike, B: ArrayLike) -> Array:
     """Solve ``A X = B`` given the lower Cholesky factor ``L`` of ``A``.
 
@@ -352,7 +354,7 @@ def chol_solve(L: ArrayLike, B: ArrayLike) -> Array:
     return cho_solve((jnp.asarray(L), True), jnp.asarray(B))
 
 
-@jax.jit
+@jit
 def logdet_from_chol(L: ArrayLike) -> Array:
     """``log det A = 2 sum_i log L_ii`` from the Cholesky factor of ``A``.
 
@@ -370,7 +372,7 @@ def logdet_from_chol(L: ArrayLike) -> Array:
     return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
 
 
-@partial(jax.jit, static_argnames=("sample_shape",))
+@partial(jit, static_argnames=("sample_shape",))
 def sample_mvn_precision(
     key: Array,
     L_prec: ArrayLike,
@@ -408,7 +410,7 @@ def sample_mvn_precision(
     return mean + x.T.reshape(tuple(sample_shape) + (n,))
 
 
-@jax.jit
+@jit
 def mvn_from_precision(P: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:
     """Gaussian in canonical form: precision ``P`` and linear term ``b``.
 
@@ -468,7 +470,7 @@ def _woodbury_parts(
     return d, U, Li, Lc
 
 
-@partial(jax.jit, static_argnames=("inverse_c",))
+@partial(jit, static_argnames=("inverse_c",))
 def woodbury_solve(
     d: ArrayLike,
     U: ArrayLike,
@@ -524,7 +526,7 @@ def woodbury_solve(
     return dB - (correction / d if B.ndim == 1 else correction / d[:, None])
 
 
-@partial(jax.jit, static_argnames=("inverse_c",))
+@partial(jit, static_argnames=("inverse_c",))
 def woodbury_logdet(
     d: ArrayLike,
     U: ArrayLike,

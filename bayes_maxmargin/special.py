@@ -52,6 +52,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from bayes_maxmargin.compilation import jit
+
 __all__ = [
     "N_QUADRATURE_NODES",
     "log_bessel_kv",
@@ -169,7 +171,7 @@ def _log_kve_quad(v: jax.Array, x: jax.Array) -> jax.Array:
     return jax.nn.logsumexp(base + _log_cosh(v[..., None] * t), axis=-1)
 
 
-@jax.jit
+@jit
 def log_bessel_kv(v: ArrayLike, x: ArrayLike) -> jax.Array:
     r"""Logarithm of the modified Bessel function of the second kind.
 
@@ -229,7 +231,7 @@ def _log_kve(v: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.where(half, log_k + jax.lax.stop_gradient(closed - log_k), log_k)
 
 
-@jax.jit
+@jit
 def log_bessel_kve(v: ArrayLike, x: ArrayLike) -> jax.Array:
     r"""Logarithm of the exponentially scaled Bessel function, :math:`\log K_v(x) + x`.
 
@@ -289,7 +291,7 @@ def _ratio_parts(
     return log_d1 - log_d, log_n - log_d, c
 
 
-@jax.jit
+@jit
 def bessel_kv_ratio(v: ArrayLike, x: ArrayLike) -> jax.Array:
     r"""Ratio :math:`K_{v+1}(x) / K_v(x)` of modified Bessel functions.
 
@@ -316,7 +318,7 @@ def bessel_kv_ratio(v: ArrayLike, x: ArrayLike) -> jax.Array:
     return jnp.exp(log_ratio)
 
 
-@jax.jit
+@jit
 def bessel_kv_ratio_m1(v: ArrayLike, x: ArrayLike) -> jax.Array:
     r""":math:`K_{v+1}(x) / K_v(x) - 1` without cancellation.
 
@@ -349,7 +351,7 @@ def bessel_kv_ratio_m1(v: ArrayLike, x: ArrayLike) -> jax.Array:
     return c * jnp.exp(log_m1_over_c)
 
 
-@jax.jit
+@jit
 def bessel_kv_ratios(v: ArrayLike, x: ArrayLike) -> tuple[jax.Array, jax.Array]:
     r"""Both :math:`K_{v+1}(x)/K_v(x)` and :math:`K_{v+1}(x)/K_v(x) - 1` from one quadrature.
 

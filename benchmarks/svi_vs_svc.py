@@ -18,7 +18,7 @@ and amplitude, an Adam step every 10 natural-gradient steps, eq. 12; ``--fixed-k
 ``--kernel ard``: an ARD kernel whose length-scales all start short, at theta / 2, so that ML-II
 lengthens those of the irrelevant features (from theta it stalls before shortening the one of a
 feature with short-scale structure), with an Adam step every 2 steps at rate 0.1 on them, the
-amplitude and the inducing points, minibatches of 500 over 20 epochs; written to ``svi_vs_svc_ard.json``.
+amplitude and the inducing points, minibatches of 500 over 10 epochs; written to ``svi_vs_svc_ard.json``.
 M = ``--M`` k-means inducing points, ``--epochs`` epochs of minibatches ``--batch-size``; its time
 includes JIT compilation (a fresh process compiles once per configuration). Brier scores use P(y = +1) (Platt, GPC and the S-BSVM predictive);
 plain SVC has no probabilities.
@@ -168,12 +168,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--fixed-kernel", action="store_true", help="S-BSVM keeps theta (no ML-II)")
     p.add_argument("--kernel", choices=["rbf", "ard"], default="rbf",
                    help="S-BSVM's kernel; ard: every length-scale starts at theta / 2, ML-II (rate 0.1) every "
-                        "2 steps with the inducing points, and --batch-size 500 --epochs 20 unless given")
+                        "2 steps with the inducing points, and --batch-size 500 --epochs 10 unless given")
     p.add_argument("--parts", nargs="+", default=["small", "large", "gpc"], choices=["small", "large", "gpc"])
     p.add_argument("--out-dir", type=Path, default=None)
     args = p.parse_args(argv)
     if args.kernel == "ard":  # defaults of the ARD fit; options given explicitly still win
-        p.set_defaults(batch_size=500, epochs=20)
+        p.set_defaults(batch_size=500, epochs=10)
     if args.quick:
         p.set_defaults(n_small=600, n_large=1200, n_test=1000, gpc_n=200, epochs=2, M=16, batch_size=100)
     args = p.parse_args(argv)

@@ -74,7 +74,8 @@ def test_accelerator_unrolling_gives_the_same_draws(monkeypatch):
     monkeypatch.setattr(driver, "_unroll", lambda: driver.ACCELERATOR_UNROLL)
     for chunk_size in (5, 100):  # 24 blocks: chunks of 5 (the last one of 4), one chunk of 24
         unrolled = run_chains(*args, chunk_size=chunk_size, **kwargs)
-        np.testing.assert_array_equal(unrolled.samples["x"], plain.samples["x"])
+        # the same keys and blocks; the unrolled program may round the float32 normals differently
+        np.testing.assert_allclose(unrolled.samples["x"], plain.samples["x"], rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(unrolled.final_state.count, 48)
 
 

@@ -136,7 +136,7 @@ def test_svi_on_minibatches_approaches_the_batch_optimum():
     with jax.enable_x64(True):
         X, y = _moons(100, seed=3)
         res, problem = _run(X, y, steps=2000, batch=30, Z=X)
-        chol, _ = svi.gp_factors(res.state.hyper, problem.features.keywords["spec"])
+        chol, _ = svi.gp_factors(res.state.hyper, problem.features.spec)
         K = np.asarray(chol @ chol.T)
         batch = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=500)
         best = float(batch.lower_bound[int(batch.n_iter) - 1])
@@ -300,7 +300,7 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
     kw = dict(inference="svi", num_inducing=12, batch_size=30, max_iter=40, mlii_every=10, random_state=0)
     clf = GPBSVM(kernel_params={"lengthscale": 0.7}, **kw).fit(X, y)
     state, problem = clf._svi
-    spec = problem.features.keywords["spec"]
+    spec = problem.features.spec
     with jax.enable_x64(True):  # the fit's float64 (and on a GPU no reduced-precision matmul)
         chol, _ = svi.gp_factors(state.hyper, spec)
         mu_v, R = svi.moments(state.nat)  # q(v) = N(mu_v, R'R), u = L v
@@ -312,9 +312,14 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
     assert spec == svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter)
     assert hash(spec) == hash(svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter))
     assert spec != svi.GPSpec(se, SEParams(0.7, 1.0), 10 * spec.jitter)
-    sizes = (svi._gp_start._cache_size(), svi.inducing_posterior._cache_size(), len(svi._PROGRAMS))
-    GPBSVM(kernel_params={"lengthscale": 1.3}, **kw).fit(X, y)
-    assert (svi._gp_start._cache_size(), svi.inducing_posterior._cache_size(), len(svi._PROGRAMS)) == sizes
+    clf.predict_proba(X)
+
+    def sizes():
+        return svi._gp_start._cache_size(), svi._moments_chunk._cache_size(), len(svi._PROGRAMS)
+
+    before = sizes()
+    GPBSVM(kernel_params={"lengthscale": 1.3}, **kw).fit(X, y).predict_proba(X)  # predictions too
+    assert sizes() == before
 
 
 def test_linear_svi_reaches_the_mean_field_fixed_point():

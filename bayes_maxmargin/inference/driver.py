@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from ..compilation import jit
 from .checkpoint import (
     Checkpoint,
     checkpoint_folder,
@@ -105,7 +106,7 @@ def _first_nonfinite(state: Any) -> tuple[Array, Array]:
     return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)
 
 
-@partial(jax.jit, static_argnames=("kernel", "record", "thin", "n_blocks", "unroll"))
+@partial(jit, static_argnames=("kernel", "record", "thin", "n_blocks", "unroll"))
 def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper, unroll=1):
     """``n_blocks`` blocks of ``thin`` iterations, of which the first ``n_active`` (dynamic) count
     and the rest leave the state as it is: one compiled program serves every chunk of a run, the

@@ -28,6 +28,7 @@ from ..augmentation import (
     gaussian_conditional,
     log_pseudo_likelihood,
 )
+from ..compilation import jit
 from ..models.linear import LinearHyper, log_prior
 from .gibbs import LinearData
 
@@ -80,7 +81,7 @@ def _em_step(coef, gamma, data: LinearData, hyper: LinearHyper, estimate_gamma: 
     return coef, gamma, cond
 
 
-@partial(jax.jit, static_argnames=("max_iter", "estimate_gamma"))
+@partial(jit, static_argnames=("max_iter", "estimate_gamma"))
 def linear_em(
     coef0: Array, data: LinearData, hyper: LinearHyper, tol: Array, *, max_iter: int, estimate_gamma: bool
 ) -> EMResult:

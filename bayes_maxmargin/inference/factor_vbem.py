@@ -48,6 +48,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import digamma, gammaln
 
+from ..compilation import jit
 from ..kernels import from_unconstrained
 from ..linalg import LOG_2PI
 
@@ -287,7 +288,7 @@ def init_vb(X, y, n_factors: int, theta_raw, hyper: VBHyper, gamma: float = 1.0)
                    jnp.ones(n, X.dtype), g, g * jnp.ones(n, X.dtype), g, jnp.asarray(1.0, X.dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("kernel_fn", "m_steps", "learn", "track"))
+@functools.partial(jit, static_argnames=("kernel_fn", "m_steps", "learn", "track"))
 def _vbem_iteration(state, X, y, like, hyper, *, kernel_fn, m_steps, learn, track):
     """One E-step and one M-step, the bound after each (compiled once per kernel and shapes)."""
     state = e_step(state, X, y, kernel_fn, like, hyper)

@@ -43,6 +43,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.typing import ArrayLike
 
 from ..augmentation import expected_inv_lambda, gamma_cm_step
+from ..compilation import jit
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from ..linalg import gaussian_log_density, woodbury_logdet, woodbury_solve
 from ..models.gp import GPHyper
@@ -214,7 +215,7 @@ def _ecm_step(f: Array, gamma: Array, fac: FITCFactors, hyper: GPHyper, estimate
     return f, gamma
 
 
-@partial(jax.jit, static_argnames=("max_iter", "estimate_gamma"))
+@partial(jit, static_argnames=("max_iter", "estimate_gamma"))
 def fitc_ecm_fixed(
     f0: Array, fac: FITCFactors, hyper: GPHyper, tol: ArrayLike, *, max_iter: int, estimate_gamma: bool
 ) -> FITCECMResult:
@@ -321,7 +322,7 @@ class FITCMLIIResult(NamedTuple):
 
 
 @partial(
-    jax.jit,
+    jit,
     static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "fixed"),
 )
 def fitc_mlii_update(
@@ -414,7 +415,7 @@ class FITCResult(NamedTuple):
 
 
 @partial(
-    jax.jit,
+    jit,
     static_argnames=(
         "kernel",
         "max_iter",
@@ -557,7 +558,7 @@ def fitc_ecm(
 
 
 # --------------------------------------------------------------------------- predictions
-@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+@partial(jit, static_argnames=("kernel", "jitter", "chunk"))
 def fitc_predict(
     X_train: Array,
     X_test: Array,

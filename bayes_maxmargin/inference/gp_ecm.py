@@ -48,6 +48,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.typing import ArrayLike
 
 from ..augmentation import expected_inv_lambda, gamma_cm_step, inv_mean_lambda, log_pseudo_likelihood
+from ..compilation import jit
 from ..kernels import KernelFn, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
 from ..linalg import gaussian_log_density, jittered_cholesky, mvn_logpdf_chol
 from ..models.gp import GPHyper, prior_covariance
@@ -162,7 +163,7 @@ def _ecm_step(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_gam
     return f, gamma
 
 
-@partial(jax.jit, static_argnames=("max_iter", "estimate_gamma"))
+@partial(jit, static_argnames=("max_iter", "estimate_gamma"))
 def gp_ecm(
     f0: Array, data: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int, estimate_gamma: bool
 ) -> GPECMResult:
@@ -271,7 +272,7 @@ def hold_fixed(raw: dict[str, Array], fixed: tuple[str, ...]) -> dict[str, Array
     return {k: jax.lax.stop_gradient(v) if k in fixed else v for k, v in raw.items()}
 
 
-@partial(jax.jit, static_argnames=("kernel", "steps", "optimizer", "learning_rate", "jitter", "fixed"))
+@partial(jit, static_argnames=("kernel", "steps", "optimizer", "learning_rate", "jitter", "fixed"))
 def mlii_update(
     params: Any,
     X: Array,
@@ -440,7 +441,7 @@ class GPECMMLIIResult(NamedTuple):
 
 
 @partial(
-    jax.jit,
+    jit,
     static_argnames=(
         "kernel",
         "max_iter",
@@ -540,7 +541,7 @@ def gp_ecm_mlii(
 
 
 # --------------------------------------------------------------------------- predictions
-@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+@partial(jit, static_argnames=("kernel", "jitter", "chunk"))
 def gp_predict(
     X_train: Array,
     X_test: Array,
@@ -610,7 +611,7 @@ def gp_predict(
     return map_row_chunks(one_block, X_test, chunk)
 
 
-@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+@partial(jit, static_argnames=("kernel", "jitter", "chunk"))
 def gp_predict_from_draws(
     X_train: Array,
     X_test: Array,
@@ -667,7 +668,7 @@ def gp_predict_from_draws(
     return map_row_chunks(one_block, X_test, chunk)
 
 
-@partial(jax.jit, static_argnames=("kernel", "jitter", "chunk"))
+@partial(jit, static_argnames=("kernel", "jitter", "chunk"))
 def gp_predict_from_theta_draws(
     X_train: Array,
     X_test: Array,

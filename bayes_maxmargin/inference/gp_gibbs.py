@@ -33,6 +33,7 @@ from ..augmentation import (
     log_lambda_prior,
     sample_inv_lambda,
 )
+from ..compilation import jit
 from ..linalg import jittered_cholesky, mvn_logpdf_chol
 from ..models.gp import GPHyper
 
@@ -139,7 +140,7 @@ def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
     return y * jnp.sqrt(gamma) * (r + 1.0 / r)
 
 
-@jax.jit
+@jit
 def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
     """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) of Henao et al. (2014), eq. (12).
 

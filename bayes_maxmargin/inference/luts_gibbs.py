@@ -37,6 +37,7 @@ from ..augmentation import (
     sample_gaussian,
     sample_inv_lambda,
 )
+from ..compilation import jit
 from ..distributions import InverseGaussian
 from ..models.luts import ImputationHyper, LutsHyper
 from .vb import MissingData, MixedData, masked_gaussian
@@ -117,7 +118,7 @@ def mixed_log_joint(coef: Array, inv_lam: Array, sigma_u2: Array, data: MixedDat
     )
 
 
-@jax.jit
+@jit
 def init_mixed(coef: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) -> MixedGibbsState:
     """A state at (coef, sigma_u2) with 1 / a at its conditional mean."""
     inv_lam = expected_inv_lambda(1.0 - data.y * (_design(data) @ coef), 1.0, 0.0)
@@ -202,7 +203,7 @@ def laplace_zero_log_joint(
     )
 
 
-@jax.jit
+@jit
 def init_laplace_zero(
     beta: Array, v: Array, gamma: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper
 ) -> LaplaceZeroGibbsState:
@@ -320,7 +321,7 @@ def missing_log_joint(
     )
 
 
-@jax.jit
+@jit
 def init_missing(coef: Array, data: MissingData, hyper: LutsHyper, imp: ImputationHyper) -> MissingGibbsState:
     """A state at ``coef`` with the missing entries at their column's observed mean, mu and Sigma
     the observed means and (diagonal) variances, sigma_u^2 = 1 and 1 / a at its conditional mean."""

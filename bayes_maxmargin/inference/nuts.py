@@ -19,6 +19,8 @@ from jax import Array
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model, log_density
 
+from bayes_maxmargin.compilation import jit
+
 __all__ = ["nuts_chains", "run_nuts", "to_host"]
 
 
@@ -60,7 +62,7 @@ def nuts_chains(
                          float(target_accept_prob), int(max_tree_depth))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6, 7, 8, 9, 10))
+@functools.partial(jit, static_argnums=(0, 4, 5, 6, 7, 8, 9, 10))
 def _nuts_program(model, rng_key, model_args, kwarg_values, kwarg_spec, num_warmup, num_samples, num_chains,
                   thin, target_accept_prob, max_tree_depth):
     treedef, traced, static = kwarg_spec

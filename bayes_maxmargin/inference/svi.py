@@ -66,11 +66,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import scipy.linalg
 from jax import Array, lax
 from threadpoolctl import threadpool_limits
 from jax.scipy.linalg import solve_triangular
 
 from bayes_maxmargin.augmentation import margin_floor, vb_hinge_bound
+from bayes_maxmargin.compilation import jit
 from bayes_maxmargin.inference.checkpoint import (
     Checkpoint,
     checkpoint_folder,
@@ -82,7 +84,7 @@ from bayes_maxmargin.inference.checkpoint import (
 )
 from bayes_maxmargin.inference.vb import VBResult, cavi_loop
 from bayes_maxmargin.kernels import free_fields, from_unconstrained, get_kernel, kernel_diag, to_unconstrained
-from bayes_maxmargin.linalg import jittered_cholesky
+from bayes_maxmargin.linalg import cholesky_or_raise, jittered_cholesky
 
 __all__ = [
     "BatchVIState",
@@ -351,6 +353,16 @@ def gp_features(hyper: dict[str, Array], whiten: Array, X: Array, spec: GPSpec) 
     return Features(phi, jnp.maximum(kdiag - jnp.sum(phi**2, axis=1), 0.0))
 
 
+class GPFeatures(NamedTuple):
+    """:func:`gp_features` at ``spec``, as a value: equal specs give equal (and equally hashed) feature
+    functions, so the full-data passes of every fit with the same kernel share one compiled program."""
+
+    spec: GPSpec
+
+    def __call__(self, hyper: dict[str, Array], whiten: Array, X: Array) -> Features:
+        return gp_features(hyper, whiten, X, self.spec)
+
+
 def linear_features(X: Array) -> Features:
     """The linear model of Sec. 4.5: phi_i = x_i (the design row), no residual variance."""
     return Features(X, jnp.zeros(X.shape[0], X.dtype))
@@ -510,7 +522,7 @@ def _compiled(cache_key: Any, problem: Problem, nat_tx, hyper_tx, learn: bool, c
             Xc, yc, active = batch
             out = scan(_class(carry, 0), (Xc[0], yc[0], active), consts)
             return jax.tree.map(lambda a: a[None], out)
-    fn = jax.jit(fn)
+    fn = jit(fn)
     if key is not None:
         if len(_PROGRAMS) >= 32:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
@@ -721,12 +733,12 @@ def run_svi(
 
 # ============================================================================ full-data passes
 # the state is an argument, not a constant: one compilation per features function and chunk shape
-@partial(jax.jit, static_argnums=0)
+@partial(jit, static_argnums=0)
 def _hinge_chunk(features, state: SVIState, X: Array, y: Array, gamma: Array) -> Array:
     return hinge_terms(state.nat, features(state.hyper, state.whiten, X), y, gamma)
 
 
-@partial(jax.jit, static_argnums=0)
+@partial(jit, static_argnums=0)
 def _moments_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array]:
     return latent_moments(state.nat, features(state.hyper, state.whiten, X))
 
@@ -806,7 +818,7 @@ def _batch_bound(y: Array, gamma: Array, state: BatchVIState) -> Array:
     return gamma * vb_hinge_bound(state.alpha, y * state.mu) - state.kl
 
 
-@partial(jax.jit, static_argnames=("max_iter",))
+@partial(jit, static_argnames=("max_iter",))
 def batch_vi(K: Array, y: Array, gamma: Array = 1.0, tol: float = 1e-8, max_iter: int = 200) -> VBResult:
     """B-BSVM (Sec. 4.1): coordinate ascent alpha -> (zeta, mu) from the prior q(f) = N(0, K),
     stopping when the ELBO increases by less than ``tol`` (it never decreases).
@@ -873,7 +885,7 @@ def data_mesh(devices: int | None, batch_size: int) -> jax.sharding.Mesh | None:
 def gp_problem(spec: GPSpec, num_inducing: int, dtype: Any, learn: bool) -> Problem:
     """The sparse GP's :class:`Problem`: whitened features, K_mm factors when hyperparameters move,
     and the prior precision I of v = L^-1 u."""
-    return Problem(partial(gp_features, spec=spec), partial(gp_factors, spec=spec) if learn else None,
+    return Problem(GPFeatures(spec), partial(gp_factors, spec=spec) if learn else None,
                    np.eye(num_inducing, dtype=dtype))
 
 
@@ -924,7 +936,7 @@ def svi_gp(
                      cache_key=key, checkpoint=checkpoint, resume=resume)
 
 
-@partial(jax.jit, static_argnums=2)
+@partial(jit, static_argnums=2)
 def _gp_start(theta0: Any, Z: Array, spec: GPSpec) -> tuple[dict[str, Array], Array]:
     """The unconstrained hyperparameters and the whitening L^-1 of K_mm for the problems with
     inducing locations ``Z`` (K, m, d), stacked along the leading axis, in one compiled program (op
@@ -938,20 +950,25 @@ def _gp_start(theta0: Any, Z: Array, spec: GPSpec) -> tuple[dict[str, Array], Ar
     return jax.vmap(one)(Z)
 
 
-@partial(jax.jit, static_argnums=2)
-def inducing_posterior(nat: NatParams, hyper: dict[str, Array], spec: GPSpec) -> tuple[Any, Array, Array, Array]:
+def inducing_posterior(state: SVIState, spec: GPSpec) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
     """Kernel parameters, inducing locations and q(u) = N(L mu_v, L zeta_v L') of an S-BSVM state
-    (u = L v, K_mm + jitter I = L L', zeta_v = R' R from :func:`moments`).
+    (u = L v, K_mm + jitter I = L L', zeta_v = (-2 eta2)^-1), in float64 on the host from the
+    state's whitening L^-1: the factor the run used, and no program to compile.
 
     Returns
     -------
     theta, Z, mean_u, cov_u
     """
-    theta, Z = gp_hyper(hyper, spec)
-    chol, _ = gp_factors(hyper, spec)
-    mu_v, R = moments(nat)
-    A = R @ chol.T
-    return theta, Z, chol @ mu_v, A.T @ A
+    theta, Z = gp_hyper(state.hyper, spec)
+    W, eta1, eta2 = (np.asarray(a, np.float64) for a in (state.whiten, state.nat.eta1, state.nat.eta2))
+    chol = scipy.linalg.solve_triangular(W, np.eye(W.shape[0]), lower=True)
+    try:
+        prec = np.linalg.cholesky(-2.0 * eta2)  # zeta_v^-1 = C C'
+    except np.linalg.LinAlgError:  # the run's factor needed jitter too
+        prec = np.asarray(cholesky_or_raise(-2.0 * eta2)[0], np.float64)
+    mu_v = scipy.linalg.cho_solve((prec, True), eta1)
+    A = scipy.linalg.solve_triangular(prec, chol.T, lower=True)  # C^-1 L', so L zeta_v L' = A' A
+    return theta, np.asarray(Z), chol @ mu_v, A.T @ A
 
 
 def _n_problems(y: np.ndarray) -> int:

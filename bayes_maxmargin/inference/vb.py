@@ -42,6 +42,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln, multigammaln, xlogy
 
 from ..augmentation import gaussian_conditional, margin_floor, vb_hinge_bound, vb_inv_lambda
+from ..compilation import jit
 from ..linalg import LOG_2PI, logdet_from_chol
 from ..models.luts import ImputationHyper, LutsHyper
 from .gibbs import LinearData
@@ -296,7 +297,7 @@ def gaussian_lower_bound(state: GaussianVBState, data: LinearData, prior_prec: A
     return 0.5 * p - 0.5 * logdet_from_chol(state.prec_chol) + jnp.sum(prior) + vb_hinge_bound(state.chi, margin)
 
 
-@partial(jax.jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate"))
 def vb_gaussian(data: LinearData, prior_prec: Array, tol: Array = 1e-10, *, max_iter: int = 1000,
                 accelerate: bool = False) -> VBResult:
     """Algorithm 1 of Luts & Ormerod (2014): VB for the Bayesian SVM with a fixed penalty.
@@ -397,7 +398,7 @@ def penalty_lower_bound(state: PenaltyVBState, data: MixedData, hyper: LutsHyper
     )
 
 
-@partial(jax.jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate"))
 def vb_penalty(data: MixedData, hyper: LutsHyper, tol: Array = 1e-10, *, max_iter: int = 1000,
                accelerate: bool = False) -> VBResult:
     """Algorithm 2 of Luts & Ormerod (2014): VB with penalty parameter inference or random effects.
@@ -530,7 +531,7 @@ def laplace_zero_lower_bound(state: LaplaceZeroVBState, data: MixedData, hyper: 
     )
 
 
-@partial(jax.jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate"))
 def vb_laplace_zero(
     data: MixedData, hyper: LutsHyper, mu_gamma0: Array | None = None, tol: Array = 1e-10, *, max_iter: int = 1000,
     accelerate: bool = False,
@@ -729,7 +730,7 @@ def missing_lower_bound(s: MissingVBState, data: MissingData, hyper: LutsHyper, 
     )
 
 
-@partial(jax.jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate"))
 def vb_missing(
     data: MissingData, hyper: LutsHyper, imp: ImputationHyper, tol: Array = 1e-10, *, max_iter: int = 1000,
     accelerate: bool = False,

@@ -31,13 +31,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from jax import Array
 from jax.typing import ArrayLike
 
+from ..compilation import jit
 from .common import max_margin_likelihood
 from ..kernels import (
     ARDParams,
@@ -206,7 +206,7 @@ def prior_covariance(
     return _covariance(get_kernel(kernel), kernel_params, X, jitter)
 
 
-@partial(jax.jit, static_argnums=0)
+@partial(jit, static_argnums=0)
 def _covariance(kernel: KernelFn, kernel_params: Any, X: Array, jitter: ArrayLike) -> Array:
     """K + jitter I, one compiled program per kernel and shape (not one per operation)."""
     K = kernel(kernel_params, X, X)

@@ -1,0 +1,56 @@
+"""The package's jit: XLA options on top-level programs, plain tracing inside other programs, and no
+options where XLA does not know them."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_maxmargin import compilation
+from bayes_maxmargin.compilation import jit
+
+
+@pytest.fixture
+def fresh_options(monkeypatch):
+    """Forget the settled options (and settle them again after the test)."""
+    compilation.compiler_options.cache_clear()
+    yield monkeypatch
+    compilation.compiler_options.cache_clear()
+
+
+def test_top_level_and_nested_calls_compute_the_same():
+    @jit
+    def inner(x):
+        return jnp.sin(x) * 2.0
+
+    @jit
+    def outer(x):
+        return inner(x) + 1.0  # inside a trace: JAX refuses options on a nested jit
+
+    x = jnp.arange(4.0)
+    np.testing.assert_allclose(inner(x), 2.0 * np.sin(np.arange(4.0)), rtol=1e-6)
+    np.testing.assert_allclose(outer(x), 2.0 * np.sin(np.arange(4.0)) + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(inner)(x[:, None]), inner(x)[:, None], rtol=1e-6)
+    assert compilation.compiler_options() in ({}, compilation.COMPILER_OPTIONS)
+    assert inner._cache_size() == 1  # attributes of the jitted function pass through
+
+
+def test_static_arguments_and_decorator_with_options():
+    @jit(static_argnames=("power",))
+    def f(x, power):
+        return x**power
+
+    assert float(f(3.0, power=2)) == 9.0
+    assert float(f(3.0, power=3)) == 27.0
+    assert f.__name__ == "f" and f._cache_size() == 2
+
+
+def test_an_xla_without_the_option_gets_no_options(fresh_options):
+    fresh_options.setattr(compilation, "COMPILER_OPTIONS", {"xla_no_such_option_anywhere": True})
+    assert compilation.compiler_options() == {}
+
+    @jit
+    def g(x):
+        return x + 1.0
+
+    assert float(g(1.0)) == 2.0
