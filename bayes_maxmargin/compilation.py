@@ -60,13 +60,14 @@ class _Compiled:
         functools.update_wrapper(self, fun)
         self._fun, self._kwargs = fun, kwargs
         self._jitted: Callable | None = None
-        self._nested = jax.jit(fun, **kwargs)
+        self._nested = jax.jit(fun, **{k: v for k, v in kwargs.items() if k != "compiler_options"})
 
     @property
     def jitted(self) -> Callable:
         if self._jitted is None:
-            options = compiler_options()
-            self._jitted = jax.jit(self._fun, **self._kwargs, compiler_options=options) if options else self._nested
+            options = {**compiler_options(), **self._kwargs.get("compiler_options", {})}
+            kwargs = {k: v for k, v in self._kwargs.items() if k != "compiler_options"}
+            self._jitted = jax.jit(self._fun, **kwargs, compiler_options=options) if options else self._nested
         return self._jitted
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

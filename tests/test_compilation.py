@@ -54,3 +54,13 @@ def test_an_xla_without_the_option_gets_no_options(fresh_options):
         return x + 1.0
 
     assert float(g(1.0)) == 2.0
+
+
+def test_importing_the_package_starts_no_backend():
+    """``jax.distributed.initialize`` and platform settings must still be possible after the import."""
+    import subprocess
+    import sys
+
+    code = ("from jax._src import xla_bridge\nimport bayes_maxmargin, bayes_maxmargin.cli\n"
+            "assert not xla_bridge._backends, 'a backend was started at import'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

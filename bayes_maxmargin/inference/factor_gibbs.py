@@ -55,7 +55,6 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-import blackjax
 import jax
 import jax.numpy as jnp
 from jax import Array
@@ -216,6 +215,8 @@ def ess_step(
     def block_loglik(zp):
         return loglik(jnp.where(m, zp, z))
 
+    import blackjax  # here, not at import: importing blackjax starts a JAX backend
+
     algo = blackjax.elliptical_slice(block_loglik, mean=jnp.zeros(()), cov=jnp.ones(z.size, z.dtype))
     state = algo.init(z) if current is None else blackjax.mcmc.elliptical_slice.EllipSliceState(z, current)
     new, info = algo.step(key, state)
@@ -325,6 +326,8 @@ def _draw_scores_gp_single(
 
         def loglik(z):
             return score_loglik(to_w(z), j, W, P, v, s, st, data, kernel_fn)[0]
+
+        import blackjax
 
         algo = blackjax.elliptical_slice(loglik, mean=jnp.zeros((), W.dtype), cov=jnp.ones(Kf, W.dtype))
         new, _ = algo.step(jax.random.fold_in(k_ess, i), algo.init(chol.T @ (W[j] - mean[j])))
