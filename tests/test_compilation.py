@@ -64,3 +64,30 @@ def test_importing_the_package_starts_no_backend():
     code = ("from jax._src import xla_bridge\nimport bayes_maxmargin, bayes_maxmargin.cli\n"
             "assert not xla_bridge._backends, 'a backend was started at import'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_programs_can_keep_xla_defaults_or_add_options():
+    @jit(package_options=False)
+    def plain(x):
+        return x * 2.0
+
+    @jit(compiler_options={"xla_backend_optimization_level": 0})
+    def quick(x):
+        return x * 3.0
+
+    assert float(plain(1.0)) == 2.0 and float(quick(1.0)) == 3.0
+    assert plain.jitted is plain._nested  # no options at all: a plain jax.jit
+    assert quick.jitted is not quick._nested
+
+
+def test_the_projection_sampler_compiles_with_xla_defaults():
+    """Its L one-vs-all chains in one program compile twice as long with the loop emitters."""
+    from bayes_maxmargin import MaxMarginProjection
+    from bayes_maxmargin.inference import driver
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), np.repeat([0, 1], 20)
+    before = (driver._run_chunk._cache_size(), driver._run_chunk_xla_defaults._cache_size())
+    MaxMarginProjection(n_components=1, num_warmup=4, num_samples=4, random_state=0).fit(X + y[:, None], y)
+    assert driver._run_chunk._cache_size() == before[0]
+    assert driver._run_chunk_xla_defaults._cache_size() == before[1] + 1

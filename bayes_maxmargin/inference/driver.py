@@ -106,8 +106,7 @@ def _first_nonfinite(state: Any) -> tuple[Array, Array]:
     return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)
 
 
-@partial(jit, static_argnames=("kernel", "record", "thin", "n_blocks", "unroll"))
-def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper, unroll=1):
+def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_active, bad, data, hyper, unroll=1):
     """``n_blocks`` blocks of ``thin`` iterations, of which the first ``n_active`` (dynamic) count
     and the rest leave the state as it is: one compiled program serves every chunk of a run, the
     shorter last one included. The blocks past ``n_active`` are computed and discarded by a select
@@ -134,6 +133,13 @@ def _run_chunk(kernel, record, thin, n_blocks, state, chain_keys, start, n_activ
 
     (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks), unroll=min(unroll, n_blocks))
     return state, bad, records
+
+
+_CHUNK_STATIC = ("kernel", "record", "thin", "n_blocks", "unroll")
+#: The chunk program, compiled with the package's options (:mod:`bayes_maxmargin.compilation`) ...
+_run_chunk = jit(_chunk_program, static_argnames=_CHUNK_STATIC)
+#: ... and with XLA's defaults, for the kernels that compile and run better that way.
+_run_chunk_xla_defaults = jit(_chunk_program, static_argnames=_CHUNK_STATIC, package_options=False)
 
 
 def _key_data(keys: Array) -> np.ndarray:
@@ -171,6 +177,7 @@ def run_chains(
     resume: str | os.PathLike | None = None,
     callback: Callable[[int], None] | None = None,
     chain_keys: Array | None = None,
+    package_options: bool = True,
 ) -> ChainResult:
     """Run ``kernel`` on every chain of ``init_state`` and record ``record(state)`` per kept draw.
 
@@ -208,6 +215,9 @@ def run_chains(
         One key per chain, replacing ``fold_in(rng_key, c)`` (then ``rng_key`` is unused): the
         one-vs-rest runs of :mod:`bayes_maxmargin.multiclass` stack the chains of several
         problems, each with the chain keys of its own binary run.
+    package_options : bool
+        Compile the chunk program with the package's XLA options
+        (:mod:`bayes_maxmargin.compilation`); False: with XLA's defaults.
 
     Returns
     -------
@@ -238,6 +248,7 @@ def run_chains(
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
     length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
     unroll = _unroll()
+    run_chunk = _run_chunk if package_options else _run_chunk_xla_defaults
 
     def draws_so_far() -> dict[str, np.ndarray]:
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
@@ -247,7 +258,7 @@ def run_chains(
             while done < total_blocks:
                 n_blocks = min(length, total_blocks - done)
                 t0 = time.perf_counter()
-                new_state, new_bad, records = _run_chunk(
+                new_state, new_bad, records = run_chunk(
                     kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
                 )
                 _check_finite(new_bad, new_state._fields)

@@ -936,7 +936,7 @@ def svi_gp(
                      cache_key=key, checkpoint=checkpoint, resume=resume)
 
 
-@partial(jit, static_argnums=2, compiler_options={"xla_backend_optimization_level": 0})
+@partial(jit, static_argnums=2, compiler_options={"xla_backend_optimization_level": 0})  # runs once per fit
 def _gp_start(theta0: Any, Z: Array, spec: GPSpec) -> tuple[dict[str, Array], Array]:
     """The unconstrained hyperparameters and the whitening L^-1 of K_mm for the problems with
     inducing locations ``Z`` (K, m, d), stacked along the leading axis, in one compiled program (op
