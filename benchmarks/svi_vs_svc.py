@@ -23,7 +23,7 @@ M = ``--M`` k-means inducing points, ``--epochs`` epochs of minibatches ``--batc
 includes JIT compilation (a fresh process compiles once per configuration). Brier scores use P(y = +1) (Platt, GPC and the S-BSVM predictive);
 plain SVC has no probabilities.
 
-Writes ``benchmarks/results/svi_vs_svc.json`` (``_quick`` with ``--quick``).
+Writes ``benchmarks/results/svi_vs_svc.json`` (``_quick`` with ``--quick``, ``_<tag>`` with ``--tag``).
 
     python benchmarks/svi_vs_svc.py [--quick] [--n-small 20000] [--n-large 100000] [--gpc-n 4000] [--kernel ard]
 """
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "2 steps with the inducing points, and --batch-size 500 --epochs 10 unless given")
     p.add_argument("--parts", nargs="+", default=["small", "large", "gpc"], choices=["small", "large", "gpc"])
     p.add_argument("--out-dir", type=Path, default=None)
+    p.add_argument("--tag", default="", help="appended to the result file name (e.g. fixed_kernel)")
     args = p.parse_args(argv)
     if args.kernel == "ard":  # defaults of the ARD fit; options given explicitly still win
         p.set_defaults(batch_size=500, epochs=10)
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         p.set_defaults(n_small=600, n_large=1200, n_test=1000, gpc_n=200, epochs=2, M=16, batch_size=100)
     args = p.parse_args(argv)
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-    from _common import RESULTS, markdown_table, write_results
+    from _common import RESULTS, markdown_table, result_name, write_results
 
     from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
 
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"- {k}: {v}")
     payload = {"config": {k: v for k, v in vars(args).items() if k != "out_dir"},
                "xla_flags": os.environ.get("XLA_FLAGS", ""), "rows": rows, "ratios": ratios, "targets": targets}
-    name = "svi_vs_svc" + ("_ard" if args.kernel == "ard" else "") + ("_quick" if args.quick else "")
+    name = result_name("svi_vs_svc" + ("_ard" if args.kernel == "ard" else ""), args.quick, args.tag)
     path = write_results(name, payload, args.out_dir or RESULTS)
     print(f"\nwrote {path}")
     return payload
