@@ -2,10 +2,10 @@
 
 On XLA:CPU the programs of this package (samplers, EM / VB loops, SVI chunks) consist of many small
 fusions. Recent XLA compiles each fusion of a CPU program as its own MLIR module; the classic loop
-emitters (``xla_cpu_use_fusion_emitters=False``) compile most of these programs in a half to two
-thirds of the time and run them at the same speed, which matters because a first fit is mostly
-compilation (the S-BSVM chunk program: 0.9 s instead of 1.5 s; the test suite: 300 s instead of
-450-560 s). The exception is the one-vs-all sampler of :class:`~bayes_maxmargin.MaxMarginProjection`
+emitters (``xla_cpu_use_fusion_emitters=False``) compile most of these programs in a half to four
+fifths of the time and run them at the same speed, which matters because a first fit is mostly
+compilation (a first GP Gibbs fit: 9.0 s instead of 12.0 s; the S-BSVM chunk program: 1.8 s
+instead of 2.3 s; the test suite: 300-390 s instead of 450-560 s). The exception is the one-vs-all sampler of :class:`~bayes_maxmargin.MaxMarginProjection`
 (L classes vmapped in one program), which the loop emitters compile in twice the time and run 15 %
 slower; it opts out (``jit(..., package_options=False)``). The option is passed per program, so the
 user's own JAX programs and ``XLA_FLAGS`` are left alone; other backends ignore it, and an XLA that
