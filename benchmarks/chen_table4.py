@@ -19,7 +19,7 @@ import numpy as np
 from bayes_maxmargin import MaxMarginProjection, load_dataset
 from bayes_maxmargin.experiments.chen2015 import TABLE4_METHODS, table4
 
-from _common import write_results
+from _common import result_name, write_results
 
 
 def usps_speed(iterations: int = 100, seed: int = 0) -> dict:
@@ -61,7 +61,7 @@ def main() -> None:
         return
     rows, table = table4(args.datasets, seed=args.seed, quick=args.quick, verbose=True, methods=args.methods)
     print(table)
-    path = write_results("chen_table4" + ("_quick" if args.quick else ""),
+    path = write_results(result_name("chen_table4", args.quick),
                          {"settings": vars(args), "wall_time_s": time.perf_counter() - t0, "rows": rows,
                           "table": table})
     print(f"written {path}")

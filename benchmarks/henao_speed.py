@@ -88,7 +88,7 @@ from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
 from bayes_maxmargin.kernels import SEParams
 from bayes_maxmargin.models.gp import GPHyper, prior_covariance
 
-from _common import RESULTS, markdown_table, write_results
+from _common import RESULTS, markdown_table, result_name, write_results
 
 KP = SEParams(lengthscale=1.0, amplitude=1.0)
 JITTER = 1e-6
@@ -601,7 +601,7 @@ def main() -> None:
                 continue
             payload.update({"load_before": before, "load_after": load(), "part_seconds": time.perf_counter() - t0,
                             "blas": blas_info(), "blas_threads_limit": args.blas_threads, "quick": args.quick})
-            path = write_results(f"henao_{part}" + ("_quick" if args.quick else ""), payload, args.out)
+            path = write_results(result_name(f"henao_{part}", args.quick), payload, args.out)
             print(f"written {path}", flush=True)
 
 

@@ -30,7 +30,7 @@ from bayes_maxmargin.experiments.henao2014 import (
     table1_markdown,
 )
 
-from _common import write_results
+from _common import result_name, write_results
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
     print(table)
     settings = {"datasets": args.datasets, "methods": args.methods, "folds": args.folds, "seed": args.seed,
                 "quick": args.quick}
-    path = write_results("henao_table1" + ("_quick" if args.quick else ""),
+    path = write_results(result_name("henao_table1", args.quick),
                          {"settings": settings, "wall_time_s": wall, "rows": rows, "table": table})
     print(f"written {path}")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bayes_maxmargin.experiments.henao2014 import FITC_TABLE2, QUICK_FITC, TABLE2_TASKS, table2, table2_markdown
 
-from _common import write_results
+from _common import result_name, write_results
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     table = table2_markdown(rows, settings=fitc, seed=args.seed, quick=args.quick)
     print(table)
     settings = {"tasks": args.tasks, "repetitions": args.repetitions, "seed": args.seed, "quick": args.quick}
-    path = write_results("henao_table2" + ("_quick" if args.quick else ""),
+    path = write_results(result_name("henao_table2", args.quick),
                          {"settings": settings, "wall_time_s": wall, "rows": rows, "table": table})
     print(f"written {path}")
 

@@ -57,7 +57,7 @@ def main() -> None:
             f"| {r['features']} | {100 * r['error']:.2f} ± {100 * r['error_sd']:.2f} | "
             + ", ".join(f"{100 * e:.2f}" for e in r["errors"]) + " |" for r in rows])
         print(table)
-        write_results("henao_table3_baselines" + ("_quick" if args.quick else ""),
+        write_results(result_name("henao_table3_baselines", args.quick),
                       {"rows": rows, "table": table, "args": {"repetitions": args.repetitions, "quick": args.quick}})
         return
     done = json.loads(args.checkpoint.read_text()) if args.checkpoint and args.checkpoint.exists() else {}

@@ -54,7 +54,7 @@ from bayes_maxmargin.experiments.luts2014 import (
     toenail,
 )
 
-from _common import RESULTS, markdown_table, write_results
+from _common import RESULTS, markdown_table, result_name, write_results
 
 LABELS = {"svm": "SVM", "vb": "VB", "mcmc": "MCMC"}
 TARGETS_S = {"spam_vb": 10.0, "spam_gibbs_100k": 600.0, "vb_n200_d10": 0.1}
@@ -201,7 +201,7 @@ def main() -> None:
         tables["speed"] = markdown_table(speed_rows, ["target", "measured_s", "target_s", "met", "detail"])
         print(tables["speed"])
     wall = time.perf_counter() - t0
-    name = "luts_realdata" + ("_quick" if args.quick else "")
+    name = result_name("luts_realdata", args.quick)
     parts = {p: done[p] for p in ("toenail", "spam", "acath") if p in done and p in args.parts}
     png = plot(parts, RESULTS / f"{name}.png")
     settings = {"parts": args.parts, "repetitions": args.repetitions, "n_inner": args.n_inner, "methods": args.methods,

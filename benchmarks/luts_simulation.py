@@ -34,7 +34,7 @@ from bayes_maxmargin.experiments.luts2014 import (
     simulation_markdown,
 )
 
-from _common import RESULTS, write_results
+from _common import RESULTS, result_name, write_results
 
 LABELS = {"svm": "SVM", "vb": "VB", "mcmc": "MCMC"}
 
@@ -105,7 +105,7 @@ def main() -> None:
              "num_samples": args.num_samples or (100 if args.quick else 5000)}
     table = simulation_markdown(rows, n_inner=n_inner, gibbs=gibbs, seed=args.seed, quick=args.quick)
     print(table)
-    name = "luts_simulation" + ("_quick" if args.quick else "")
+    name = result_name("luts_simulation", args.quick)
     png = plot(rows, RESULTS / f"{name}.png")
     settings = {"ns": ns, "ds": ds, "repetitions": rows[0]["repetitions"], "n_inner": n_inner, **gibbs,
                 "methods": args.methods, "seed": args.seed, "quick": args.quick}

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, write_results  # noqa: E402
+from _common import markdown_table, result_name, write_results  # noqa: E402
 
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection  # noqa: E402
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(rows, ["model", "case", "nonfinite", "outcome", "seconds"]))
     total = sum(r["nonfinite"] for r in rows)
     print(f"\nnon-finite values in all outputs: {total}")
-    name = "stress_quick" if args.quick else "stress"
+    name = result_name("stress", args.quick)
     write_results(name, {"rows": rows, "total_nonfinite": total}, *([args.out] if args.out else []))
     return 1 if total else 0
 

@@ -22,7 +22,7 @@ import time
 
 from bayes_maxmargin.experiments.wenzel2017 import METHODS, QUICK_DATASETS, TABLE1_DATASETS, fig1, table1
 
-from _common import RESULTS, write_results
+from _common import RESULTS, result_name, write_results
 
 #: Default fold caps of the slow methods on the large sets (GPC took 8691 s on waveform in the paper).
 DEFAULT_MAX_FOLDS = ("gpc:waveform=2", "gpc:splice=3", "ecm:waveform=2", "ecm:splice=3")
@@ -60,7 +60,7 @@ def main() -> None:
         png = RESULTS / ("wenzel_fig1_quick.png" if args.quick else "wenzel_fig1.png")
         rows, table = fig1(quick=args.quick, seed=args.seed, n_train=args.fig1_train, output=str(png))
         print(table)
-        path = write_results("wenzel_fig1" + ("_quick" if args.quick else ""),
+        path = write_results(result_name("wenzel_fig1", args.quick),
                              {"settings": vars(args), "wall_time_s": time.perf_counter() - t0, "rows": rows,
                               "table": table, "png": str(png)})
         print(f"written {path} and {png}")
@@ -74,7 +74,7 @@ def main() -> None:
                          checkpoint=checkpoint, max_folds=caps)
     print(table)
     settings = dict(vars(args), max_folds=caps, checkpoint=checkpoint)
-    path = write_results("wenzel_table1" + ("_quick" if args.quick else ""),
+    path = write_results(result_name("wenzel_table1", args.quick),
                          {"settings": settings, "wall_time_s": time.perf_counter() - t0, "rows": rows,
                           "table": table})
     print(f"written {path}")
