@@ -224,6 +224,40 @@ def test_mlii_moves_the_lengthscale_toward_a_better_elbo():
     assert e_learnt > e_fixed + 10.0
 
 
+def test_mlii_objective_is_the_elbo_of_the_remapped_state():
+    """eq. (12) holds q(u) fixed: the ML-II objective at new hyperparameters (length-scale, amplitude
+    and inducing points moved) equals the ELBO of the state remapped to their K_mm, in value and in
+    gradient, and is the ELBO itself at the state's own hyperparameters."""
+    m = 8
+    with jax.enable_x64(True):
+        X, y = _moons(60, seed=3)
+        X, y = jnp.asarray(X), jnp.asarray(y)
+        spec, hyper, _, whiten = _gp_problem(X, SEParams(0.6, 1.3), X[::8][:m], jitter=1e-8)
+        rng = np.random.default_rng(1)
+        G = rng.normal(size=(m, m))
+        nat = svi.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(G @ G.T + np.eye(m)))
+        problem = svi.gp_problem(spec, m, jnp.float64, learn=True)
+        q = svi.fixed_q(nat, whiten)
+        eye = jnp.eye(m)
+
+        def remapped_elbo(h):
+            chol, w = svi.gp_factors(h, spec)
+            return svi.elbo(svi.remap(nat, whiten, chol), svi.gp_features(h, w, X, spec), y, 1.7, 0.9, eye)
+
+        def objective(h):
+            return svi.mlii_objective(h, q, problem, X, y, 1.7, 0.9)
+
+        at_state = svi.elbo(nat, svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
+        moved = {"lengthscale": hyper["lengthscale"] + 0.3, "amplitude": hyper["amplitude"] - 0.2,
+                 "inducing": hyper["inducing"] + 0.1 * jnp.asarray(rng.normal(size=(m, 2)))}
+        np.testing.assert_allclose(objective(hyper), at_state, rtol=1e-10)
+        for h in (hyper, moved):
+            np.testing.assert_allclose(objective(h), remapped_elbo(h), rtol=1e-9)
+            want, got = jax.grad(remapped_elbo)(h), jax.grad(objective)(h)
+            for k in h:
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-7, atol=1e-9, err_msg=k)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="XLA host device flag")
 def test_data_parallel_run_equals_single_device():
     """4 forced host devices: every minibatch split in 4, the same result to 1e-5 (one problem, and

@@ -163,8 +163,12 @@ def moments(nat: NatParams) -> tuple[Array, Array]:
 def latent_moments(nat: NatParams, feats: Features) -> tuple[Array, Array]:
     """Mean m_i = phi_i' mu and variance phi_i' zeta phi_i + ktilde_i of f_i under q."""
     mu, R = moments(nat)
-    half = R @ feats.phi.T
-    return feats.phi @ mu, jnp.sum(half**2, axis=0) + feats.ktilde
+    return _latent(mu, R.T, feats)
+
+
+def _latent(mu: Array, F: Array, feats: Features) -> tuple[Array, Array]:
+    """Mean and variance of f_i when q(v) = N(mu, F F')."""
+    return feats.phi @ mu, jnp.sum((feats.phi @ F) ** 2, axis=1) + feats.ktilde
 
 
 def local_alpha(mean: Array, var: Array, y: Array) -> Array:
@@ -199,7 +203,10 @@ def _gradient_and_hinge(nat, feats, y, scale, gamma, prior_prec) -> tuple[NatPar
 
 def _alpha_and_hinge(nat: NatParams, feats: Features, y: Array, gamma: Array) -> tuple[Array, Array]:
     """alpha of Alg. 1, line 7, and the hinge terms of eq. (8) at that alpha."""
-    mean, var = latent_moments(nat, feats)
+    return _alpha_and_hinge_at(*latent_moments(nat, feats), y, gamma)
+
+
+def _alpha_and_hinge_at(mean: Array, var: Array, y: Array, gamma: Array) -> tuple[Array, Array]:
     alpha = local_alpha(mean, var, y)
     return alpha, gamma * vb_hinge_bound(alpha, y * mean)
 
@@ -213,6 +220,42 @@ def kl_to_prior(nat: NatParams, prior_prec: Array) -> Array:
     logdet_ratio = -2.0 * (jnp.sum(jnp.log(jnp.diag(R))) + jnp.sum(jnp.log(jnp.diag(L0))))
     m = mu.shape[0]
     return 0.5 * (jnp.sum(half**2) + mu @ prior_prec @ mu - m + logdet_ratio)
+
+
+class FixedQ(NamedTuple):
+    """q(u) = N(mean, factor factor') held fixed through an ML-II step (eq. 12), u = L v in the
+    coordinates of the K_mm = L L' that the state was whitened with; ``logdet`` = log|cov_u|."""
+
+    mean: Array
+    factor: Array
+    logdet: Array
+
+
+def fixed_q(nat: NatParams, whiten: Array) -> FixedQ:
+    """q(u) of the whitened q(v) = N(mu, R'R): mean L mu and factor L R', from ``whiten`` = L^-1 by one
+    triangular solve (L is not kept in the state)."""
+    mu, R = moments(nat)
+    LR = solve_triangular(whiten, jnp.concatenate([mu[:, None], R.T], axis=1), lower=True)
+    logdet = 2.0 * (jnp.sum(jnp.log(jnp.diag(R))) - jnp.sum(jnp.log(jnp.diag(whiten))))
+    return FixedQ(LR[:, 0], LR[:, 1:], logdet)
+
+
+def mlii_objective(
+    hyper: dict[str, Array], q: FixedQ, problem: "Problem", X: Array, y: Array, scale: Array, gamma: Array
+) -> Array:
+    """The ELBO of eq. (8) as a function of the hyperparameters with q(u) held fixed (eq. 12), the
+    objective of the ML-II step.
+
+    At new hyperparameters, K_mm = L L' and W = L^-1, the whitened q(v) has mean W m_u and factor
+    W C_u; the prior of v is N(0, I), so the KL is
+    1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]. The only factorisation on the
+    differentiated path is the Cholesky of K_mm: equal to :func:`elbo` of the :func:`remap` -ped
+    state, without the two factorisations of q's precision that it differentiates through."""
+    _, W = problem.factors_of(hyper)
+    mu, F = W @ q.mean, W @ q.factor
+    _, hinge = _alpha_and_hinge_at(*_latent(mu, F, problem.features(hyper, W, X)), y, gamma)
+    kl = 0.5 * (jnp.sum(F**2) + mu @ mu - mu.shape[0] - 2.0 * jnp.sum(jnp.log(jnp.diag(W))) - q.logdet)
+    return scale * hinge - kl
 
 
 def hinge_terms(nat: NatParams, feats: Features, y: Array, gamma: Array) -> Array:
@@ -477,15 +520,10 @@ def _round(problem: Problem, nat_tx, hyper_tx, learn: bool, consts, carry, batch
     yall = yr.reshape(-1)
     scale_all = scale / Xr.shape[0]
 
-    def objective(hyper, s):
-        if problem.factors_of is None:
-            return elbo(s.nat, problem.features(hyper, s.whiten, Xall), yall, scale_all, gamma, prior_prec)
-        chol, whiten = problem.factors_of(hyper)
-        nat = remap(s.nat, s.whiten, chol)
-        return elbo(nat, problem.features(hyper, whiten, Xall), yall, scale_all, gamma, prior_prec)
-
     if learn:
-        value, grad = jax.value_and_grad(objective)(new.hyper, new)
+        objective = partial(mlii_objective, q=fixed_q(new.nat, new.whiten), problem=problem, X=Xall, y=yall,
+                            scale=scale_all, gamma=gamma)
+        value, grad = jax.value_and_grad(objective)(new.hyper)
         neg = jax.tree.map(jnp.negative, grad)  # Optax minimises
         upd, hopt = hyper_tx.update(neg, new.hyper_opt, new.hyper)
         hyper = optax.apply_updates(new.hyper, upd)
