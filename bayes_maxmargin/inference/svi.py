@@ -5,7 +5,9 @@
 * S-BSVM (Sec. 4.2, Alg. 1): stochastic natural-gradient ascent on q(u) = N(mu, zeta) for m
   inducing variables, minibatch targets eq. (9)-(10) scaled by N / ``|S|``, :func:`run_svi`;
 * ML-II (Sec. 4.3, eq. 12): a gradient step on the kernel parameters (and, optionally, the
-  inducing-point locations) after every ``hyper_every`` variational steps;
+  inducing-point locations) after every ``hyper_every`` variational steps, on the ELBO with q(u)
+  held fixed (:func:`mlii_objective`; the Cholesky of K_mm is the only factorisation it
+  differentiates through);
 * the linear model (Sec. 4.5, eq. 14): the same natural-gradient step with the inputs as features
   and the Gaussian prior of beta (:func:`linear_features`).
 
@@ -490,7 +492,7 @@ class Problem(NamedTuple):
     v, whether and how hyperparameters move."""
 
     features: Callable  # (hyper, whiten, X) -> Features
-    factors_of: Callable | None  # hyper -> (L, L^-1) of K_mm (None: hyperparameters fixed)
+    factors_of: Callable | None  # hyper -> (L, L^-1) of K_mm, p(v) = N(0, I) (None: hyperparameters fixed)
     prior_prec: Array
 
 
