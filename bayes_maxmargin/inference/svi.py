@@ -209,6 +209,7 @@ def _alpha_and_hinge(nat: NatParams, feats: Features, y: Array, gamma: Array) ->
 
 
 def _alpha_and_hinge_at(mean: Array, var: Array, y: Array, gamma: Array) -> tuple[Array, Array]:
+    """:func:`_alpha_and_hinge` from the mean and variance of f under q."""
     alpha = local_alpha(mean, var, y)
     return alpha, gamma * vb_hinge_bound(alpha, y * mean)
 
@@ -250,9 +251,9 @@ def mlii_objective(
 
     At new hyperparameters, K_mm = L L' and W = L^-1, the whitened q(v) has mean W m_u and factor
     W C_u; the prior of v is N(0, I), so the KL is
-    1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]. The only factorisation on the
-    differentiated path is the Cholesky of K_mm: equal to :func:`elbo` of the :func:`remap` -ped
-    state, without the two factorisations of q's precision that it differentiates through."""
+    1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]. In value and gradient this is
+    :func:`elbo` of the state carried to the new K_mm by :func:`remap`, but the only factorisation
+    it differentiates through is the Cholesky of K_mm (that ELBO factorises q's precision twice)."""
     _, W = problem.factors_of(hyper)
     mu, F = W @ q.mean, W @ q.factor
     _, hinge = _alpha_and_hinge_at(*_latent(mu, F, problem.features(hyper, W, X)), y, gamma)
