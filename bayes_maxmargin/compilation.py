@@ -1,16 +1,29 @@
 """How the package's programs are compiled: :func:`jit`, ``jax.jit`` with the package's XLA options.
 
 On XLA:CPU the programs of this package (samplers, EM / VB loops, SVI chunks) consist of many small
-fusions. Recent XLA compiles each fusion of a CPU program as its own MLIR module; the classic loop
-emitters (``xla_cpu_use_fusion_emitters=False``) compile most of these programs in a half to four
-fifths of the time and run them at the same speed, which matters because a first fit is mostly
-compilation (a first GP Gibbs fit: 9.0 s instead of 12.0 s; the S-BSVM chunk program: 1.8 s
-instead of 2.3 s; the test suite: 300-390 s instead of 450-560 s). The exception is the one-vs-all sampler of :class:`~bayes_maxmargin.MaxMarginProjection`
-(L classes vmapped in one program), which the loop emitters compile in twice the time and run 15 %
-slower; it opts out (``jit(..., package_options=False)``). The option is passed per program, so the
-user's own JAX programs and ``XLA_FLAGS`` are left alone; other backends ignore it, and an XLA that
-does not know it gets no options at all. ``COMPILER_OPTIONS.clear()`` before the first fit compiles
-everything with XLA's defaults.
+fusions, and a first fit of a small problem is mostly compilation. Two options, passed per program
+(:data:`COMPILER_OPTIONS`), make it shorter without slowing the programs down:
+
+* the classic loop emitters (``xla_cpu_use_fusion_emitters=False``): recent XLA compiles each fusion
+  of a CPU program as its own MLIR module; the loop emitters compile most of these programs in a half
+  to four fifths of the time and run them at the same speed (a first GP Gibbs fit: 9.0 s instead of
+  12.0 s; the test suite: 300-390 s instead of 450-560 s). The exception is the one-vs-all sampler of
+  :class:`~bayes_maxmargin.MaxMarginProjection` (L classes vmapped in one program), which the loop
+  emitters compile in twice the time and run 15 % slower; it keeps the fusion emitters
+  (``jit(..., fusion_emitters=True)``);
+* LLVM's -O1 instead of -O2 for the generated code (``xla_backend_optimization_level=1``): the
+  programs spend their time in LAPACK / Eigen calls and small loops that -O2's vectorisers do not
+  speed up. First fits of 300 rows, paired runs in fresh processes: S-BSVM 1.6 instead of 2.1 s
+  (its training program compiles in 0.71-0.78 s instead of 0.87-1.0 s), linear Gibbs 2.2-2.5
+  instead of 2.7-2.9 s, ECM 2.8-3.1 instead of 3.1-3.2 s, Laplace-zero VB 1.1 instead of 1.2 s; the
+  one-vs-all projection sampler on 3000 USPS digits 5.0-6.0 instead of 7.3-9.0 s; second fits as fast
+  as before (S-BSVM over 200 000 rows, GP Gibbs, the projection sampler, within the machine's noise).
+
+The options are XLA:CPU's: on other backends no program gets them, and an XLA that does not know
+them gets none. A process that turns XLA's optimisations off (``jax_disable_most_optimizations``, as
+the test suite does) before its first fit keeps them off: the optimisation level is then not passed
+(a per-program option would override it). ``COMPILER_OPTIONS.clear()`` before the first fit compiles
+everything with XLA's defaults. The user's own JAX programs and ``XLA_FLAGS`` are left alone.
 
 The options are settled at the first call of a compiled function, not at import, so that importing
 the package never initialises a JAX backend (``jax.distributed.initialize`` must come first). Called
@@ -34,19 +47,27 @@ except ImportError:  # pragma: no cover - a JAX without it: tracers among the ar
 
 __all__ = ["COMPILER_OPTIONS", "compiler_options", "jit"]
 
-#: XLA options of every program compiled through :func:`jit` (where this XLA knows them).
-COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
+#: XLA:CPU options of every program compiled through :func:`jit` (where this XLA knows them).
+COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+_FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
+_OPTIMISATION_LEVEL = "xla_backend_optimization_level"
 
 
 @functools.cache
 def compiler_options() -> dict[str, Any]:
-    """:data:`COMPILER_OPTIONS` if this JAX / XLA accepts them (tried once on a trivial program),
+    """:data:`COMPILER_OPTIONS` on a CPU backend if this JAX / XLA accepts them (tried once on a
+    trivial program), without the optimisation level when ``jax_disable_most_optimizations`` is on;
     else an empty dict."""
+    if jax.default_backend() != "cpu":
+        return {}
+    options = dict(COMPILER_OPTIONS)
+    if jax.config.read("jax_disable_most_optimizations"):
+        options.pop(_OPTIMISATION_LEVEL, None)
     try:
-        jax.jit(lambda x: x, compiler_options=COMPILER_OPTIONS).lower(np.float32(0)).compile()
+        jax.jit(lambda x: x, compiler_options=options).lower(np.float32(0)).compile()
     except Exception:  # an older jax.jit without the argument, or an XLA without the option
         return {}
-    return dict(COMPILER_OPTIONS)
+    return options
 
 
 def _top_level(args: tuple, kwargs: dict) -> bool:
@@ -60,16 +81,22 @@ class _Compiled:
     """A function compiled by ``jax.jit`` with :func:`compiler_options`, created at its first use;
     every attribute of the jitted function (``lower``, ``_cache_size``, ...) is available."""
 
-    def __init__(self, fun: Callable, kwargs: dict[str, Any], extra: dict[str, Any], package: bool) -> None:
+    def __init__(self, fun: Callable, kwargs: dict[str, Any], extra: dict[str, Any], fusion_emitters: bool) -> None:
         functools.update_wrapper(self, fun)
-        self._fun, self._kwargs, self._extra, self._package = fun, kwargs, extra, package
+        self._fun, self._kwargs, self._extra, self._fusion = fun, kwargs, extra, fusion_emitters
         self._jitted: Callable | None = None
         self._nested = jax.jit(fun, **kwargs)
 
     @property
+    def options(self) -> dict[str, Any]:
+        """The XLA options of this program at top level."""
+        options = {k: v for k, v in compiler_options().items() if not (self._fusion and k == _FUSION_EMITTERS)}
+        return {**options, **self._extra}
+
+    @property
     def jitted(self) -> Callable:
         if self._jitted is None:
-            options = {**(compiler_options() if self._package else {}), **self._extra}
+            options = self.options
             self._jitted = jax.jit(self._fun, **self._kwargs, compiler_options=options) if options else self._nested
         return self._jitted
 
@@ -77,7 +104,7 @@ class _Compiled:
         return (self.jitted if _top_level(args, kwargs) else self._nested)(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_package", "_jitted", "_nested"):
+        if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options"):
             raise AttributeError(name)
         return getattr(self.jitted, name)
 
@@ -86,7 +113,7 @@ def jit(
     fun: Callable | None = None,
     *,
     compiler_options: dict[str, Any] | None = None,
-    package_options: bool = True,
+    fusion_emitters: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``jax.jit(fun, **kwargs)`` with the package's XLA options; usable as ``@jit`` and
@@ -97,10 +124,10 @@ def jit(
     compiler_options : dict, optional
         Further XLA options of this program (e.g. ``{"xla_backend_optimization_level": 0}`` for a
         one-off program whose compilation costs more than its run).
-    package_options : bool
-        Whether :func:`compiler_options` apply (False: XLA's defaults, for the programs that compile
-        better that way).
+    fusion_emitters : bool
+        Keep XLA:CPU's fusion emitters (for the programs that compile and run better with them);
+        the other :func:`compiler_options` still apply.
     """
     if fun is None:
-        return functools.partial(jit, compiler_options=compiler_options, package_options=package_options, **kwargs)
-    return _Compiled(fun, kwargs, dict(compiler_options or {}), package_options)
+        return functools.partial(jit, compiler_options=compiler_options, fusion_emitters=fusion_emitters, **kwargs)
+    return _Compiled(fun, kwargs, dict(compiler_options or {}), fusion_emitters)

@@ -293,7 +293,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             res = run_chains(kernel, record_projection, init, k_run, data, hyper, num_warmup=params["num_warmup"],
                              num_samples=params["num_samples"], thin=thin, progress_bar=self.progress_bar,
                              checkpoint=checkpoint, resume=resume,
-                             package_options=False)  # L classes in one program: see compilation
+                             fusion_emitters=True)  # L classes in one program: see compilation
         fs = jax.tree_util.tree_map(np.asarray, res.final_state)
         kept = fs.n_kept[..., None]  # (chain, L, 1)
         self.coef_ = (fs.Aw_sum / kept).mean(0)

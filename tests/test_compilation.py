@@ -31,7 +31,8 @@ def test_top_level_and_nested_calls_compute_the_same():
     np.testing.assert_allclose(inner(x), 2.0 * np.sin(np.arange(4.0)), rtol=1e-6)
     np.testing.assert_allclose(outer(x), 2.0 * np.sin(np.arange(4.0)) + 1.0, rtol=1e-6)
     np.testing.assert_allclose(jax.vmap(inner)(x[:, None]), inner(x)[:, None], rtol=1e-6)
-    assert compilation.compiler_options() in ({}, compilation.COMPILER_OPTIONS)
+    assert compilation.compiler_options().items() <= compilation.COMPILER_OPTIONS.items()
+    assert inner.options == compilation.compiler_options()
     assert inner._cache_size() == 1  # attributes of the jitted function pass through
 
 
@@ -66,28 +67,46 @@ def test_importing_the_package_starts_no_backend():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_programs_can_keep_xla_defaults_or_add_options():
-    @jit(package_options=False)
-    def plain(x):
+def test_programs_can_keep_the_fusion_emitters_or_add_options(fresh_options):
+    @jit(fusion_emitters=True)
+    def fused(x):
         return x * 2.0
 
     @jit(compiler_options={"xla_backend_optimization_level": 0})
     def quick(x):
         return x * 3.0
 
-    assert float(plain(1.0)) == 2.0 and float(quick(1.0)) == 3.0
-    assert plain.jitted is plain._nested  # no options at all: a plain jax.jit
+    assert float(fused(1.0)) == 2.0 and float(quick(1.0)) == 3.0
+    package = compilation.compiler_options()
+    assert fused.options == {k: v for k, v in package.items() if k != "xla_cpu_use_fusion_emitters"}
+    assert quick.options == {**package, "xla_backend_optimization_level": 0}
     assert quick.jitted is not quick._nested
 
 
-def test_the_projection_sampler_compiles_with_xla_defaults():
+def test_the_optimisation_level_follows_jax_disable_most_optimizations(fresh_options):
+    """The per-program level would override a process's ``jax_disable_most_optimizations``."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the options are XLA:CPU's")
+    before = jax.config.read("jax_disable_most_optimizations")
+    try:
+        for disabled in (False, True):
+            jax.config.update("jax_disable_most_optimizations", disabled)
+            compilation.compiler_options.cache_clear()
+            options = compilation.compiler_options()
+            assert options.get("xla_cpu_use_fusion_emitters") is False
+            assert options.get("xla_backend_optimization_level") == (None if disabled else 1)
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
+def test_the_projection_sampler_keeps_the_fusion_emitters():
     """Its L one-vs-all chains in one program compile twice as long with the loop emitters."""
     from bayes_maxmargin import MaxMarginProjection
     from bayes_maxmargin.inference import driver
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 3)), np.repeat([0, 1], 20)
-    before = (driver._run_chunk._cache_size(), driver._run_chunk_xla_defaults._cache_size())
+    before = (driver._run_chunk._cache_size(), driver._run_chunk_fusion_emitters._cache_size())
     MaxMarginProjection(n_components=1, num_warmup=4, num_samples=4, random_state=0).fit(X + y[:, None], y)
     assert driver._run_chunk._cache_size() == before[0]
-    assert driver._run_chunk_xla_defaults._cache_size() == before[1] + 1
+    assert driver._run_chunk_fusion_emitters._cache_size() == before[1] + 1

@@ -138,8 +138,8 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
 _CHUNK_STATIC = ("kernel", "record", "thin", "n_blocks", "unroll")
 #: The chunk program, compiled with the package's options (:mod:`bayes_maxmargin.compilation`) ...
 _run_chunk = jit(_chunk_program, static_argnames=_CHUNK_STATIC)
-#: ... and with XLA's defaults, for the kernels that compile and run better that way.
-_run_chunk_xla_defaults = jit(_chunk_program, static_argnames=_CHUNK_STATIC, package_options=False)
+#: ... and with XLA's fusion emitters, for the kernels that compile and run better with them.
+_run_chunk_fusion_emitters = jit(_chunk_program, static_argnames=_CHUNK_STATIC, fusion_emitters=True)
 
 
 def _key_data(keys: Array) -> np.ndarray:
@@ -177,7 +177,7 @@ def run_chains(
     resume: str | os.PathLike | None = None,
     callback: Callable[[int], None] | None = None,
     chain_keys: Array | None = None,
-    package_options: bool = True,
+    fusion_emitters: bool = False,
 ) -> ChainResult:
     """Run ``kernel`` on every chain of ``init_state`` and record ``record(state)`` per kept draw.
 
@@ -215,9 +215,9 @@ def run_chains(
         One key per chain, replacing ``fold_in(rng_key, c)`` (then ``rng_key`` is unused): the
         one-vs-rest runs of :mod:`bayes_maxmargin.multiclass` stack the chains of several
         problems, each with the chain keys of its own binary run.
-    package_options : bool
-        Compile the chunk program with the package's XLA options
-        (:mod:`bayes_maxmargin.compilation`); False: with XLA's defaults.
+    fusion_emitters : bool
+        Compile the chunk program with XLA:CPU's fusion emitters instead of the package's loop
+        emitters (:mod:`bayes_maxmargin.compilation`).
 
     Returns
     -------
@@ -248,7 +248,7 @@ def run_chains(
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
     length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
     unroll = _unroll()
-    run_chunk = _run_chunk if package_options else _run_chunk_xla_defaults
+    run_chunk = _run_chunk_fusion_emitters if fusion_emitters else _run_chunk
 
     def draws_so_far() -> dict[str, np.ndarray]:
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
