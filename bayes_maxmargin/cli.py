@@ -37,6 +37,11 @@ launcher, one output folder per job.
 
 Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
 turns it off); Ctrl-C or SIGTERM leave it and the draws so far.
+
+Compiled programs are kept between runs in JAX's persistent compilation cache,
+``~/.cache/bayes_maxmargin/jax`` by default (``compilation_cache=<folder>`` elsewhere,
+``compilation_cache=null`` off; see :func:`use_compilation_cache`), so that a rerun with data of
+the same shapes skips most of the compilation.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from .io import atomic_path, write_config, write_json
 from .persistence import save
 
-__all__ = ["SMOKE_INFERENCE", "main", "run", "smoke_inference"]
+__all__ = ["COMPILATION_CACHE_MAX_BYTES", "SMOKE_INFERENCE", "main", "run", "smoke_inference", "use_compilation_cache"]
 
 #: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except the
 #: built-in wdbc and susy_synthetic).
@@ -229,6 +234,7 @@ class Config:
     checkpoint: bool = True
     resume: Optional[str] = None
     smoke: bool = False
+    compilation_cache: Optional[str] = "auto"
 
 
 #: The schema of every option of the ``inference`` group.
@@ -410,6 +416,58 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     return metrics
 
 
+#: Most bytes the compilation cache of ``bmm`` keeps (least recently used entries go first).
+COMPILATION_CACHE_MAX_BYTES = 2**30
+
+
+def use_compilation_cache(setting: str | None) -> Path | None:
+    """Point JAX's persistent compilation cache at ``setting`` for this ``bmm`` process.
+
+    A first fit of a small problem is mostly the compilation of many small programs, each well
+    under JAX's default threshold for caching (1 s): every program is cached here (threshold 0),
+    and the folder is kept under :data:`COMPILATION_CACHE_MAX_BYTES`. The default job (``bmm``)
+    takes 5.1 s instead of 6.9-7.5 s once the cache holds its programs (55 programs, 0.6 MB).
+
+    Parameters
+    ----------
+    setting : str or None
+        "auto": ``$XDG_CACHE_HOME/bayes_maxmargin/jax`` (``~/.cache/bayes_maxmargin/jax``); a path;
+        None: no cache. A ``JAX_COMPILATION_CACHE_DIR`` in the environment wins over it (JAX then
+        uses it with its own settings).
+
+    Returns
+    -------
+    Path or None
+        The folder used, None when ``bmm`` leaves the cache to JAX's settings.
+
+    Raises
+    ------
+    InvalidParameterError
+        The folder cannot be created.
+    """
+    import os
+
+    import jax
+
+    from .data.validation import InvalidParameterError
+
+    if setting is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    if setting == "auto":
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bayes_maxmargin" / "jax"
+    else:
+        folder = Path(setting).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidParameterError(f"compilation_cache={setting}: cannot create the folder {folder} ({err}); "
+                         "give another path or compilation_cache=null") from err
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
+    return folder
+
+
 def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
     rows = [
         ("test error", "error"),
@@ -437,6 +495,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     write_config(output_dir / "config.yaml", cfg)
     try:
+        use_compilation_cache(cfg.compilation_cache)
         _job(cfg, output_dir)
     except InvalidParameterError as err:
         print(f"bmm: error: {err}", file=sys.stderr)

@@ -177,11 +177,15 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("BMM_HYPOTHESIS_PROFILE", "repeatable"))
 
 
-def run_bmm(*args: str, cwd: Path, optimised: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_bmm(*args: str, cwd: Path, optimised: bool = False, timeout: float = 300,
+            unset_env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """Run `bmm` as a fresh process (the entry point as a user runs it); with XLA's expensive
-    optimisation passes off unless ``optimised``, as in the test processes."""
+    optimisation passes off unless ``optimised``, as in the test processes, and without the
+    environment variables ``unset_env``."""
     code = "from bayes_maxmargin.cli import main; main()"
     env = dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="0" if optimised else "1")
+    for name in unset_env:
+        env.pop(name, None)
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env)
 

@@ -79,6 +79,33 @@ def test_invalid_value_names_the_parameter(tmp_path):
         run(_composed("inference.num_samples=-5", "plots=false"), tmp_path)
 
 
+def test_compiled_programs_are_kept_between_runs(tmp_path):
+    """The second run of a job finds every compiled program in the cache and writes nothing new."""
+    cache = tmp_path / "cache"
+    args = (f"compilation_cache={cache}", "smoke=true", "plots=false", "progress_bar=false")
+    listings = []
+    for run in ("first", "second"):
+        res = bmm(*args, f"hydra.run.dir={tmp_path / run}", cwd=tmp_path, unset_env=("JAX_COMPILATION_CACHE_DIR",))
+        assert res.returncode == 0, res.stderr
+        listings.append(sorted(p.name for p in cache.iterdir()))
+    assert len(listings[0]) >= 5
+    assert listings[1] == listings[0]
+
+
+def test_compilation_cache_settings(tmp_path, monkeypatch):
+    from bayes_maxmargin.cli import use_compilation_cache
+    from bayes_maxmargin.data.validation import InvalidParameterError
+
+    assert use_compilation_cache(None) is None
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "theirs"))
+    assert use_compilation_cache(str(tmp_path / "ours")) is None  # the environment's folder wins
+    assert not (tmp_path / "ours").exists()
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(InvalidParameterError, match=r"compilation_cache=.*a_file.*compilation_cache=null"):
+        use_compilation_cache(str(tmp_path / "a_file" / "cache"))
+
+
 def _readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = text.split("```")[1]
