@@ -460,8 +460,8 @@ def use_compilation_cache(setting: str | None) -> Path | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InvalidParameterError(f"compilation_cache={setting}: cannot create the folder {folder} ({err}); "
-                         "give another path or compilation_cache=null") from err
+        raise InvalidParameterError(f"compilation_cache={setting}: cannot create the folder {folder} "
+                                    f"({err}); give another path or compilation_cache=null") from err
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
