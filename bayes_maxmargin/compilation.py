@@ -47,10 +47,10 @@ except ImportError:  # pragma: no cover - a JAX without it: tracers among the ar
 
 __all__ = ["COMPILER_OPTIONS", "compiler_options", "jit"]
 
-#: XLA:CPU options of every program compiled through :func:`jit` (where this XLA knows them).
-COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
 _FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
 _OPTIMISATION_LEVEL = "xla_backend_optimization_level"
+#: XLA:CPU options of every program compiled through :func:`jit` (where this XLA knows them).
+COMPILER_OPTIONS: dict[str, Any] = {_FUSION_EMITTERS: False, _OPTIMISATION_LEVEL: 1}
 
 
 @functools.cache
