@@ -73,9 +73,18 @@ def test_wenzel_figs_quick(tmp_path):
 
 def test_svi_vs_svc_ard_quick(tmp_path):
     _data_dir_or_skip()
-    _run("svi_vs_svc.py", tmp_path, "--parts", "small", "--kernel", "ard", "--n-small", "300", "--n-test", "300",
-         "--epochs", "1")
+    _run("svi_vs_svc.py", tmp_path, "--parts", "small", "large", "--platt-large", "--kernel", "ard",
+         "--n-small", "300", "--n-large", "400", "--n-test", "300", "--steps", "20", "--seeds", "3")
     out = json.loads((tmp_path / "svi_vs_svc_ard_quick.json").read_text())
-    assert out["config"]["kernel"] == "ard" and out["config"]["epochs"] == 1
-    assert {r["method"] for r in out["rows"]} == {"S-BSVM", "SVC", "SVC+Platt"}
+    assert out["config"]["kernel"] == "ard" and out["config"]["steps"] == 20
+    assert {(r["n_train"], r["method"]) for r in out["rows"]} == {
+        (n, m) for n in (300, 400) for m in ("S-BSVM", "SVC", "SVC+Platt")}
     assert all(r["fit_s"] > 0 and 0 <= r["error"] <= 0.6 for r in out["rows"])
+    for r in (r for r in out["rows"] if r["method"] == "S-BSVM"):
+        seeds = r["per_seed"]
+        assert [f["seed"] for f in seeds] == [0, 1, 2] and r["steps"] == 20 and r["fit_s"] == seeds[0]["fit_s"]
+        assert r["brier"] == pytest.approx(sum(f["brier"] for f in seeds) / 3)
+        assert r["error_sd"] >= 0 and r["brier_sd"] > 0
+    assert set(out["targets"]) == {"susy_synthetic_300_SVC+Platt", "susy_synthetic_400_SVC",
+                                   "susy_synthetic_400_SVC+Platt"}
+    assert all(isinstance(t["met"], bool) for t in out["targets"].values())
