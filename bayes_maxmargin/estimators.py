@@ -1222,8 +1222,9 @@ class GPBSVM(_BayesianSVMClassifier):
         svi: the natural-gradient step rho_t of Alg. 1, in (0, 1]: a constant, a schedule
         t -> rho_t, Robbins-Monro (t + 10)^-0.55, or the adaptive rate of Ranganath et al. (2013).
     devices : int or None
-        svi: split every minibatch across this many devices (None: all visible devices; the
-        batch size must be a multiple of their number).
+        svi: split every minibatch across this many devices (None: all visible devices, with
+        ``jax.distributed`` those of every process; the batch size must be a multiple of their
+        number).
     num_samples, num_warmup, num_chains, thin : int
         Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
     jitter : float

@@ -290,6 +290,62 @@ def test_data_parallel_run_equals_single_device():
     assert float(out.stdout.strip().splitlines()[-1]) < 1e-5
 
 
+_DISTRIBUTED_FIT = textwrap.dedent(
+    """
+    import sys
+    import jax
+    import numpy as np
+    from sklearn.datasets import make_moons
+    from bayes_maxmargin import GPBSVM, LinearBSVM
+    port, nproc, pid = sys.argv[1:4]
+    if int(nproc) > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=int(nproc), process_id=int(pid))
+    X, y = make_moons(400, noise=0.3, random_state=0)
+    gp = GPBSVM(inference="svi", num_inducing=20, batch_size=40, max_iter=200, random_state=0).fit(X, y)
+    lin = LinearBSVM(inference="svi", batch_size=40, max_iter=100, random_state=0).fit(X, y)
+    print(len(jax.devices()), *gp.predict_proba(X)[:, 1], *lin.predict_proba(X)[:, 1])
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="XLA host device flag")
+def test_two_processes_with_jax_distributed_equal_one_device():
+    """Across hosts: two processes joined by ``jax.distributed`` (CPU collectives over gloo), two
+    host devices each, split every minibatch over the four; both processes end with the
+    one-device fit's predictions (GPBSVM and LinearBSVM, svi)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()}
+
+    def start(nproc: int, pid: int, env: dict) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", _DISTRIBUTED_FIT, port, str(nproc), str(pid)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    procs = [start(2, pid, env) for pid in (0, 1)]
+    procs.append(start(1, 0, {**env, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}))
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        outs.append(np.array(out.strip().splitlines()[-1].split(), float))  # gloo logs to stdout too
+    (two_a, two_b, one) = outs
+    assert two_a[0] == two_b[0] == 4 and one[0] == 1
+    np.testing.assert_allclose(two_a[1:], one[1:], atol=1e-8)
+    np.testing.assert_array_equal(two_a, two_b)
+
+
+def test_several_processes_need_every_device(monkeypatch):
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "devices", lambda: [object()] * 4)
+    with pytest.raises(ValueError, match="devices: 2 .*None or 4"):
+        svi.data_mesh(2, 40)
+
+
 # ----------------------------------------------------------------------------- step sizes
 @pytest.mark.parametrize("step_size", [1.5, 0.0, -0.1, lambda t: 2.0, lambda t: 1.0 / (t - 3.0), "bogus", True, None])
 def test_step_size_outside_unit_interval_is_rejected(step_size):

@@ -910,11 +910,18 @@ def _step_key(step_size: Any) -> Any:
 
 def data_mesh(devices: int | None, batch_size: int) -> jax.sharding.Mesh | None:
     """A one-axis ("batch") mesh over the first ``devices`` devices (None: all visible ones); None
-    for a single device."""
+    for a single device.
+
+    With several processes (``jax.distributed``) the mesh spans the devices of all of them, and
+    every process must take part: ``devices`` is then None or their total number. Each process
+    draws the same minibatches (same data, same seed) and transfers only its own devices' shards."""
     available = jax.devices()
     count = len(available) if devices is None else int(devices)
     if not 1 <= count <= len(available):
         raise ValueError(f"Invalid value for devices: {devices!r} (between 1 and the {len(available)} visible devices)")
+    if jax.process_count() > 1 and count != len(available):
+        raise ValueError(f"Invalid value for devices: {devices!r} (with {jax.process_count()} processes every "
+                         f"device takes part: None or {len(available)})")
     if count == 1:
         return None
     if batch_size % count:
