@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                "speedup_is_lower_bound": bool(r.get("timed_out", False)),
                                "d_error": None if r["error"] is None else s["error"] - r["error"],
                                "d_brier": None if r["brier"] is None else s["brier"] - r["brier"]})
+
     def no_worse(r: dict[str, Any], *keys: str) -> bool | None:
         d = [r[k] for k in keys]
         return None if None in d else bool(max(d) <= 0)
