@@ -329,10 +329,14 @@ def test_two_processes_with_jax_distributed_equal_one_device():
     procs = [start(2, pid, env) for pid in (0, 1)]
     procs.append(start(1, 0, {**env, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}))
     outs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-2000:]
-        outs.append(np.array(out.strip().splitlines()[-1].split(), float))  # gloo logs to stdout too
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-2000:]
+            outs.append(np.array(out.strip().splitlines()[-1].split(), float))  # gloo logs to stdout too
+    finally:  # a failed process leaves its peer waiting on the coordinator
+        for proc in procs:
+            proc.kill()
     (two_a, two_b, one) = outs
     assert two_a[0] == two_b[0] == 4 and one[0] == 1
     np.testing.assert_allclose(two_a[1:], one[1:], atol=1e-8)
