@@ -39,3 +39,31 @@ def test_baselines_on_the_table3_splits():
     for r in rows:
         assert len(r["errors"]) == 2 and 0 <= r["error"] < 0.3
         assert r["error"] == np.mean(r["errors"])
+
+
+def test_factor_overrides_reach_every_estimator(monkeypatch):
+    """``factor`` overrides the variants' shared settings, the estimators' seed included (another chain
+    on the same splits); without it the estimators take the splits' seed."""
+    if not (Path(os.environ.get("BMM_DATA_DIR", "")) / "usps_3vs5").is_dir():
+        pytest.skip("needs BMM_DATA_DIR with usps_3vs5")
+    import bayes_maxmargin.factor as factor_module
+
+    seen = []
+
+    class Recorder:
+        def __init__(self, **params):
+            seen.append(params)
+
+        def fit(self, X, y):
+            self.label_ = y[0]
+            return self
+
+        def predict(self, X):
+            return np.full(len(X), self.label_)
+
+    monkeypatch.setattr(factor_module, "FactorBSVM", Recorder)
+    table3(["usps_3vs5"], ["NDFM", "FM+L"], quick=True, seed=3, factor={"random_state": 7}, verbose=False)
+    assert len(seen) == 4 and {p["random_state"] for p in seen} == {7}
+    seen.clear()
+    table3(["usps_3vs5"], ["NDFM"], quick=True, seed=3, verbose=False)
+    assert len(seen) == 2 and {p["random_state"] for p in seen} == {3}

@@ -111,7 +111,7 @@ def table3(
         paper = PAPER_TABLE3["usps" if dataset.startswith("usps") else "p53"]
         splits = list(_splits(dataset, repetitions, folds, seed, data_dir, max_n))
         for name in variants:
-            params = {**base, **variant_params(name), "random_state": seed}
+            params = {"random_state": seed, **base, **variant_params(name)}
             if dataset != "usps_3vs5":
                 params.update(rho=1.0 if params["classifier"] == "linear" else None,
                               kernel="ard" if not quick else "rbf")
