@@ -46,7 +46,8 @@ def partitions(names: list[str], methods: list[str], seeds: range, folds: int | 
     runs = {s: table1(names, methods=methods, n_folds=folds, seed=s, quick=quick)[0] for s in seeds}
     rows = []
     for i, name in enumerate(names):
-        row = {"dataset": name, "paper_bsvm_%": runs[seeds[0]][i]["paper_bsvm_error"] * 100}
+        paper = runs[seeds[0]][i]["paper_bsvm_error"]
+        row = {"dataset": name, "paper_bsvm_%": None if paper is None else 100 * paper}
         for m in methods:
             errs = [100 * runs[s][i][f"{m}_error"] for s in seeds]
             row.update({f"{m}_%_per_partition": errs, f"{m}_%": float(np.mean(errs)),
@@ -72,6 +73,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=None,
                         help="repeat the CV over this many fold partitions (seeds --seed, --seed + 1, ...)")
     args = parser.parse_args()
+    if args.partitions is not None and args.partitions < 2:
+        parser.error(f"--partitions {args.partitions}: give at least 2")
+    if args.partitions and args.checkpoint:
+        parser.error("--partitions runs every partition afresh and takes no --checkpoint")
     names = args.datasets or list(QUICK_DATASETS if args.quick else TABLE1_DATASETS)
     if args.partitions:
         partitions(names, args.methods, range(args.seed, args.seed + args.partitions), args.folds, args.quick)

@@ -70,10 +70,10 @@ def fit_sbsvm(Xtr, ytr, Xte, yte, theta, args) -> dict[str, Any]:
                   precision="float32", progress_bar=False)
     if args.kernel == "ard":
         template = GPBSVM("ard", inference="svi", optimize_inducing=True, mlii_every=2, learning_rate=0.1,
-                     kernel_params={"lengthscales": [theta / 4] * d, "amplitude": 1.0}, **common)
+                          kernel_params={"lengthscales": [theta / 4] * d, "amplitude": 1.0}, **common)
     else:
         template = GPBSVM("rbf", inference="svi", kernel_params={"lengthscale": theta, "amplitude": 1.0},
-                     optimize_inducing=False, mlii_every=10, **common)
+                          optimize_inducing=False, mlii_every=10, **common)
     fits = []
     for seed in range(args.seeds):
         clf = clone(template).set_params(random_state=seed)

@@ -13,6 +13,9 @@ import pytest
 from bayes_maxmargin.experiments import EXPERIMENTS
 from bayes_maxmargin.experiments.henao2014_factor import VARIANTS, table3, table3_baselines, variant_params
 
+needs_usps = pytest.mark.skipif(not (Path(os.environ.get("BMM_DATA_DIR", "")) / "usps_3vs5").is_dir(),
+                                reason="needs BMM_DATA_DIR with usps_3vs5")
+
 
 def test_registered_and_config_matches_signature():
     from hydra import compose, initialize_config_module
@@ -30,10 +33,9 @@ def test_registered_and_config_matches_signature():
         assert {"classifier", "inference"} <= set(variant_params(name)) or "joint" in variant_params(name)
 
 
+@needs_usps
 def test_baselines_on_the_table3_splits():
     """The SVC references run on the same seeded USPS splits as Table 3, one error per split."""
-    if not (Path(os.environ.get("BMM_DATA_DIR", "")) / "usps_3vs5").is_dir():
-        pytest.skip("needs BMM_DATA_DIR with usps_3vs5")
     rows = table3_baselines(2, components=(None, 3), max_n=120)
     assert [r["features"] for r in rows] == ["pixels", "PCA 3"]
     for r in rows:
@@ -41,11 +43,10 @@ def test_baselines_on_the_table3_splits():
         assert r["error"] == np.mean(r["errors"])
 
 
+@needs_usps
 def test_factor_overrides_reach_every_estimator(monkeypatch):
     """``factor`` overrides the variants' shared settings, the estimators' seed included (another chain
     on the same splits); without it the estimators take the splits' seed."""
-    if not (Path(os.environ.get("BMM_DATA_DIR", "")) / "usps_3vs5").is_dir():
-        pytest.skip("needs BMM_DATA_DIR with usps_3vs5")
     import bayes_maxmargin.factor as factor_module
 
     seen = []
