@@ -5,15 +5,12 @@ models of Henao et al. (2014), Wenzel et al. (2017), Luts & Ormerod (2014) and C
 each fitted by hand-written conjugate Gibbs, EM, VB and SVI kernels compiled with XLA.
 """
 
-__version__ = "0.1.0"
-
-from .data import Dataset, list_datasets, load_dataset  # noqa: E402
-from .diagnostics import convergence_summary, to_inference_data  # noqa: E402
-from .estimators import GPBSVM, LinearBSVM  # noqa: E402
-from .factor import FactorBSVM  # noqa: E402
-from .inference.driver import NonFiniteStateError  # noqa: E402
-from .persistence import InvalidModelFileError, load, save  # noqa: E402
-from .projection import MaxMarginProjection  # noqa: E402
+from bayes_maxmargin._version import __version__
+from bayes_maxmargin.data import Dataset, list_datasets, load_dataset
+from bayes_maxmargin.diagnostics import convergence_summary, to_inference_data
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError
+from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
+from bayes_maxmargin.persistence import InvalidModelFileError, load, save
 
 __all__ = [
     "Dataset",

@@ -58,8 +58,8 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from .io import atomic_path, write_config, write_json
-from .persistence import save
+from bayes_maxmargin.core.io import atomic_path, write_config, write_json
+from bayes_maxmargin.persistence import save
 
 __all__ = ["COMPILATION_CACHE_MAX_BYTES", "SMOKE_INFERENCE", "main", "run", "smoke_inference", "use_compilation_cache"]
 
@@ -245,7 +245,7 @@ INFERENCE = {
 
 
 def _register() -> None:
-    from .configs import register_resolvers
+    from bayes_maxmargin.configs import register_resolvers
 
     register_resolvers()
     cs = ConfigStore.instance()
@@ -281,8 +281,9 @@ def _estimator(cfg: DictConfig):
     (e.g. the linear sampler's ``overrelaxation`` under ``model=gp``) are dropped while they keep
     their defaults, and are an error when set. Options left at None (``max_iter``, ``devices`` of
     svi) are not passed: the estimator's own default applies."""
-    from .data.validation import InvalidParameterError
-    from .estimators import GPBSVM, LinearBSVM
+    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.estimators.gp import GPBSVM
+    from bayes_maxmargin.estimators.linear import LinearBSVM
 
     model = OmegaConf.to_container(cfg.model)
     inference = OmegaConf.to_container(cfg.inference)
@@ -317,7 +318,7 @@ def _split(ds, cfg: DictConfig):
     """Row indices of the training and test sets."""
     import numpy as np
 
-    from .data import train_test_split_stratified
+    from bayes_maxmargin.data import train_test_split_stratified
 
     rows = np.arange(len(ds.y))
     if cfg.data.use_given_split and ds.split is not None:
@@ -328,8 +329,8 @@ def _split(ds, cfg: DictConfig):
 
 def _load(cfg: DictConfig):
     """The dataset of ``cfg.data``; ``data.n`` (rows of a generated dataset) only when set."""
-    from .data import load_dataset
-    from .data.validation import InvalidParameterError
+    from bayes_maxmargin.data import load_dataset
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     n = cfg.data.get("n")
     if n is None:
@@ -356,8 +357,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
-    from .diagnostics import convergence_summary
-    from .metrics import classification_report_dict
+    from bayes_maxmargin.diagnostics import convergence_summary
+    from bayes_maxmargin.metrics import classification_report_dict
 
     ds = _load(cfg)
     train, test = _split(ds, cfg)
@@ -406,7 +407,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         import matplotlib
 
         matplotlib.use("Agg")
-        from . import plots
+        from bayes_maxmargin import plots
 
         if cfg.inference.name in ("vi", "svi"):  # a point in q's parameters: the ELBO trace instead
             plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
@@ -449,7 +450,7 @@ def use_compilation_cache(setting: str | None) -> Path | None:
 
     import jax
 
-    from .data.validation import InvalidParameterError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     if setting is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return None
@@ -490,7 +491,7 @@ def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
 @hydra.main(version_base=None, config_path="configs", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)
-    from .data.validation import InvalidParameterError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     write_config(output_dir / "config.yaml", cfg)
@@ -504,7 +505,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 def _job(cfg: DictConfig, output_dir: Path) -> None:
     if cfg.get("experiment") is not None:
-        from .experiments import run as run_experiment
+        from bayes_maxmargin.experiments import run as run_experiment
 
         result = run_experiment(cfg, output_dir)
         print(result.get("table", ""))

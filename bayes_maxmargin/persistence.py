@@ -14,7 +14,7 @@ A saved estimator is one zip file with three members:
 Loading rebuilds objects only from an explicit list of the library's own classes (estimators,
 kernel-parameter and state tuples, the label encoder); nothing in the file is executed, imported
 or unpickled, so a tampered file can at worst fail with a :class:`ValueError`. Files are written
-atomically (:func:`bayes_maxmargin.io.atomic_path`).
+atomically (:func:`bayes_maxmargin.core.io.atomic_path`).
 """
 
 from __future__ import annotations
@@ -51,16 +51,37 @@ def register(*classes: type) -> None:
         _TYPES[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
 
+#: Where the saved types lived in format-1 files written before the package was laid out by model
+#: family; a file names its types by module path, so these names keep loading.
+_MOVED = {
+    "bayes_maxmargin.estimators.LinearBSVM": "bayes_maxmargin.estimators.linear.LinearBSVM",
+    "bayes_maxmargin.estimators.GPBSVM": "bayes_maxmargin.estimators.gp.GPBSVM",
+    "bayes_maxmargin.factor.FactorBSVM": "bayes_maxmargin.estimators.factor.FactorBSVM",
+    "bayes_maxmargin.projection.MaxMarginProjection": "bayes_maxmargin.estimators.projection.MaxMarginProjection",
+    "bayes_maxmargin.data.validation.BinaryLabelEncoder": "bayes_maxmargin.data.labels.BinaryLabelEncoder",
+    "bayes_maxmargin.data.validation.OneVsRestLabelEncoder": "bayes_maxmargin.data.labels.OneVsRestLabelEncoder",
+    "bayes_maxmargin.kernels.SEParams": "bayes_maxmargin.core.kernels.SEParams",
+    "bayes_maxmargin.kernels.ARDParams": "bayes_maxmargin.core.kernels.ARDParams",
+    "bayes_maxmargin.kernels.PolyParams": "bayes_maxmargin.core.kernels.PolyParams",
+    "bayes_maxmargin.kernels.LinearParams": "bayes_maxmargin.core.kernels.LinearParams",
+    "bayes_maxmargin.inference.svi.NatParams": "bayes_maxmargin.engine.svi.NatParams",
+    "bayes_maxmargin.inference.svi.SVIState": "bayes_maxmargin.engine.svi.SVIState",
+    "bayes_maxmargin.inference.factor_vbem.VBState": "bayes_maxmargin.models.factor.vbem.VBState",
+}
+
+
 def _registry() -> dict[str, type]:
     if not _TYPES:
-        from . import estimators, factor, kernels, projection
-        from .data.validation import BinaryLabelEncoder, OneVsRestLabelEncoder
-        from .inference import factor_vbem, svi
+        from bayes_maxmargin.core import kernels
+        from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder
+        from bayes_maxmargin.engine import svi
+        from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
+        from bayes_maxmargin.models.factor import vbem
 
-        register(estimators.LinearBSVM, estimators.GPBSVM, projection.MaxMarginProjection, factor.FactorBSVM,
-                 BinaryLabelEncoder, OneVsRestLabelEncoder,
+        register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
-                 svi.NatParams, svi.SVIState, factor_vbem.VBState)
+                 svi.NatParams, svi.SVIState, vbem.VBState)
+        _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})
     return _TYPES
 
 
@@ -201,8 +222,8 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     TypeError
         ``estimator`` is not one of the library's estimators.
     """
-    from . import __version__
-    from .io import atomic_path
+    from bayes_maxmargin._version import __version__
+    from bayes_maxmargin.core.io import atomic_path
 
     cls_name = _type_name(type(estimator))
     path = Path(path).expanduser()

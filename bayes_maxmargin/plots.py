@@ -61,7 +61,7 @@ def _quiet_arviz() -> Iterator[None]:
 def _save(fig: Figure, path: PathLike | None) -> Figure:
     """Save ``fig`` to ``path`` (format from its suffix) atomically, if a path is given."""
     if path is not None:
-        from .io import atomic_path
+        from bayes_maxmargin.core.io import atomic_path
 
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=100, bbox_inches="tight")

@@ -20,13 +20,12 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import RESULTS, markdown_table, result_name, write_results
 from numpyro.infer import MCMC, NUTS
 
-from bayes_maxmargin.inference.driver import run_chains
-from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
-from bayes_maxmargin.models.linear import LinearHyper, linear_bsvm, prior_precision
-
-from _common import RESULTS, markdown_table, result_name, write_results
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
 
 
 def synthetic(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

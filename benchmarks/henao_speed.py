@@ -83,12 +83,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
-from bayes_maxmargin.kernels import SEParams
-from bayes_maxmargin.models.gp import GPHyper, prior_covariance
-
 from _common import RESULTS, markdown_table, result_name, write_results
+
+from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
+from bayes_maxmargin.models.gp.model import GPHyper, prior_covariance
 
 KP = SEParams(lengthscale=1.0, amplitude=1.0)
 JITTER = 1e-6
@@ -108,7 +107,7 @@ def synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def gp_problem(n: int, dtype=jnp.float64, gamma0: float = 0.1, a0: float = 1.0, b0: float = 1.0, seed: int = 0):
     """(X, y, GPData, GPHyper) of the synthetic problem at the fixed theta."""
-    from bayes_maxmargin.inference.gp_gibbs import gp_data
+    from bayes_maxmargin.models.gp.model import gp_data
 
     X, y = synthetic(n, seed)
     K = prior_covariance(jnp.asarray(X, dtype), "rbf", KP, JITTER)
@@ -182,8 +181,8 @@ def mcse_mean(draws: np.ndarray) -> np.ndarray:
 
 def run_gibbs(data, hyper, sample_gamma: bool, chains: int, warmup: int, samples: int, seed: int):
     """One run of the Gibbs driver (4 chains vectorised, one compiled chunk), blocked until done."""
-    from bayes_maxmargin.inference.driver import run_chains
-    from bayes_maxmargin.inference.gp_gibbs import build_gp_kernel, init_gp, record_gp
+    from bayes_maxmargin.engine.mcmc import run_chains
+    from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
 
     n = data.y.shape[0]
     state = jax.vmap(init_gp, (0, None, None, None))(
@@ -237,8 +236,8 @@ def breakdown(data, hyper) -> dict[str, float]:
     Stand-alone jitted calls of the two O(N^2) passes and the Cholesky (``jnp.linalg.cholesky``,
     as the kernel calls it, and ``lax.linalg.cholesky(symmetrize_input=False)``) split stage 2.
     """
-    from bayes_maxmargin.augmentation import sample_inv_lambda
-    from bayes_maxmargin.inference.gp_gibbs import build_gp_kernel, init_gp, sample_f, scaled_factor
+    from bayes_maxmargin.core.augmentation import sample_inv_lambda
+    from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, sample_f, scaled_factor
 
     n, dtype = data.y.shape[0], data.K.dtype
     kernel = build_gp_kernel(False)
@@ -300,8 +299,8 @@ def ms_per_iteration(data, hyper, iters: int, block: int, budget_s: float) -> tu
     less sensitive to other processes on the machine than the wall time: with single-threaded
     BLAS it approximates the wall time the same work takes on an idle core (spinning BLAS threads
     inflate it)."""
-    from bayes_maxmargin.inference.driver import run_chains
-    from bayes_maxmargin.inference.gp_gibbs import build_gp_kernel, init_gp, record_gp
+    from bayes_maxmargin.engine.mcmc import run_chains
+    from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
 
     kernel = build_gp_kernel(False)
     state = jax.vmap(init_gp, (0, None, None, None))(jnp.zeros((1, data.y.shape[0]), data.K.dtype), data, hyper, False)
@@ -409,7 +408,7 @@ def nuts_run(X, y, chains, warmup, samples, seed):
 
     from numpyro.infer import MCMC, NUTS
 
-    from bayes_maxmargin.models.gp import gp_bsvm
+    from bayes_maxmargin.models.gp.model import gp_bsvm
 
     model = functools.partial(gp_bsvm, kernel="rbf", kernel_params=KP, gamma=1.0, gamma0=0.1, jitter=JITTER)
     mcmc = MCMC(NUTS(model), num_warmup=warmup, num_samples=samples, num_chains=chains,
@@ -478,8 +477,9 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
         Xtr, ytr, Xte, yte = Xtr[:800], ytr[:800], Xte[:200], yte[:200]
     jnp.zeros(1).block_until_ready()  # initialise the backend
     if mode in ("fit", "compile"):
-        from bayes_maxmargin.inference.fitc import fitc_ecm, fitc_predict, init_inducing
-        from bayes_maxmargin.predict import probit_predictive
+        from bayes_maxmargin.core.predict import probit_predictive
+        from bayes_maxmargin.models.gp.fitc import fitc_ecm, fitc_predict
+        from bayes_maxmargin.models.gp.model import init_inducing
 
         M = 20 if quick else 100
         max_iter, every = (40, 20) if quick else (200, 20)

@@ -17,9 +17,15 @@ import json
 import time
 from pathlib import Path
 
-from bayes_maxmargin.experiments.henao2014 import FITC_TABLE2, QUICK_FITC, TABLE2_TASKS, table2, table2_markdown
-
 from _common import result_name, write_results
+
+from bayes_maxmargin.experiments.henao2014 import (
+    FITC_TABLE2,
+    QUICK_FITC,
+    TABLE2_TASKS,
+    table2,
+    table2_markdown,
+)
 
 
 def main() -> None:

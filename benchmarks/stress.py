@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, result_name, write_results  # noqa: E402
 
-from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection  # noqa: E402
+from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
 
 N, D = 24, 4
 MC = dict(num_samples=40, num_warmup=40, num_chains=2, progress_bar=False, random_state=0)

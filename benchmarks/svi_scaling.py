@@ -2,7 +2,7 @@
 
 For every N (default 1e4, 1e5, 1e6, 5e6; d = 18, float32) the training data are written to a
 memory-mapped ``.npy`` file in a temporary folder and one worker process per N streams them through
-:func:`bayes_maxmargin.inference.svi.svi_gp` (M = 64 inducing points, k-means initialised on a
+:func:`bayes_maxmargin.models.gp.svi.svi_gp` (M = 64 inducing points, k-means initialised on a
 subsample, length-scale = median distance, kernel fixed). For every batch size:
 
 * a warm-up run of one compiled chunk (compilation included) fills JAX's persistent compilation
@@ -85,11 +85,12 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     import jax
     import numpy as np
 
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.core.predict import probit_predictive
+    from bayes_maxmargin.engine.svi import predict_moments
     from bayes_maxmargin.experiments.henao2014 import limit_blas_threads, median_distance
-    from bayes_maxmargin.inference.fitc import init_inducing
-    from bayes_maxmargin.inference.svi import predict_moments, svi_gp
-    from bayes_maxmargin.kernels import SEParams
-    from bayes_maxmargin.predict import probit_predictive
+    from bayes_maxmargin.models.gp.model import init_inducing
+    from bayes_maxmargin.models.gp.svi import svi_gp
 
     X = np.load(args.data, mmap_mode="r")
     y = np.load(args.labels)
@@ -152,9 +153,10 @@ def _converge(args: argparse.Namespace, X, y, theta: float, Z, test) -> dict[str
     import jax
     import numpy as np
 
-    from bayes_maxmargin.inference.svi import predict_moments, svi_gp
-    from bayes_maxmargin.kernels import SEParams
-    from bayes_maxmargin.predict import probit_predictive
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.core.predict import probit_predictive
+    from bayes_maxmargin.engine.svi import predict_moments
+    from bayes_maxmargin.models.gp.svi import svi_gp
 
     n = X.shape[0]
     B = max(b for b in args.batch_sizes if b <= n)

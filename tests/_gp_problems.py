@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_maxmargin.kernels import SEParams
-from bayes_maxmargin.models.gp import GPHyper
+from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.models.gp.model import GPHyper
 
 KP = SEParams(lengthscale=0.7, amplitude=1.0)
 

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
-from bayes_maxmargin.inference import driver
-from bayes_maxmargin.inference.checkpoint import CheckpointError
-from bayes_maxmargin.inference.driver import run_chains
-from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear, record_linear
-from bayes_maxmargin.models.linear import LinearHyper
+from bayes_maxmargin.engine import mcmc as driver
+from bayes_maxmargin.engine import svi
+from bayes_maxmargin.engine.checkpoint import CheckpointError
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper
 
 rng = np.random.default_rng(1)
 X = rng.normal(size=(30, 2))
@@ -136,7 +137,6 @@ def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
 ], ids=["linear", "gp"])
 def test_svi_fit_resumes(make, tmp_path, monkeypatch):
     """SVI interrupted after its first chunk and resumed: the same state, ELBO trace and predictions."""
-    from bayes_maxmargin.inference import svi
 
     monkeypatch.setitem(svi.run_svi.__kwdefaults__, "rounds_per_chunk", 4)  # several chunks
     full = make().fit(X, Y)

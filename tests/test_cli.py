@@ -94,7 +94,7 @@ def test_compiled_programs_are_kept_between_runs(tmp_path):
 
 def test_compilation_cache_settings(tmp_path, monkeypatch):
     from bayes_maxmargin.cli import use_compilation_cache
-    from bayes_maxmargin.data.validation import InvalidParameterError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     assert use_compilation_cache(None) is None
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "theirs"))
@@ -226,7 +226,7 @@ def test_linear_svi_schema():
 
     from bayes_maxmargin import LinearBSVM
     from bayes_maxmargin.cli import _estimator
-    from bayes_maxmargin.data.validation import InvalidParameterError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     clf = _estimator(_composed("inference=svi", "inference.batch_size=32", "inference.step_size=0.1"))
     assert isinstance(clf, LinearBSVM) and clf.inference == "svi"
@@ -239,7 +239,7 @@ def test_data_n_of_a_fixed_dataset_is_an_error(tmp_path):
     import pytest
 
     from bayes_maxmargin.cli import _load
-    from bayes_maxmargin.data.validation import InvalidParameterError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     assert _load(_composed("data=susy_synthetic", "data.n=300")).X.shape == (300, 18)
     with pytest.raises(InvalidParameterError, match="data.n does not apply to data=wdbc"):

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin import compilation
-from bayes_maxmargin.compilation import jit
+from bayes_maxmargin.core import compilation
+from bayes_maxmargin.core.compilation import jit
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_the_optimisation_level_follows_jax_disable_most_optimizations(fresh_opt
 def test_the_projection_sampler_keeps_the_fusion_emitters():
     """Its L one-vs-all chains in one program compile twice as long with the loop emitters."""
     from bayes_maxmargin import MaxMarginProjection
-    from bayes_maxmargin.inference import driver
+    from bayes_maxmargin.engine import mcmc as driver
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 3)), np.repeat([0, 1], 20)

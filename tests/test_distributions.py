@@ -1,4 +1,4 @@
-"""Tests of :mod:`bayes_maxmargin.distributions`.
+"""Tests of :mod:`bayes_maxmargin.core.distributions`.
 
 Statistical checks use fixed seeds: Kolmogorov-Smirnov tests with 20k draws
 (p-value > 1e-3) against SciPy's ``invgauss`` / ``geninvgauss`` and against
@@ -26,11 +26,7 @@ import pytest
 import scipy.stats as st
 from scipy.integrate import cumulative_trapezoid, simpson
 
-from bayes_maxmargin.distributions import (
-    GeneralizedInverseGaussian,
-    InverseGaussian,
-    SkewedLaplace,
-)
+from bayes_maxmargin.core.distributions import GeneralizedInverseGaussian, InverseGaussian, SkewedLaplace
 
 pytestmark = pytest.mark.xla_optimized  # time goes to running compiled code, not compiling it
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.inference.driver import NonFiniteStateError, run_chains
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
 
 
 class CountState(NamedTuple):
@@ -50,7 +50,7 @@ def test_draws_do_not_depend_on_chunking():
     kwargs = dict(num_warmup=7, num_samples=20, thin=2, progress_bar=False)
     args = (count_kernel, record_count, _init(2), jax.random.PRNGKey(1), {"limit": 10**6}, 0.5)
     whole = run_chains(*args, chunk_size=100, **kwargs)
-    from bayes_maxmargin.inference import driver
+    from bayes_maxmargin.engine import mcmc as driver
 
     size = driver._run_chunk._cache_size()
     pieces = run_chains(*args, chunk_size=3, **kwargs)  # 24 blocks: 8 chunks of 3, one program
@@ -66,7 +66,7 @@ def test_draws_do_not_depend_on_chunking():
 def test_accelerator_unrolling_gives_the_same_draws(monkeypatch):
     """The unrolled loops of an accelerator, run here on the CPU: the same draws, the blocks past
     the end of the last chunk discarded (the state counts its iterations)."""
-    from bayes_maxmargin.inference import driver
+    from bayes_maxmargin.engine import mcmc as driver
 
     kwargs = dict(num_warmup=7, num_samples=20, thin=2, progress_bar=False)
     args = (count_kernel, record_count, _init(2), jax.random.PRNGKey(1), {"limit": 10**6}, 0.5)
@@ -82,7 +82,7 @@ def test_accelerator_unrolling_gives_the_same_draws(monkeypatch):
 @pytest.mark.parametrize("blocks, chunk_size, length", [(24, 5, 5), (24, 100, 24), (1001, 1000, 501), (250, 250, 250),
                                                         (251, 250, 126), (1, 250, 1)])
 def test_chunks_are_of_equal_length(blocks, chunk_size, length):
-    from bayes_maxmargin.inference.driver import _chunk_length
+    from bayes_maxmargin.engine.mcmc import _chunk_length
 
     assert _chunk_length(blocks, chunk_size) == length
 

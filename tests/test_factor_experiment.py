@@ -47,7 +47,7 @@ def test_baselines_on_the_table3_splits():
 def test_factor_overrides_reach_every_estimator(monkeypatch):
     """``factor`` overrides the variants' shared settings, the estimators' seed included (another chain
     on the same splits); without it the estimators take the splits' seed."""
-    import bayes_maxmargin.factor as factor_module
+    import bayes_maxmargin.estimators.factor as factor_module
 
     seen = []
 

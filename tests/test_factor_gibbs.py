@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.inference.driver import run_chains
-from bayes_maxmargin.inference.factor_gibbs import (
-    FactorData,
+from bayes_maxmargin.core.kernels import LinearParams, SEParams, get_kernel
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.engine.nuts import run_nuts
+from bayes_maxmargin.models.factor.gibbs import (
     build_factor_kernel,
     ess_step,
     init_factor,
@@ -25,10 +26,8 @@ from bayes_maxmargin.inference.factor_gibbs import (
     replace_score_inverse,
     score_loglik,
 )
-from bayes_maxmargin.inference.gp_gibbs import pseudo_obs_scaled
-from bayes_maxmargin.inference.nuts import run_nuts
-from bayes_maxmargin.kernels import LinearParams, SEParams, get_kernel
-from bayes_maxmargin.models.factor import FactorHyper, factor_bsvm
+from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, factor_bsvm
+from bayes_maxmargin.models.gp.gibbs import pseudo_obs_scaled
 
 from ._posterior import assert_posteriors_agree
 from .reference import FACTOR_GAMMA0 as GAMMA0

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.inference.factor_vbem import (
+from bayes_maxmargin.core.kernels import SEParams, from_unconstrained, se, to_unconstrained
+from bayes_maxmargin.models.factor.vbem import (
     VBHyper,
     e_step,
     factor_bound,
@@ -17,7 +18,6 @@ from bayes_maxmargin.inference.factor_vbem import (
     mstep_grad_w_se,
     run_vbem,
 )
-from bayes_maxmargin.kernels import SEParams, from_unconstrained, se, to_unconstrained
 
 HYPER = VBHyper(1.0, 1.0, 1.0, 1.0, 1.0)
 LIKE = SEParams(1.0, 1.0)

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.inference.fitc import (
+from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.models.gp.ecm import gp_ecm, gp_predict, gp_predict_proba
+from bayes_maxmargin.models.gp.fitc import (
     _fitc_ecm,
     fitc_ecm,
     fitc_factors,
     fitc_log_marginal,
     fitc_predict,
     fitc_predict_proba,
-    init_inducing,
 )
-from bayes_maxmargin.inference.gp_ecm import gp_ecm, gp_predict, gp_predict_proba
-from bayes_maxmargin.inference.gp_gibbs import gp_data
-from bayes_maxmargin.kernels import SEParams
-from bayes_maxmargin.models.gp import prior_covariance
+from bayes_maxmargin.models.gp.model import gp_data, init_inducing, prior_covariance
 
 from ._gp_problems import KP, finite, make_hyper
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin import LinearBSVM
-from bayes_maxmargin.inference.gp_ecm import (
+from bayes_maxmargin.core.kernels import SEParams, se
+from bayes_maxmargin.models.gp.ecm import (
     gp_ecm,
     gp_ecm_mlii,
     gp_log_marginal,
@@ -17,9 +18,8 @@ from bayes_maxmargin.inference.gp_ecm import (
     mlii_update,
     support_vector_mask,
 )
-from bayes_maxmargin.inference.gp_gibbs import gp_alpha, gp_data
-from bayes_maxmargin.kernels import SEParams, se
-from bayes_maxmargin.models.gp import prior_covariance
+from bayes_maxmargin.models.gp.gibbs import gp_alpha
+from bayes_maxmargin.models.gp.model import gp_data, prior_covariance
 
 from ._gp_problems import KP, finite, make_hyper
 
@@ -163,7 +163,7 @@ def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
     """Each ML-II step of the ECM evaluates eq. (9) at lambda = E[lambda | f, gamma] (the paper's
     <lambda>), not at 1 / E[1 / lambda]: the first log Z equals gp_log_marginal there after the
     same first ECM run."""
-    from bayes_maxmargin.augmentation import expected_lambda
+    from bayes_maxmargin.core.augmentation import expected_lambda
 
     X, y = sine
     p0 = SEParams(3.0, 1.0)

@@ -10,11 +10,11 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayes_maxmargin import GPBSVM
-from bayes_maxmargin.data.validation import InvalidParameterError
-from bayes_maxmargin.inference.gp_ecm import gp_ecm_mlii, gp_predict
-from bayes_maxmargin.kernels import SEParams
-from bayes_maxmargin.models.gp import GPHyper
-from bayes_maxmargin.predict import probit_margin
+from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.core.predict import probit_margin
+from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
+from bayes_maxmargin.models.gp.model import GPHyper
 
 QUIET = dict(progress_bar=False, random_state=0)
 
@@ -69,7 +69,7 @@ def test_support_vectors_follow_eq13(moons):
     np.testing.assert_array_equal(clf.support_vectors_, X[clf.support_])
     # the representer weights reproduce the predictive mean (eq. 12)
     mean, _ = clf.predict_latent(X[:5])
-    from bayes_maxmargin.kernels import se
+    from bayes_maxmargin.core.kernels import se
 
     K = np.asarray(se(SEParams(1.0, 1.0), X[:5], X))
     np.testing.assert_allclose(mean, K @ clf.alpha_, rtol=1e-6, atol=1e-8)

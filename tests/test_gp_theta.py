@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from numpyro.infer.util import log_density
 
-from bayes_maxmargin.inference.driver import run_chains
-from bayes_maxmargin.inference.gp_theta import (
+from bayes_maxmargin.core.kernels import ARDParams, PolyParams, SEParams
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.models.gp.gibbs_theta import (
     GPThetaState,
     build_gp_theta_kernel,
     build_gp_theta_record,
@@ -21,8 +22,7 @@ from bayes_maxmargin.inference.gp_theta import (
     slice_sweep,
     unpack_log_theta,
 )
-from bayes_maxmargin.kernels import ARDParams, PolyParams, SEParams
-from bayes_maxmargin.models.gp import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior
+from bayes_maxmargin.models.gp.model import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import GP_THETA, gp_theta_statistics, gp_wave, load_reference

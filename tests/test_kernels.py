@@ -1,4 +1,4 @@
-"""Tests for bayes_maxmargin.kernels.
+"""Tests for bayes_maxmargin.core.kernels.
 
 XLA compilation dominates the run time of these tests, so kernels are evaluated
 through a cache of jitted functions on one fixed set of input shapes.
@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin import kernels as K
+from bayes_maxmargin.core import kernels as K
 
 DTYPES = ["float32", "float64"]
 N1, N2, D = 7, 5, 3

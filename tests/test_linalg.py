@@ -1,4 +1,4 @@
-"""Tests for bayes_maxmargin.linalg.
+"""Tests for bayes_maxmargin.core.linalg.
 
 XLA compilation dominates the run time here, so the tests reuse a few matrix
 sizes (8 x 8 and 20 x 20) and bundle related computations into one jitted
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin import linalg as LA
+from bayes_maxmargin.core import linalg as LA
 
 DTYPES = ["float32", "float64"]
 

@@ -13,10 +13,10 @@ from numpyro.infer.util import log_density
 from sklearn.svm import SVC
 
 from bayes_maxmargin import LinearBSVM
-from bayes_maxmargin.inference import driver
-from bayes_maxmargin.inference.em import linear_em
-from bayes_maxmargin.inference.gibbs import LinearData, build_linear_kernel, init_linear
-from bayes_maxmargin.models.linear import LinearHyper, linear_bsvm, prior_precision
+from bayes_maxmargin.engine import mcmc as driver
+from bayes_maxmargin.models.linear.em import linear_em
+from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import LINEAR, load_reference
@@ -36,7 +36,7 @@ def _problem(X, y, gamma0=0.0, gamma_prior=None, intercept_scale=10.0):
 @pytest.mark.parametrize("alpha", [0.0, -0.9, 0.5])
 def test_overrelaxed_draw_leaves_the_gaussian_invariant(alpha):
     """x ~ N(m, P^-1) stays N(m, P^-1) after the (overrelaxed) Gaussian move."""
-    from bayes_maxmargin.augmentation import GaussianConditional, sample_gaussian
+    from bayes_maxmargin.core.augmentation import GaussianConditional, sample_gaussian
 
     with jax.enable_x64(True):
         rng = np.random.default_rng(0)

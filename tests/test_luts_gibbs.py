@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from numpyro.infer.util import log_density
 
-from bayes_maxmargin.inference.driver import run_chains
-from bayes_maxmargin.inference.luts_gibbs import (
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.engine.nuts import run_nuts
+from bayes_maxmargin.models.luts.gibbs import (
     build_laplace_zero_kernel,
     build_missing_kernel,
     build_mixed_kernel,
@@ -23,9 +24,16 @@ from bayes_maxmargin.inference.luts_gibbs import (
     record_missing,
     record_mixed,
 )
-from bayes_maxmargin.inference.nuts import run_nuts
-from bayes_maxmargin.inference.vb import MissingData, MixedData, vb_missing, vb_penalty
-from bayes_maxmargin.models.luts import ImputationHyper, LutsHyper, laplace_zero_bsvm, missing_bsvm, mixed_bsvm
+from bayes_maxmargin.models.luts.model import (
+    ImputationHyper,
+    LutsHyper,
+    MissingData,
+    MixedData,
+    laplace_zero_bsvm,
+    missing_bsvm,
+    mixed_bsvm,
+)
+from bayes_maxmargin.models.luts.vb import vb_missing, vb_penalty
 
 from ._posterior import assert_posteriors_agree
 from .reference import LUTS_H, load_reference, luts_intercept_problem

@@ -10,25 +10,19 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer.util import log_density
 
-from bayes_maxmargin.distributions import GeneralizedInverseGaussian, InverseGaussian
-from bayes_maxmargin.inference.gibbs import LinearData
-from bayes_maxmargin.inference.vb import (
-    MissingData,
-    MixedData,
-    vb_gaussian,
-    vb_laplace_zero,
-    vb_missing,
-    vb_penalty,
-)
-from bayes_maxmargin.linalg import sample_mvn_precision
-from bayes_maxmargin.models.linear import linear_bsvm
-from bayes_maxmargin.models.luts import (
+from bayes_maxmargin.core.distributions import GeneralizedInverseGaussian, InverseGaussian
+from bayes_maxmargin.core.linalg import sample_mvn_precision
+from bayes_maxmargin.models.linear.model import LinearData, linear_bsvm
+from bayes_maxmargin.models.luts.model import (
     ImputationHyper,
     LutsHyper,
+    MissingData,
+    MixedData,
     laplace_zero_bsvm,
     missing_bsvm,
     mixed_bsvm,
 )
+from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 
 HYPER = dict(sigma_beta2=100.0, A_u=2.0, B_u=1.0, rho=0.3)
 
@@ -290,7 +284,7 @@ def test_laplace_zero_with_everything_included_is_alg2_with_laplace_scales(x64):
     res = vb_laplace_zero(data, _hyper(rho=1 - 1e-12), tol=0.0, max_iter=3000)
     s = res.state
     np.testing.assert_allclose(s.mu_gamma, 1.0, atol=1e-9)
-    from bayes_maxmargin.augmentation import gaussian_conditional, vb_inv_lambda
+    from bayes_maxmargin.core.augmentation import gaussian_conditional, vb_inv_lambda
 
     prec0 = jnp.concatenate([jnp.array([1 / 100.0]), (2.0 + 1.5) / s.B_sigma * s.mu_b])
     C = jnp.concatenate([data.X, data.Z], 1)

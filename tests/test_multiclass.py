@@ -1,4 +1,4 @@
-"""Multi-class (K > 2) one-vs-rest fits of every estimator (:mod:`bayes_maxmargin.multiclass`).
+"""Multi-class (K > 2) one-vs-rest fits of every estimator (:mod:`bayes_maxmargin.estimators.multiclass`).
 
 The correctness check: the batched multi-class fit (one vmapped solver call, or one stacked Gibbs
 run of K * num_chains chains) equals K separate binary fits of "class k vs rest" whose PRNG key is
@@ -15,10 +15,11 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection, load, save
-from bayes_maxmargin import estimators as est_module
-from bayes_maxmargin.factor import FactorBSVM
-from bayes_maxmargin.inference import svi
-from bayes_maxmargin.inference.nuts import nuts_chains
+from bayes_maxmargin.engine import svi
+from bayes_maxmargin.engine.nuts import nuts_chains
+from bayes_maxmargin.estimators import base as est_module
+from bayes_maxmargin.estimators.base import _random_key
+from bayes_maxmargin.estimators.factor import FactorBSVM
 
 LABELS = np.array(["ant", "bee", "cat"])
 #: One setting per inference method, shared by the tests so that each program compiles once.
@@ -64,7 +65,7 @@ def _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-7, atol=1e-9):
     multi = _fit_quiet(make(), X, y)
     _check_outputs(multi, X, y)
     m_multi, v_multi = multi.predict_latent(X)
-    key = est_module._random_key(0)
+    key = _random_key(0)
     for k, label in enumerate(LABELS):
         class_key = jax.random.fold_in(key, k)
         monkeypatch.setattr(est_module, "_random_key", lambda rs: class_key)

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from bayes_maxmargin import plots  # noqa: E402
+from bayes_maxmargin import plots
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="ArviZ is undergoing", category=FutureWarning)

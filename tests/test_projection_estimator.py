@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin import MaxMarginProjection
-from bayes_maxmargin.kernels import PolyParams, SEParams, get_kernel
-from bayes_maxmargin.projection import kernel_features
+from bayes_maxmargin.core.kernels import PolyParams, SEParams, get_kernel
+from bayes_maxmargin.models.projection.model import kernel_features
 
 
 def _three_blobs(n_per=20, seed=0):

@@ -13,14 +13,9 @@ import pytest
 from numpyro.infer.util import log_density
 from scipy import stats
 
-from bayes_maxmargin.inference import driver
-from bayes_maxmargin.inference.projection_gibbs import (
-    build_projection_kernel,
-    init_projection,
-    projection_data,
-    spike_slab_step,
-)
-from bayes_maxmargin.models.projection import ProjectionHyper, mmdp
+from bayes_maxmargin.engine import mcmc as driver
+from bayes_maxmargin.models.projection.gibbs import build_projection_kernel, init_projection, spike_slab_step
+from bayes_maxmargin.models.projection.model import ProjectionHyper, mmdp, projection_data
 
 from ._posterior import assert_jit_equals_eager
 from .reference import PROJECTION_HP as HP
@@ -74,7 +69,7 @@ def test_jit_equals_eager():
 
 def test_null_space_draw_matches_the_conditional():
     """With p > n the projection draw has the exact conditional mean and covariance of eq. (7)."""
-    from bayes_maxmargin.inference.projection_gibbs import _dense_projection_step
+    from bayes_maxmargin.models.projection.gibbs import _dense_projection_step
 
     rng = np.random.default_rng(1)
     n, p = 3, 5
@@ -212,7 +207,7 @@ def test_dense_warmup_starts_the_spike_and_slab_from_the_dense_draw():
 def test_gamma_draws_are_gamma():
     """The fixed-proposal Marsaglia-Tsang sampler: Kolmogorov-Smirnov against scipy's Gamma for
     shapes below and above 1, independent keys per shape."""
-    from bayes_maxmargin.inference.projection_gibbs import gamma_draws
+    from bayes_maxmargin.models.projection.gibbs import gamma_draws
 
     shapes = (0.3, 1.0, 2.5, 60.0)
     with jax.enable_x64(True):

@@ -1,4 +1,4 @@
-"""Tests of :mod:`bayes_maxmargin.special` against SciPy's Bessel functions.
+"""Tests of :mod:`bayes_maxmargin.core.special` against SciPy's Bessel functions.
 
 Compilation dominates the run time, so every test evaluates one fixed grid
 per dtype (computed once and cached) instead of many small calls.
@@ -16,11 +16,7 @@ import scipy.special as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bayes_maxmargin.special import (
-    bessel_kv_ratio,
-    bessel_kv_ratio_m1,
-    log_bessel_kv,
-)
+from bayes_maxmargin.core.special import bessel_kv_ratio, bessel_kv_ratio_m1, log_bessel_kv
 
 # Orders in [-30, 30] (including the closed-form points +-1/2, points next to
 # them and next to zero) times arguments in [1e-8, 1e8]: all within the range

@@ -16,9 +16,11 @@ import pytest
 from sklearn.datasets import make_moons
 
 from bayes_maxmargin import GPBSVM, LinearBSVM
-from bayes_maxmargin.inference import svi
-from bayes_maxmargin.kernels import SEParams, se, to_unconstrained
-from bayes_maxmargin.predict import probit_predictive
+from bayes_maxmargin.core.kernels import SEParams, se, to_unconstrained
+from bayes_maxmargin.core.predict import probit_predictive
+from bayes_maxmargin.engine import svi
+from bayes_maxmargin.models.gp import svi as gp_svi
+from bayes_maxmargin.models.gp import vi as gp_vi
 
 
 def _moons(n, seed=0):
@@ -27,9 +29,9 @@ def _moons(n, seed=0):
 
 
 def _gp_problem(X, theta, Z, jitter=1e-10):
-    spec = svi.GPSpec(se, theta, jitter)
+    spec = gp_svi.GPSpec(se, theta, jitter)
     hyper = {**to_unconstrained(theta), "inducing": jnp.asarray(Z)}
-    chol, whiten = svi.gp_factors(hyper, spec)
+    chol, whiten = gp_svi.gp_factors(hyper, spec)
     return spec, hyper, chol, whiten
 
 
@@ -49,7 +51,7 @@ def test_batch_vi_elbo_never_decreases_and_converges():
     with jax.enable_x64(True):
         X, y = _moons(60)
         K = se(SEParams(0.7, 1.0), X, X) + 1e-8 * np.eye(60)
-        res = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=300)
+        res = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=300)
         n_iter = int(res.n_iter)
         elbo = np.asarray(res.lower_bound[:n_iter])
     assert 3 < n_iter < 300
@@ -64,18 +66,18 @@ def test_one_svi_step_equals_one_batch_vi_step():
         theta = SEParams(0.8, 1.3)
         spec, hyper, chol, whiten = _gp_problem(X, theta, X)
         K = np.asarray(chol @ chol.T)  # K + jitter I, the prior both runs use
-        feats = svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
+        feats = gp_svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
         nat = svi.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
         for sweeps in (1, 2, 3):
             nat = jax.tree.map(jnp.add, nat, svi.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30)))
-            batch = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).state
+            batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).state
             mu_v, R = svi.moments(nat)
             A = R @ chol.T
             np.testing.assert_allclose(chol @ mu_v, batch.mu, atol=1e-6)
             np.testing.assert_allclose(jnp.diag(A.T @ A), batch.zeta_diag, atol=1e-6)
             # and the ELBOs agree: eq. (8) at the inducing points = the batch bound
             elbo = svi.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
-            bound = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).lower_bound[sweeps - 1]
+            bound = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).lower_bound[sweeps - 1]
             np.testing.assert_allclose(elbo, bound, rtol=1e-7)
 
 
@@ -114,7 +116,7 @@ def test_elbo_is_maximised_by_the_alpha_update():
     with jax.enable_x64(True):
         X, y = _moons(40, seed=2)
         spec, hyper, _, whiten = _gp_problem(X, SEParams(0.6, 1.0), X[::4])
-        feats = svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
+        feats = gp_svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
         eye = jnp.eye(10)
         nat = svi.NatParams(jnp.zeros(10), -0.5 * eye)
         values = []
@@ -128,7 +130,7 @@ def test_elbo_is_maximised_by_the_alpha_update():
 def _run(X, y, *, steps=600, batch=20, step_size="robbins_monro", learn=(), devices=1, seed=0, Z=None, lengthscale=0.7):
     theta = SEParams(lengthscale, 1.0)
     Z = X[:: max(1, X.shape[0] // 15)] if Z is None else Z
-    return svi.svi_gp(X, y, theta, Z, kernel="rbf", learn=learn, num_steps=steps, batch_size=batch,
+    return gp_svi.svi_gp(X, y, theta, Z, kernel="rbf", learn=learn, num_steps=steps, batch_size=batch,
                       step_size=step_size, hyper_every=10, seed=seed, devices=devices, jitter=1e-8)
 
 
@@ -136,9 +138,9 @@ def test_svi_on_minibatches_approaches_the_batch_optimum():
     with jax.enable_x64(True):
         X, y = _moons(100, seed=3)
         res, problem = _run(X, y, steps=2000, batch=30, Z=X)
-        chol, _ = svi.gp_factors(res.state.hyper, problem.features.spec)
+        chol, _ = gp_svi.gp_factors(res.state.hyper, problem.features.spec)
         K = np.asarray(chol @ chol.T)
-        batch = svi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=500)
+        batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=500)
         best = float(batch.lower_bound[int(batch.n_iter) - 1])
         elbo = svi.full_elbo(res.state, problem, X, y)
         mean, _ = svi.predict_moments(res.state, problem, X, chunk=50)  # chunks of 50 rows
@@ -183,7 +185,7 @@ def test_divergence_keeps_the_last_finite_state():
         spec, hyper, _, whiten = _gp_problem(X, theta, X[::10])
         tx = svi.natural_gradient_ascent(lambda t: jnp.where(t < 25, 0.5, jnp.nan))
         state = svi.init_state(svi.NatParams(jnp.zeros(10), -0.5 * jnp.eye(10)), hyper, whiten, tx, optax.identity())
-        problem = svi.Problem(lambda h, c, Xb: svi.gp_features(h, c, Xb, spec), None, jnp.eye(10))
+        problem = svi.Problem(lambda h, c, Xb: gp_svi.gp_features(h, c, Xb, spec), None, jnp.eye(10))
         with pytest.warns(svi.SVIDivergenceWarning, match="last finite state"):
             res = svi.run_svi(state, problem, X, y, nat_tx=tx, hyper_tx=optax.identity(), batch_size=10,
                               num_steps=100, hyper_every=10)
@@ -236,18 +238,18 @@ def test_mlii_objective_is_the_elbo_of_the_remapped_state():
         rng = np.random.default_rng(1)
         G = rng.normal(size=(m, m))
         nat = svi.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(G @ G.T + np.eye(m)))
-        problem = svi.gp_problem(spec, m, jnp.float64, learn=True)
+        problem = gp_svi.gp_problem(spec, m, jnp.float64, learn=True)
         q = svi.fixed_q(nat, whiten)
         eye = jnp.eye(m)
 
         def remapped_elbo(h):
-            chol, w = svi.gp_factors(h, spec)
-            return svi.elbo(svi.remap(nat, whiten, chol), svi.gp_features(h, w, X, spec), y, 1.7, 0.9, eye)
+            chol, w = gp_svi.gp_factors(h, spec)
+            return svi.elbo(svi.remap(nat, whiten, chol), gp_svi.gp_features(h, w, X, spec), y, 1.7, 0.9, eye)
 
         def objective(h):
             return svi.mlii_objective(h, q, problem, X, y, 1.7, 0.9)
 
-        at_state = svi.elbo(nat, svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
+        at_state = svi.elbo(nat, gp_svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
         moved = {"lengthscale": hyper["lengthscale"] + 0.3, "amplitude": hyper["amplitude"] - 0.2,
                  "inducing": hyper["inducing"] + 0.1 * jnp.asarray(rng.normal(size=(m, 2)))}
         np.testing.assert_allclose(objective(hyper), at_state, rtol=1e-10)
@@ -266,18 +268,19 @@ def test_data_parallel_run_equals_single_device():
         """
         import jax, numpy as np
         from sklearn.datasets import make_moons
-        from bayes_maxmargin.inference import svi
-        from bayes_maxmargin.kernels import SEParams
+        from bayes_maxmargin.core.kernels import SEParams
+        from bayes_maxmargin.models.gp.svi import svi_gp
+        from bayes_maxmargin.models.linear.svi import svi_linear
         assert len(jax.devices()) == 4
         X, y = make_moons(400, noise=0.3, random_state=0); y = np.where(y == 1, 1.0, -1.0)
         out = []
         with jax.enable_x64(True):
             for devices in (1, 4):
-                res, _ = svi.svi_gp(X, y, SEParams(0.7, 1.0), X[::20], kernel="rbf", learn=("lengthscale",),
+                res, _ = svi_gp(X, y, SEParams(0.7, 1.0), X[::20], kernel="rbf", learn=("lengthscale",),
                                     num_steps=200, batch_size=40, hyper_every=10, devices=devices)
                 out.append(np.concatenate([np.asarray(res.state.nat.eta1), np.asarray(res.state.nat.eta2).ravel(),
                                            [float(res.state.hyper["lengthscale"])]]))
-                pair = svi.svi_linear(X, np.stack([y, -y]), np.eye(2), [0, 1], num_steps=100, batch_size=40,
+                pair = svi_linear(X, np.stack([y, -y]), np.eye(2), [0, 1], num_steps=100, batch_size=40,
                                       devices=devices)  # two classes, each minibatch split
                 out[-1] = np.concatenate([out[-1], *(np.asarray(r.state.nat.eta1) for r, _ in pair)])
         print(float(np.max(np.abs(out[0] - out[1]) / (1 + np.abs(out[0])))))
@@ -396,20 +399,20 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
     state, problem = clf._svi
     spec = problem.features.spec
     with jax.enable_x64(True):  # the fit's float64 (and on a GPU no reduced-precision matmul)
-        chol, _ = svi.gp_factors(state.hyper, spec)
+        chol, _ = gp_svi.gp_factors(state.hyper, spec)
         mu_v, R = svi.moments(state.nat)  # q(v) = N(mu_v, R'R), u = L v
     chol, mu_v, R = (np.asarray(a, np.float64) for a in (chol, mu_v, R))
     np.testing.assert_allclose(clf.variational_mean_, chol @ mu_v, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(clf.variational_cov_, chol @ R.T @ R @ chol.T, rtol=1e-5, atol=1e-6)
     # specs differing only in the values of the free kernel fields are one static key: a fit from
     # another length-scale reuses every compiled program
-    assert spec == svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter)
-    assert hash(spec) == hash(svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter))
-    assert spec != svi.GPSpec(se, SEParams(0.7, 1.0), 10 * spec.jitter)
+    assert spec == gp_svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter)
+    assert hash(spec) == hash(gp_svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter))
+    assert spec != gp_svi.GPSpec(se, SEParams(0.7, 1.0), 10 * spec.jitter)
     clf.predict_proba(X)
 
     def sizes():
-        return svi._gp_start._cache_size(), svi._moments_chunk._cache_size(), len(svi._PROGRAMS)
+        return gp_svi._gp_start._cache_size(), svi._moments_chunk._cache_size(), len(svi._PROGRAMS)
 
     before = sizes()
     GPBSVM(kernel_params={"lengthscale": 1.3}, **kw).fit(X, y).predict_proba(X)  # predictions too

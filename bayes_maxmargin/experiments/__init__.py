@@ -43,9 +43,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..io import write_config, write_json, write_text
-from . import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017
-from .figures import save_figure
+from bayes_maxmargin.core.io import write_config, write_json, write_text
+from bayes_maxmargin.experiments import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017
+from bayes_maxmargin.experiments.figures import save_figure
 
 __all__ = ["EXPERIMENTS", "FIGURES", "FOLDS", "FOLD_COLUMNS", "SMOKE_BANNER", "chen2015", "henao2014",
            "henao2014_factor", "luts2014", "machine_info", "run", "wenzel2017", "write_folds"]

@@ -114,7 +114,7 @@ TABLE3_SETTINGS: dict[str, Any] = {
 
 
 def _load(name: str) -> tuple[np.ndarray, np.ndarray]:
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     ds = load_dataset(name)
     X = ds.X.toarray() if hasattr(ds.X, "toarray") else np.asarray(ds.X, dtype=float)
@@ -135,7 +135,7 @@ def _bayes_model(method: str, n: int, p: int, L: int, settings: dict[str, Any], 
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
 
-    from ..projection import MaxMarginProjection
+    from bayes_maxmargin.estimators.projection import MaxMarginProjection
 
     K = L - 1 if L > 2 else settings["binary_components"]
     kw: dict[str, Any] = dict(n_components=K, num_warmup=settings["num_warmup"],
@@ -284,7 +284,7 @@ def table4(
     from sklearn.model_selection import train_test_split
     from sklearn.svm import LinearSVC
 
-    from ..projection import MaxMarginProjection
+    from bayes_maxmargin.estimators.projection import MaxMarginProjection
 
     names = list(datasets or (QUICK_DATASETS if quick else TABLE3_DATASETS))
     unknown = sorted(set(methods or ()) - set(TABLE4_METHODS))
@@ -368,7 +368,7 @@ def table3_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table3_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``errors.png``: test error (1 - accuracy) per dataset and method beside the paper's Table 3."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
                                      title="Chen et al. (2015) Table 3: 1 - accuracy")}
@@ -390,7 +390,7 @@ def table4_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table4_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``times.png``: CPU seconds per dataset and method beside the paper's Table 4 (log scale)."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {"times.png": error_bars(records, value="time_s", paper="paper_time_s", ylabel="CPU seconds", log=True,
                                     title="Chen et al. (2015) Table 4: CPU seconds")}

@@ -171,8 +171,8 @@ def paired_bars(
 
 
 def save_figure(fig, path: str | os.PathLike[str], dpi: int = 100) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically (:func:`bayes_maxmargin.io.atomic_path`)."""
-    from ..io import atomic_path
+    """Write ``fig`` as PNG to ``path`` atomically (:func:`bayes_maxmargin.core.io.atomic_path`)."""
+    from bayes_maxmargin.core.io import atomic_path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -233,7 +233,7 @@ class _LimitedLBFGS:
 
 
 def _fit_bsvm(Xtr, ytr, Xte, settings, precision, seed):
-    from ..estimators import GPBSVM
+    from bayes_maxmargin.estimators.gp import GPBSVM
 
     clf = GPBSVM(**settings, precision=precision, progress_bar=False, random_state=seed)
     t0 = time.perf_counter()
@@ -358,7 +358,7 @@ def table1(
     """
     from sklearn.model_selection import StratifiedKFold
 
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     methods = tuple(methods)
     unknown = set(methods) - {"bsvm", "svm", "gpc"}
@@ -470,7 +470,7 @@ def usps_task(task: str, data_dir: str | None = None) -> tuple[np.ndarray, np.nd
     ``"3vs5"``: the threes (+1) and fives (-1) of each part; ``"4vsnon4"``: all digits, four +1,
     the rest -1. Pixels as stored (in [-1, 1]).
     """
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     if task not in PAPER_TABLE2:
         raise ValueError(f"Unknown task {task!r}; valid tasks are {', '.join(PAPER_TABLE2)}")
@@ -645,7 +645,7 @@ def table1_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table1_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``errors.png``: mean ± sd fold error per dataset and method beside the paper's Table 1."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {"errors.png": error_bars(records, title="Henao et al. (2014) Table 1: CV error (GPC: ours Laplace, "
                                                     "paper EP)")}
@@ -665,7 +665,7 @@ def table2_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table2_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``errors.png``: FITC-BSVM test error per task, ours (over k-means seeds) beside the paper's."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
                                      title="Henao et al. (2014) Table 2: FITC-BSVM, USPS")}

@@ -1,7 +1,7 @@
 """Henao et al. (2014) Table 3: discriminative factor models on USPS 3 vs 5 and gene expression.
 
 The eight variants (FM+L, FM+N, LDFM, VLDFM, LDFM+N, VLDFM+N, NDFM, VNDFM; see
-:mod:`bayes_maxmargin.factor`) with K = 10 factors, SE kernel, 1200 MCMC iterations (600 warm-up,
+:mod:`bayes_maxmargin.estimators.factor`) with K = 10 factors, SE kernel, 1200 MCMC iterations (600 warm-up,
 thin 10). USPS: the paper's resampled 767 / 773 split is not available; seeded stratified splits
 of ``usps_3vs5`` of those sizes, mean and sd over them. Gene expression: ``p53_proxy`` (a PROXY,
 250 x 1000, of the paper's 251 x 2995 p53 data) by stratified K-fold CV, with factor-score
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from ..data import load_dataset
-from ..data.splits import train_test_split_stratified
+from bayes_maxmargin.data import load_dataset
+from bayes_maxmargin.data.splits import train_test_split_stratified
 
 __all__ = [
     "PAPER_TABLE3", "VARIANTS", "table3", "table3_baselines", "table3_figures", "table3_folds", "table3_settings",
@@ -101,7 +101,7 @@ def table3(
     Returns rows (one per dataset and variant: ``error``, ``error_sd`` as fractions, ``errors``,
     ``fit_times_s``, ``time_s`` mean, the paper's numbers) and a markdown table.
     """
-    from ..factor import FactorBSVM
+    from bayes_maxmargin.estimators.factor import FactorBSVM
 
     base = table3_settings(quick, factor)
     if quick:
@@ -209,7 +209,7 @@ def table3_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def table3_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``errors.png``: test error per dataset and variant beside the paper's Table 3 (p53_proxy is a
     proxy of the paper's p53 data)."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {"errors.png": error_bars(records, paper_sd="paper_error_sd",
                                      title="Henao et al. (2014) Table 3: factor models")}

@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .henao2014 import limit_blas_threads
+from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
 
 __all__ = [
     "BAYES_PRIOR",
@@ -370,7 +370,7 @@ def _first_min(scores: np.ndarray) -> int:
 def _bayes(inference: str, *, num_warmup: int, num_samples: int, vb_max_iter: int, precision: str, seed: int,
            num_chains: int = 1, **model: Any) -> Any:
     """An unfitted :class:`LinearBSVM` of the paper's settings: VB, or Gibbs (one chain by default)."""
-    from ..estimators import LinearBSVM
+    from bayes_maxmargin.estimators.linear import LinearBSVM
 
     return LinearBSVM(inference="vb" if inference == "vb" else "gibbs", **BAYES_PRIOR, **model,
                       num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples, max_iter=vb_max_iter,
@@ -391,7 +391,7 @@ def _timed_fit(clf: Any, X: np.ndarray, y: np.ndarray, **fit_kw: Any) -> tuple[A
 
 
 def _ber(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    from ..metrics import balanced_error_rate
+    from bayes_maxmargin.metrics import balanced_error_rate
 
     return balanced_error_rate(y_true, y_pred)
 
@@ -751,7 +751,7 @@ def toenail(
     table : str
         Markdown table and notes.
     """
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     methods = _check_methods(methods)
     n_splits = _check_int("n_splits", n_splits if n_splits is not None else (QUICK_SPLITS if quick else 100), 1)
@@ -854,7 +854,7 @@ def acath(
     table : str
         Markdown table and notes.
     """
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     methods = _check_methods(methods)
     n_splits = _check_int("n_splits", n_splits if n_splits is not None else (QUICK_SPLITS if quick else 100), 1)
@@ -1027,7 +1027,7 @@ def spam(
     table : str
         Markdown summary and per-variable table.
     """
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     methods = _check_methods(methods, ("vb", "mcmc"))
     for name, v in (("rho", rho), ("mcmc_threshold", mcmc_threshold), ("vb_threshold", vb_threshold)):
@@ -1098,9 +1098,9 @@ def _vb_starts(X: np.ndarray, y: np.ndarray, rho: float, starts: int, max_iter: 
     """
     import jax.numpy as jnp
 
-    from ..inference.vb import MixedData, vb_laplace_zero
-    from ..linalg import float_precision
-    from ..models.luts import LutsHyper
+    from bayes_maxmargin.core.linalg import float_precision
+    from bayes_maxmargin.models.luts.model import LutsHyper, MixedData
+    from bayes_maxmargin.models.luts.vb import vb_laplace_zero
 
     classes = np.unique(y)
     rng = np.random.default_rng(seed)
@@ -1224,7 +1224,7 @@ def split_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def realdata_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``bers.png``: box plots of the test BER over the splits per method, as the paper's Figures
     1, 2 and 4 (which give the BERs only as box plots)."""
-    from .figures import box_plots
+    from bayes_maxmargin.experiments.figures import box_plots
 
     return {"bers.png": box_plots(records, title="Luts & Ormerod (2014): balanced error rate over splits")}
 
@@ -1247,7 +1247,7 @@ def spam_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def spam_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``inclusion.png``: VB and MCMC inclusion probabilities per variable with the two selection
     thresholds (the paper's Figure 3)."""
-    from .figures import paired_bars
+    from bayes_maxmargin.experiments.figures import paired_bars
 
     r = rows[0]
     return {"inclusion.png": paired_bars(

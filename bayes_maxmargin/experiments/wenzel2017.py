@@ -48,8 +48,15 @@ from typing import Any
 
 import numpy as np
 
-from ..io import write_json
-from .henao2014 import _LimitedLBFGS, _error, _log, _scale, limit_blas_threads, median_distance
+from bayes_maxmargin.core.io import write_json
+from bayes_maxmargin.experiments.henao2014 import (
+    _error,
+    _LimitedLBFGS,
+    _log,
+    _scale,
+    limit_blas_threads,
+    median_distance,
+)
 
 __all__ = [
     "FIG1_BUDGETS",
@@ -138,7 +145,7 @@ def _num_inducing(name: str, n_train: int) -> int:
 
 
 def _gpbsvm(inference: str, theta: float, seed: int, precision: str, **kw: Any):
-    from ..estimators import GPBSVM
+    from bayes_maxmargin.estimators.gp import GPBSVM
 
     return GPBSVM(kernel="rbf", inference=inference, learn_kernel=False,
                   kernel_params={"lengthscale": float(theta), "amplitude": 1.0},
@@ -256,7 +263,7 @@ def table1(
     """
     from sklearn.model_selection import StratifiedKFold
 
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     methods = tuple(methods)
     unknown = set(methods) - set(METHODS)
@@ -275,7 +282,7 @@ def table1(
         X = np.asarray(ds.X, dtype=float)
         y = np.asarray(ds.y)
         if quick and len(y) > QUICK_ROWS:  # equal fold shapes across datasets: JAX reuses its compilations
-            from .henao2014 import _subset
+            from bayes_maxmargin.experiments.henao2014 import _subset
 
             X, y = _subset(X, y, QUICK_ROWS, seed)
         splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y))
@@ -428,7 +435,7 @@ def fig1(
     """
     from sklearn.model_selection import train_test_split
 
-    from ..data import load_dataset
+    from bayes_maxmargin.data import load_dataset
 
     ds = load_dataset("waveform", data_dir=data_dir)
     X, y = np.asarray(ds.X, dtype=float), np.asarray(ds.y)
@@ -513,7 +520,7 @@ def table1_folds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table1_figures(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """``errors.png`` and ``brier.png``: ours (mean ± sd over folds) beside the paper's Table 1."""
-    from .figures import error_bars
+    from bayes_maxmargin.experiments.figures import error_bars
 
     return {
         "errors.png": error_bars(records, paper_sd="paper_error_sd", title="Wenzel et al. (2017) Table 1: error"),

@@ -8,7 +8,7 @@ import numpyro.distributions as dist
 from jax import Array
 from numpyro.distributions import constraints
 
-from ..augmentation import augmented_log_likelihood, log_pseudo_likelihood
+from bayes_maxmargin.core.augmentation import augmented_log_likelihood, log_pseudo_likelihood
 
 __all__ = ["max_margin_likelihood"]
 

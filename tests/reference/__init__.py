@@ -86,7 +86,7 @@ def factor_tiny() -> tuple[np.ndarray, np.ndarray]:
 
 def luts_intercept_problem(n: int = 60, m: int = 4, seed: int = 0):
     """Luts & Ormerod Example 2: a random intercept over m groups (MixedData, float64 under x64)."""
-    from bayes_maxmargin.inference.vb import MixedData
+    from bayes_maxmargin.models.luts.model import MixedData
 
     rng = np.random.default_rng(seed)
     g = np.arange(n) % m
@@ -109,9 +109,9 @@ LINEAR = dict(gamma0=0.5, gamma_prior=(2.0, 2.0), random_state=1, num_chains=4, 
 
 def gp_theta_log_prior_f(X: np.ndarray, jitter: float, draws: dict[str, np.ndarray]) -> np.ndarray:
     """log N(f | 0, K_theta + jitter I) at every (chain, draw) of an SE-kernel posterior."""
-    from bayes_maxmargin.kernels import SEParams
-    from bayes_maxmargin.linalg import mvn_logpdf_chol
-    from bayes_maxmargin.models.gp import prior_covariance
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.core.linalg import mvn_logpdf_chol
+    from bayes_maxmargin.models.gp.model import prior_covariance
 
     def one(ls, amp, f):
         cov = prior_covariance(X, "rbf", SEParams(ls, amp), jitter)
@@ -152,8 +152,8 @@ def _projection_reduce(s, args, kwargs):
 
 
 def _gp_theta_build():
-    from bayes_maxmargin.kernels import SEParams
-    from bayes_maxmargin.models.gp import kernel_prior
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.models.gp.model import kernel_prior
 
     X, y = gp_wave()
     se = SEParams(lengthscale=1.0, amplitude=1.0)
@@ -170,7 +170,7 @@ def gp_theta_statistics(X: np.ndarray, draws: dict[str, np.ndarray]) -> dict[str
 
 
 def _gp_fixed_build():
-    from bayes_maxmargin.kernels import SEParams
+    from bayes_maxmargin.core.kernels import SEParams
 
     X, y = gp_tiny()
     kwargs = dict(kernel="rbf", kernel_params=SEParams(GP_FIXED["lengthscale"], GP_FIXED["amplitude"]), gamma=1.0,
@@ -179,7 +179,7 @@ def _gp_fixed_build():
 
 
 def _factor_build():
-    from bayes_maxmargin.kernels import SEParams
+    from bayes_maxmargin.core.kernels import SEParams
 
     X, y = factor_tiny()
     kwargs = dict(n_factors=1, classifier="linear", nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=None,
@@ -206,7 +206,7 @@ def _linear_build():
 
 def _linear_key():
     # the key LinearBSVM(random_state=1) draws its NUTS run with
-    from bayes_maxmargin.estimators import _random_key
+    from bayes_maxmargin.estimators.base import _random_key
 
     return _random_key(LINEAR["random_state"])
 
@@ -219,7 +219,7 @@ def _model(module, name):
     def get():
         import importlib
 
-        return getattr(importlib.import_module(f"bayes_maxmargin.models.{module}"), name)
+        return getattr(importlib.import_module(f"bayes_maxmargin.models.{module}.model"), name)
 
     return get
 
@@ -284,7 +284,7 @@ def _problem(name: str) -> Problem:
 
 def run_reference(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run the problem's NUTS exactly as its file was made: (reduced draws, all latent draws, stats)."""
-    from bayes_maxmargin.inference.nuts import run_nuts
+    from bayes_maxmargin.engine.nuts import run_nuts
 
     prob = _problem(name)
     with jax.enable_x64(True):

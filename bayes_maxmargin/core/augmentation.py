@@ -1,0 +1,249 @@
+"""The data augmentation every model shares (Polson & Scott 2011; Henao et al. 2014).
+
+The hinge pseudo-likelihood is a location-scale mixture of normals,
+
+    exp(-2 gamma max(u, 0)) = int_0^inf N(u | -lambda, lambda / gamma) d lambda,   u = 1 - y f,
+
+(Henao et al. 2014, eq. 3) and with the proper prior lambda ~ Exp(gamma0) the integral is the skewed
+Laplace density (gamma0 / c) exp(-gamma (c ``|u|`` + u)), c = sqrt(1 + 2 gamma0 / gamma) (eq. 4-5).
+Given lambda every model is conditionally Gaussian in its linear predictor f, so the same few
+updates recur in every model and inference algorithm. They are written once here:
+
+* :func:`log_pseudo_likelihood` -- the marginal factor (lambda integrated out), eq. (4)-(5);
+* :func:`augmented_log_likelihood` -- log N(u | -lambda, lambda / gamma), the augmented factor;
+* :func:`sample_inv_lambda` / :func:`expected_inv_lambda` / :func:`expected_lambda` -- the
+  conditional of 1 / lambda (inverse Gaussian, eq. 7) and its moments (eq. 8);
+* :func:`gaussian_conditional` -- the Gaussian conditional of weights that enter f linearly;
+* :func:`gamma_conditional` / :func:`draw_gamma` -- the Gamma conditional of the hinge scale gamma
+  (eq. 7);
+* :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6).
+
+Numerical floor
+---------------
+``|u|`` = ``|1 - y f|`` reaches zero for points exactly on the margin, where E[1 / lambda] = c / ``|u|`` is
+infinite. Every update floors ``|u|`` at :func:`margin_floor` (sqrt of the machine epsilon: 1.5e-8 in
+float64, 3.5e-4 in float32), so 1 / lambda stays finite. For a continuous sampler the floor is
+reached with probability of the order of the floor itself; in EM it turns the hard margin
+constraint of a support vector into a stiff penalty, which moves the fixed point by O(floor).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+from jax.scipy.linalg import cho_solve, solve_triangular
+
+from bayes_maxmargin.core.distributions import InverseGaussian
+from bayes_maxmargin.core.linalg import LOG_2PI
+
+__all__ = ["GaussianConditional", "augmented_log_likelihood", "draw_gamma", "expected_inv_lambda",
+           "expected_lambda", "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c",
+           "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "sample_gaussian",
+           "sample_inv_lambda", "vb_hinge_bound", "vb_inv_lambda"]
+
+
+def margin_floor(dtype: jnp.dtype) -> float:
+    """The floor applied to ``|1 - y f|`` in every update: sqrt of the machine epsilon of ``dtype``."""
+    return float(jnp.finfo(dtype).eps) ** 0.5
+
+
+def hinge_c(gamma: Array, gamma0: Array) -> Array:
+    """c = sqrt(1 + 2 gamma0 / gamma) of Henao et al. (2014), eq. (4); c = 1 for the hinge."""
+    return jnp.sqrt(1.0 + 2.0 * gamma0 / gamma)
+
+
+def log_pseudo_likelihood(u: Array, gamma: Array, gamma0: Array) -> Array:
+    """Log of the marginal pseudo-likelihood of ``u = 1 - y f`` (Henao et al. 2014, eq. 4-5).
+
+    ``gamma0 = 0`` gives the Polson-Scott hinge factor -2 gamma max(u, 0) (eq. 3), unnormalised in
+    u; ``gamma0 > 0`` gives the normalised skewed Laplace density log(gamma0 / c) - gamma (c|u| + u).
+
+    Parameters
+    ----------
+    u : Array
+        Margin residuals 1 - y_n f_n.
+    gamma : Array
+        Hinge scale (the SVM's regularisation trade-off), > 0.
+    gamma0 : Array
+        Rate of the exponential prior on lambda, >= 0.
+    """
+    c = hinge_c(gamma, gamma0)
+    safe_gamma0 = jnp.where(gamma0 > 0, gamma0, 1.0)
+    log_norm = jnp.where(gamma0 > 0, jnp.log(safe_gamma0) - jnp.log(c), 0.0)
+    return log_norm - gamma * (c * jnp.abs(u) + u)
+
+
+def augmented_log_likelihood(u: Array, inv_lam: Array, gamma: Array) -> Array:
+    """log N(u | -lambda, lambda / gamma) with lambda = 1 / inv_lam (Henao et al. 2014, eq. 3, 5).
+
+    Written in terms of ``inv_lam`` = 1 / lambda as 0.5 log(gamma inv_lam / 2 pi)
+    - gamma / 2 (inv_lam u^2 + 2 u + lambda), which stays finite for lambda -> 0.
+    """
+    return 0.5 * (jnp.log(gamma * inv_lam) - LOG_2PI) - 0.5 * gamma * (
+        inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
+    )
+
+
+def log_lambda_prior(inv_lam: Array, gamma0: Array) -> Array:
+    """sum_n log Exp(lambda_n | gamma0) with lambda = 1 / inv_lam; 0 for the flat prior (gamma0 = 0),
+    as NumPyro's ``ImproperUniform`` contributes (Henao et al. 2014, eq. 6)."""
+    safe_gamma0 = jnp.where(gamma0 > 0, gamma0, 1.0)
+    return jnp.where(gamma0 > 0, jnp.sum(jnp.log(safe_gamma0) - gamma0 / inv_lam, axis=-1), 0.0)
+
+
+def _abs_u(u: Array) -> Array:
+    return jnp.maximum(jnp.abs(u), margin_floor(u.dtype))
+
+
+def expected_inv_lambda(u: Array, gamma: Array, gamma0: Array) -> Array:
+    """E[1 / lambda_n | f, gamma] = c / ``|u_n|`` (Henao et al. 2014, eq. 8), ``|u|`` floored."""
+    return hinge_c(gamma, gamma0) / _abs_u(u)
+
+
+def expected_lambda(u: Array, gamma: Array, gamma0: Array) -> Array:
+    """E[lambda_n | f, gamma] = ``|u_n|`` / c + 1 / (gamma c^2).
+
+    lambda_n | f, gamma is GIG(1/2, gamma + 2 gamma0, gamma u_n^2), whose mean is
+    sqrt(b / a) (1 + 1 / sqrt(a b)); needed by the ECM update of gamma (Henao et al. 2014, Sec. 3).
+    """
+    c = hinge_c(gamma, gamma0)
+    return _abs_u(u) / c + 1.0 / (gamma * c**2)
+
+
+def inv_mean_lambda(inv_lam: Array, gamma: Array, gamma0: Array) -> Array:
+    """1 / E[lambda_n | f, gamma] from omega_n = E[1 / lambda_n | f, gamma].
+
+    :func:`expected_lambda` at ``|u_n|`` = c / omega_n: E[lambda_n] = 1 / omega_n + 1 / (gamma c^2).
+    The ECM's ML-II evaluates eq. (9) of Henao et al. (2014), N(Y (1 + lambda), K + Lambda / gamma),
+    at lambda = <lambda> = E[lambda], as the supplement's bound for the factor models does with
+    U = K + <gamma^-1> <Lambda>.
+    """
+    return 1.0 / expected_lambda(hinge_c(gamma, gamma0) / inv_lam, gamma, gamma0)
+
+
+def vb_inv_lambda(chi: Array) -> Array:
+    """Mean-field E_q[1 / a_n] = chi_n^(-1/2) for q(a_n) = GIG(1/2, 1, chi_n), the hinge with unit
+    scale (Luts & Ormerod 2014, Algorithm 1, step 3), chi_n = E_q[(1 - y_n f_n)^2].
+
+    The same algebra as :func:`expected_inv_lambda` with ``|u_n|`` replaced by sqrt(chi_n), floored
+    alike.
+    """
+    return expected_inv_lambda(jnp.sqrt(chi), 1.0, 0.0)
+
+
+def vb_hinge_bound(chi: Array, margin_mean: Array) -> Array:
+    """The augmented hinge's part of every mean-field lower bound of Luts & Ormerod (2014):
+
+        E_q[log p(y, a | f)] - E_q[log q(a)]
+          = n log 2 - n - n/2 log(2 pi) + y' E_q[f] + 1/4 1' log chi + 1' log K_{1/2}(sqrt chi),
+
+    valid when q(a_n) = GIG(1/2, 1, chi_n) with chi_n = E_q[(1 - y_n f_n)^2] under the current q of
+    f (Algorithms 1-4: the terms shared by their lower bounds). ``margin_mean`` is y * E_q[f].
+    With chi = (1 - y f)^2 (a point mass on f) it is the hinge log pseudo-likelihood
+    -2 sum (1 - y f)_+.
+
+    Since log K_{1/2}(x) = log(pi / 2) / 2 - log(x) / 2 - x, the constants cancel and the sum is
+    -n + y' E_q[f] - 1' sqrt(chi).
+    """
+    n = chi.shape[-1]
+    chi = jnp.maximum(chi, margin_floor(chi.dtype) ** 2)
+    return -n + jnp.sum(margin_mean, axis=-1) - jnp.sum(jnp.sqrt(chi), axis=-1)
+
+
+def sample_inv_lambda(key: Array, u: Array, gamma: Array, gamma0: Array) -> Array:
+    """Draw 1 / lambda_n | f, gamma ~ IG(c / ``|u_n|``, gamma + 2 gamma0) (Henao et al. 2014, eq. 7)."""
+    mean = expected_inv_lambda(u, gamma, gamma0)
+    concentration = jnp.broadcast_to(gamma + 2.0 * gamma0, mean.shape)
+    return InverseGaussian(mean, concentration).sample(key)
+
+
+class GaussianConditional(NamedTuple):
+    """A Gaussian N(mean, P^-1) held by its mean and the lower Cholesky factor of its precision P."""
+
+    mean: Array
+    prec_chol: Array
+
+
+def gaussian_conditional(
+    design: Array, y: Array, inv_lam: Array, gamma: Array, prior_prec: Array
+) -> GaussianConditional:
+    """Conditional of weights w with f = design @ w, given lambda and gamma.
+
+    With prior w ~ N(0, diag(prior_prec)^-1) and the augmented factor of every data point,
+
+        P = diag(prior_prec) + gamma Phi' diag(1/lambda) Phi,
+        mean = P^-1 gamma Phi' Y (1 + 1/lambda),
+
+    Polson & Scott (2011); Henao et al. (2014) eq. (7) with a linear predictor; Luts & Ormerod (2014)
+    Algorithm 1. In EM the same function is called with E[1/lambda]. One Cholesky of P, no inverse.
+
+    Parameters
+    ----------
+    design : Array, shape (n, p)
+        Design matrix Phi (features, and a column of ones for an intercept).
+    y : Array, shape (n,)
+        Labels coded +-1.
+    inv_lam : Array, shape (n,)
+        1 / lambda_n (a draw, or its expectation).
+    gamma : Array
+        Hinge scale.
+    prior_prec : Array, shape (p,)
+        Prior precisions of the weights (0 for a flat prior).
+    """
+    weighted = design * (gamma * inv_lam)[:, None]
+    prec = design.T @ weighted + jnp.diag(prior_prec)
+    lin = gamma * (design.T @ (y * (1.0 + inv_lam)))
+    chol = jnp.linalg.cholesky(prec)
+    return GaussianConditional(cho_solve((chol, True), lin), chol)
+
+
+def sample_gaussian(
+    key: Array, cond: GaussianConditional, previous: Array | None = None, overrelaxation: float = 0.0
+) -> Array:
+    """One draw of N(mean, P^-1), optionally overrelaxed (Adler 1981).
+
+    Plain draw: mean + L^-T z with P = L L'. With ``previous`` w and ``overrelaxation`` alpha in
+    (-1, 1): mean + alpha (w - mean) + sqrt(1 - alpha^2) L^-T z, a move that leaves N(mean, P^-1)
+    invariant (and is reversible with respect to it) for any alpha; alpha near -1 reflects the
+    draw through the conditional mean, suppressing the random walk that the augmentation's
+    coupling of w and lambda induces (Neal 1998, "Suppressing random walks in MCMC using ordered
+    overrelaxation"). alpha = 0 is the plain draw.
+    """
+    z = jax.random.normal(key, cond.mean.shape, cond.mean.dtype)
+    noise = solve_triangular(cond.prec_chol, z, lower=True, trans="T")
+    if previous is None:
+        return cond.mean + noise
+    alpha = jnp.asarray(overrelaxation, cond.mean.dtype)
+    return cond.mean + alpha * (previous - cond.mean) + jnp.sqrt(1.0 - alpha**2) * noise
+
+
+def gamma_conditional(u: Array, inv_lam: Array, a0: Array, b0: Array) -> tuple[Array, Array]:
+    """Shape and rate of gamma | f, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2).
+
+    Henao et al. (2014) eq. (7) with eps = 1 + lambda - y f = u + lambda, so that
+    eps_n^2 / lambda_n = u_n^2 / lambda_n + 2 u_n + lambda_n.
+    """
+    quad = inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
+    return a0 + 0.5 * u.shape[-1], b0 + 0.5 * jnp.sum(quad, axis=-1)
+
+
+def gamma_cm_step(
+    u_new: Array, u_old: Array, inv_lam: Array, gamma: Array, gamma0: Array, a0: Array, b0: Array
+) -> Array:
+    """ECM update of gamma under a Ga(a0, b0) prior (Henao et al. 2014, Sec. 3, after eq. 8).
+
+    gamma <- (a0 - 1 + N/2) / (b0 + 1/2 sum_n (E[1/lambda_n] u_n^2 + 2 u_n + E[lambda_n])), with u
+    at the new f (``u_new``) and the expectations from the E-step at ``u_old`` and ``gamma``.
+    """
+    lam = expected_lambda(u_old, gamma, gamma0)
+    quad = jnp.sum(inv_lam * u_new**2 + 2.0 * u_new + lam, axis=-1)
+    return (a0 - 1.0 + 0.5 * u_new.shape[-1]) / (b0 + 0.5 * quad)
+
+
+def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array) -> Array:
+    """Draw gamma | f, lambda from its Gamma conditional (:func:`gamma_conditional`, eq. 7)."""
+    shape, rate = gamma_conditional(u, inv_lam, a0, b0)
+    return jax.random.gamma(key, shape, dtype=u.dtype) / rate

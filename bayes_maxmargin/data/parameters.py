@@ -1,0 +1,240 @@
+"""Checks of constructor parameters: scalar ranges, options and kernel parameters, each failing with an
+:class:`InvalidParameterError` that names the parameter and the value."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+from bayes_maxmargin.data.validation import _fmt_value
+
+__all__ = ["InvalidParameterError", "check_kernel_params", "check_option", "check_scalar_param"]
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A hyperparameter has an invalid type or value.
+
+    Subclasses both :class:`ValueError` and :class:`TypeError`, so callers may
+    catch either (as with scikit-learn's own parameter validation).
+    """
+
+
+def _describe_constraint(
+    kind: str,
+    low: float | None,
+    high: float | None,
+    low_inclusive: bool,
+    high_inclusive: bool,
+    allow_none: bool,
+) -> str:
+    noun = "an integer" if kind == "int" else "a real number"
+    if low is not None and high is not None:
+        left = "[" if low_inclusive else "("
+        right = "]" if high_inclusive else ")"
+        text = f"{noun} in {left}{low}, {high}{right}"
+    elif low is not None:
+        text = f"{noun} {'>=' if low_inclusive else '>'} {low}"
+    elif high is not None:
+        text = f"{noun} {'<=' if high_inclusive else '<'} {high}"
+    else:
+        text = noun
+    if kind == "float" and low is None and high is None:
+        text = "a finite real number"
+    if allow_none:
+        text += ", or None"
+    return text
+
+
+def check_scalar_param(
+    name: str,
+    value: Any,
+    *,
+    kind: Literal["float", "int"] = "float",
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    allow_none: bool = False,
+) -> float | int | None:
+    """Validate a numeric hyperparameter.
+
+    Parameters
+    ----------
+    name : str
+        Name of the hyperparameter, used in the message.
+    value : object
+        The value to check.
+    kind : {"float", "int"}, default="float"
+        ``"int"`` accepts integers only (Python or NumPy); ``"float"`` accepts
+        any finite real number. Booleans are rejected in both cases.
+    low, high : float or None, default=None
+        Bounds; ``None`` means unbounded.
+    low_inclusive, high_inclusive : bool, default=True
+        Whether the bounds themselves are allowed.
+    allow_none : bool, default=False
+        Whether ``None`` is a valid value (returned unchanged).
+
+    Returns
+    -------
+    int, float or None
+        ``value`` as a Python ``int`` (kind ``"int"``) or ``float``.
+
+    Raises
+    ------
+    InvalidParameterError
+        (a subclass of both ValueError and TypeError) if the value has the
+        wrong type, is NaN or infinite, or is out of range; for example
+        ``"Invalid value for num_samples: -3 (must be an integer >= 1)"``.
+    """
+    if kind not in ("float", "int"):
+        raise ValueError(f"kind must be 'float' or 'int', got {kind!r}")
+    constraint = _describe_constraint(
+        kind, low, high, low_inclusive, high_inclusive, allow_none
+    )
+
+    def fail(reason: str = "") -> InvalidParameterError:
+        return InvalidParameterError(
+            f"Invalid value for {name}: {_fmt_value(value)} (must be {constraint}){reason}"
+        )
+
+    if value is None:
+        if allow_none:
+            return None
+        raise fail()
+    if isinstance(value, (bool, np.bool_)):
+        raise fail("; booleans are not accepted")
+    if kind == "int":
+        if not isinstance(value, numbers.Integral):
+            raise fail()
+        result: int | float = int(value)
+    else:
+        if not isinstance(value, numbers.Real):
+            raise fail()
+        result = float(value)
+        if not math.isfinite(result):
+            raise fail()
+    if low is not None and (result < low if low_inclusive else result <= low):
+        raise fail()
+    if high is not None and (result > high if high_inclusive else result >= high):
+        raise fail()
+    return result
+
+
+def check_option(name: str, value: Any, options: Iterable[Any]) -> Any:
+    """Check that a hyperparameter is one of a fixed set of options.
+
+    Parameters
+    ----------
+    name : str
+        Name of the hyperparameter, used in the message.
+    value : object
+        The value to check.
+    options : iterable
+        The valid values. Sets are listed in sorted order in the message,
+        other iterables in their own order.
+
+    Returns
+    -------
+    object
+        ``value`` unchanged.
+
+    Raises
+    ------
+    InvalidParameterError
+        (a subclass of ValueError) e.g. ``"Invalid value for inference: 'foo';
+        valid options are 'em', 'gibbs', 'nuts'"``.
+    """
+    if isinstance(options, (set, frozenset)):
+        opts = sorted(options, key=repr)
+    else:
+        opts = list(options)
+    valid = False
+    for opt in opts:
+        if isinstance(opt, (bool, np.bool_)) != isinstance(value, (bool, np.bool_)):
+            continue  # do not let True stand for 1 (or the reverse)
+        try:
+            same = bool(opt == value)
+        except (TypeError, ValueError):
+            same = False
+        if same:
+            valid = True
+            break
+    if not valid:
+        listed = ", ".join(_fmt_value(o) for o in opts)
+        raise InvalidParameterError(
+            f"Invalid value for {name}: {_fmt_value(value)}; valid options are {listed}"
+        )
+    return value
+
+
+def check_kernel_params(kernel: str, user: Any, defaults: Any) -> Any:
+    """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel's name, used in the messages.
+    user : dict, NamedTuple or None
+        The estimator's ``kernel_params``: a subset of the fields of ``defaults``.
+    defaults : NamedTuple
+        The kernel's parameter container with the estimator's defaults
+        (:mod:`bayes_maxmargin.core.kernels`: ``SEParams``, ``ARDParams``, ``PolyParams``, ``LinearParams``).
+
+    Returns
+    -------
+    NamedTuple
+        ``defaults`` with the user's fields, validated: ``degree`` an integer >= 1, ``offset`` >= 0,
+        ``lengthscales`` a positive number or one positive entry per input dimension, every other
+        field a positive number.
+
+    Raises
+    ------
+    InvalidParameterError
+        For example ``"Invalid key 'gamma' in kernel_params for kernel='rbf'; valid keys are
+        lengthscale, amplitude"``.
+    """
+    if user is None:
+        return defaults
+    fields = ", ".join(defaults._fields)
+    if hasattr(user, "_asdict"):
+        user = user._asdict()
+    if not isinstance(user, Mapping):
+        raise InvalidParameterError(
+            f"Invalid value for kernel_params: {_fmt_value(user)} (must be None or a dict of the fields "
+            f"{fields} of the {kernel!r} kernel)"
+        )
+    values = {}
+    for name, value in user.items():
+        if name not in defaults._fields:
+            raise InvalidParameterError(
+                f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are {fields}"
+            )
+        values[name] = _check_kernel_value(name, value, np.shape(getattr(defaults, name)))
+    return defaults._replace(**values)
+
+
+def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...]) -> Any:
+    label = f"kernel_params[{name!r}]"
+    if name == "degree":
+        return check_scalar_param(label, value, kind="int", low=1)
+    try:
+        arr = None if isinstance(value, (str, bytes)) else np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = None  # reported by check_scalar_param below
+    if shape and arr is not None and arr.ndim == 1:
+        if arr.shape != shape:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: {arr.shape[0]} length-scales for {shape[0]} input dimensions"
+            )
+        bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+        if bad.size:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: entry {bad[0]} is {arr[bad[0]]} (must be positive and finite)"
+            )
+        return arr
+    value = check_scalar_param(label, value, low=0.0, low_inclusive=name == "offset")  # offset 0: homogeneous
+    return np.full(shape, value) if shape else value

@@ -1,0 +1,169 @@
+"""Checkpoints of chunked runs (MCMC chains, SVI): interrupt, then resume the same run.
+
+A checkpoint is a folder holding
+
+``checkpoint.npz``
+    The chains' states, the iterations done, the draws kept so far and the run's settings (the
+    chains' PRNG keys and a hash of the data among them), written atomically after every chunk
+    (read with ``allow_pickle=False``).
+``idata.nc``
+    The draws kept so far as ArviZ InferenceData, written when the run stops early (Ctrl-C,
+    SIGTERM, an exception) and when it completes.
+
+Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
+:mod:`bayes_maxmargin.engine.mcmc`), a run resumed from a checkpoint gives exactly the draws
+of an uninterrupted run with the same seed on the same device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import signal
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+__all__ = ["Checkpoint", "CheckpointError", "checkpoint_folder", "flat_state", "read_checkpoint",
+           "restore_state", "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws"]
+
+FORMAT = "bayes_maxmargin.checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """The checkpoint is unreadable or belongs to a different run."""
+
+
+class Checkpoint(NamedTuple):
+    """What a run needs to continue: settings (PRNG keys included), progress, state, kept arrays."""
+
+    settings: dict[str, Any]
+    done: int  # chunks' worth of progress: blocks of ``thin`` iterations (MCMC), rounds (SVI)
+    state: dict[str, np.ndarray]  # :func:`flat_state` of the run's state pytree
+    kept: dict[str, np.ndarray]  # draws (draw, chain, ...) as recorded, or the SVI traces
+    extra: dict[str, Any] = {}  # JSON-able host state (the SVI minibatch stream)
+
+
+def flat_state(tree: Any) -> dict[str, np.ndarray]:
+    """The leaves of a state pytree by their path (``.nat.eta1``, ...), as NumPy arrays."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def restore_state(template: Any, saved: dict[str, np.ndarray]) -> Any:
+    """``template``'s pytree with the leaves of :func:`flat_state` ``saved``."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(saved[jax.tree_util.keystr(p)]) for p, _ in leaves])
+
+
+def fingerprint(data: Any, hyper: Any) -> str:
+    """SHA-256 of the data and hyperparameter arrays a run was started with."""
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves((data, hyper)):
+        arr = np.asarray(leaf)
+        h.update(f"{arr.dtype}{arr.shape}".encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def write_checkpoint(folder: Path, ckpt: Checkpoint) -> None:
+    """Write ``checkpoint.npz`` atomically (the previous one stays valid until the rename)."""
+    from bayes_maxmargin.core.io import atomic_path
+
+    arrays = {f"state/{k}": np.asarray(v) for k, v in ckpt.state.items()}
+    arrays.update({f"kept/{k}": v for k, v in ckpt.kept.items()})
+    meta = {"format": FORMAT, "version": VERSION, "done": int(ckpt.done), "settings": ckpt.settings,
+            "extra": ckpt.extra}
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(folder / "checkpoint.npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, allow_pickle=False, **arrays)
+
+
+def read_checkpoint(folder: Path) -> Checkpoint:
+    """Read the checkpoint in ``folder``; :class:`CheckpointError` if it is missing or unreadable."""
+    path = Path(folder) / "checkpoint.npz"
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint to resume from: {str(path)!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise CheckpointError(f"{str(path)!r} is not a bayes_maxmargin checkpoint of version {VERSION}")
+    return Checkpoint(
+        meta["settings"], int(meta["done"]),
+        {k[6:]: v for k, v in arrays.items() if k.startswith("state/")},
+        {k[5:]: v for k, v in arrays.items() if k.startswith("kept/")},
+        meta.get("extra", {}),
+    )
+
+
+def check_resumable(ckpt: Checkpoint, settings: dict[str, Any], init_state: Any, folder: Path) -> None:
+    """Refuse a checkpoint written by another run: other settings, data, state layout or chains."""
+    for key, value in settings.items():
+        if ckpt.settings.get(key) != value:
+            what = "the data or hyperparameters differ" if key == "fingerprint" else (
+                f"{key} = {ckpt.settings.get(key)!r} there, {value!r} now")
+            raise CheckpointError(f"the checkpoint in {str(folder)!r} belongs to a different run: {what}")
+    for field, leaf in flat_state(init_state).items():
+        saved = ckpt.state.get(field)
+        if saved is None or saved.shape != leaf.shape or saved.dtype != leaf.dtype:
+            raise CheckpointError(
+                f"the checkpoint in {str(folder)!r} belongs to a different run: state field {field!r} is "
+                f"{None if saved is None else (saved.shape, str(saved.dtype))}, expected {(leaf.shape, str(leaf.dtype))}")
+
+
+def checkpoint_folder(checkpoint: Any, resume: Any) -> Path | None:
+    """Where a run writes its checkpoints: ``checkpoint``, else the ``resume`` folder it continues."""
+    chosen = checkpoint if checkpoint is not None else resume
+    return None if chosen is None else Path(chosen)
+
+
+def resume_run(resume: Any, settings: dict[str, Any], template: Any) -> tuple[Checkpoint, Any]:
+    """The checkpoint in ``resume``, checked to belong to this run, and its state as ``template``'s
+    pytree; :class:`CheckpointError` otherwise."""
+    ckpt = read_checkpoint(Path(resume))
+    check_resumable(ckpt, settings, template, Path(resume))
+    return ckpt, restore_state(template, ckpt.state)
+
+
+def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, complete: bool) -> None:
+    """The draws kept so far, (draw, chain, ...) per name, as ``idata.nc`` (atomically)."""
+    import arviz as az
+
+    from bayes_maxmargin.core.io import atomic_path
+
+    if not kept or not next(iter(kept.values())).shape[0]:
+        return
+    posterior = {k: np.swapaxes(v, 0, 1) for k, v in kept.items()}
+    idata = az.from_dict(posterior=posterior, attrs={"iterations_done": int(iterations), "complete": int(complete)})
+    with atomic_path(Path(folder) / "idata.nc") as tmp:
+        idata.to_netcdf(str(tmp))
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While active (main thread only), SIGTERM raises KeyboardInterrupt like Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,123 @@
+"""NUTS on a model's marginal program: the reference posterior every conjugate kernel is checked against.
+
+NumPyro's NUTS (its functional kernel, :func:`numpyro.infer.hmc.hmc`, with step-size and diagonal
+mass-matrix adaptation during warm-up), the chains vectorised on one device. :func:`nuts_chains` is a
+pure JAX function of the key and the model's arguments, so that ``jax.vmap`` runs several problems
+(the binary problems of a one-vs-rest fit) as one program; :func:`run_nuts` wraps it for one problem.
+Draws are laid out (chain, draw, ...) like :func:`~bayes_maxmargin.engine.mcmc.run_chains`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax import Array
+from numpyro.infer.hmc import hmc
+from numpyro.infer.util import initialize_model, log_density
+
+from bayes_maxmargin.core.compilation import jit
+
+__all__ = ["nuts_chains", "run_nuts", "to_host"]
+
+
+def nuts_chains(
+    model: Callable[..., Any],
+    rng_key: Array,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    *,
+    num_warmup: int = 500,
+    num_samples: int = 1000,
+    num_chains: int = 2,
+    thin: int = 1,
+    target_accept_prob: float = 0.8,
+    max_tree_depth: int = 10,
+) -> tuple[dict[str, Array], dict[str, Array]]:
+    """``num_chains`` NUTS chains of ``model(*model_args, **model_kwargs)`` (pure JAX, vmappable).
+
+    Each chain starts from its own uniform draw in (-2, 2) of the unconstrained space, adapts its
+    own step size and diagonal mass matrix during ``num_warmup`` iterations, then keeps every
+    ``thin``-th of ``num_samples * thin`` iterations.
+
+    Returns
+    -------
+    samples : dict of str to Array
+        Every latent site in its constrained space, (chain, draw, ...).
+    extra : dict of str to Array
+        ``log_joint`` (log density of the program at each draw), ``n_steps`` and
+        ``acceptance_rate`` of the kept iteration, and ``diverging`` (whether any iteration since
+        the previous kept draw diverged), each (chain, draw).
+    """
+    # floats and arrays in the keyword arguments are traced, the rest (flags, kernel names, integers
+    # such as sizes) are compiled in: a fit of the same model, shapes and settings reuses the program
+    leaves, treedef = jax.tree_util.tree_flatten(model_kwargs or {})
+    traced = tuple(isinstance(v, (float, np.ndarray, jax.Array)) for v in leaves)
+    static = tuple(None if t else v for t, v in zip(traced, leaves))
+    return _nuts_program(model, rng_key, model_args, [v for t, v in zip(traced, leaves) if t],
+                         (treedef, traced, static), num_warmup, num_samples, num_chains, thin,
+                         float(target_accept_prob), int(max_tree_depth))
+
+
+@functools.partial(jit, static_argnums=(0, 4, 5, 6, 7, 8, 9, 10))
+def _nuts_program(model, rng_key, model_args, kwarg_values, kwarg_spec, num_warmup, num_samples, num_chains,
+                  thin, target_accept_prob, max_tree_depth):
+    treedef, traced, static = kwarg_spec
+    values = iter(kwarg_values)
+    model_kwargs = jax.tree_util.tree_unflatten(treedef, [next(values) if t else v for t, v in zip(traced, static)])
+    key_init, key_run = jax.random.split(rng_key)
+    info = initialize_model(jax.random.split(key_init, num_chains), model, model_args=model_args,
+                            model_kwargs=model_kwargs, dynamic_args=True)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
+    constrain = info.postprocess_fn(*model_args, **model_kwargs)
+
+    def step(state, _):
+        state = sample_kernel(state, model_args=model_args, model_kwargs=model_kwargs)
+        return state, state.diverging
+
+    def kept(state, _):
+        state, div = jax.lax.scan(step, state, None, length=thin)
+        return state, (state.z, div.any(), state.num_steps, state.accept_prob)
+
+    def chain(z0, key):
+        state = init_kernel(z0, num_warmup, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
+                            model_args=model_args, model_kwargs=model_kwargs, rng_key=key)
+        state, _ = jax.lax.scan(lambda s, _: (step(s, None)[0], None), state, None, length=num_warmup)
+        _, (z, div, n, acc) = jax.lax.scan(kept, state, None, length=num_samples)
+        return jax.vmap(constrain)(z), div, n, acc
+
+    samples, div, n, acc = jax.vmap(chain)(info.param_info.z, jax.random.split(key_run, num_chains))
+
+    def log_joint(params):
+        return log_density(model, model_args, model_kwargs, params)[0]
+
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), samples)
+    lj = jax.lax.map(log_joint, flat, batch_size=256).reshape(n.shape)
+    return samples, {"log_joint": lj, "diverging": div, "n_steps": n, "acceptance_rate": acc}
+
+
+def to_host(samples: dict[str, Array], extra: dict[str, Array]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Host copies of :func:`nuts_chains`' draws and statistics, with ``tree_depth`` =
+    floor(log2 n_steps) + 1 added to the statistics."""
+    stats = {k: np.asarray(v) for k, v in extra.items()}
+    stats["tree_depth"] = np.floor(np.log2(np.maximum(stats["n_steps"], 1))).astype(np.int64) + 1
+    return {k: np.asarray(v) for k, v in samples.items()}, stats
+
+
+def run_nuts(
+    model: Callable[..., Any], rng_key: Array, model_args: tuple = (), model_kwargs: dict | None = None, **settings: Any
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Sample ``model(*model_args, **model_kwargs)`` with NUTS: :func:`nuts_chains` (``settings``
+    are its keyword arguments) with the results on the host (:func:`to_host`).
+
+    Returns
+    -------
+    samples : dict of str to ndarray
+        Posterior draws of every latent site, (chain, draw, ...).
+    stats : dict of str to ndarray
+        ``log_joint``, ``diverging``, ``tree_depth``, ``n_steps``, ``acceptance_rate``, each (chain, draw).
+    """
+    return to_host(*nuts_chains(model, rng_key, model_args, model_kwargs, **settings))

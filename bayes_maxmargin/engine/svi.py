@@ -1,0 +1,784 @@
+"""Variational inference for the Bayesian SVM at scale (Wenzel, Galy-Fajou, Deutsch & Kloft 2017).
+
+* B-BSVM (Sec. 4.1): coordinate ascent on q(f) prod_i q(lambda_i) for the full GP prior,
+  :func:`batch_vi`;
+* S-BSVM (Sec. 4.2, Alg. 1): stochastic natural-gradient ascent on q(u) = N(mu, zeta) for m
+  inducing variables, minibatch targets eq. (9)-(10) scaled by N / ``|S|``, :func:`run_svi`;
+* ML-II (Sec. 4.3, eq. 12): a gradient step on the kernel parameters (and, optionally, the
+  inducing-point locations) after every ``hyper_every`` variational steps, on the ELBO with q(u)
+  held fixed (:func:`mlii_objective`; the Cholesky of K_mm is the only factorisation it
+  differentiates through);
+* the linear model (Sec. 4.5, eq. 14): the same natural-gradient step with the inputs as features
+  and the Gaussian prior of beta (:func:`linear_features`).
+
+One shared step serves the GP and the linear model: every model here is a global Gaussian
+q(v) = N(mu, zeta) with prior N(0, P0^-1) seen through per-point features, f_i = phi_i' v + e_i with
+e_i ~ N(0, ktilde_i) independent of v. For the GP, v = L^-1 u is the whitened inducing vector
+(K_mm = L L', p(v) = N(0, I)) with phi_i = L^-1 K_mi, so phi_i' v = kappa_i u, and
+ktilde_i = K_ii - ||phi_i||^2 = Ktilde_ii of eq. (6). For the linear model phi_i = x_i,
+ktilde_i = 0 and P0 = Sigma^-1. The natural parameters of q(v) and of q(u) are linked by the fixed
+linear map u = L v (eta1_u = L^-T eta1_v, eta2_u = L^-T eta2_v L^-1); the convex combination of
+Alg. 1 lines 11-12 commutes with it, so the iterates are exactly the paper's while no inverse of
+K_mm is ever formed.
+
+With hinge scale gamma (exp(-2 gamma max(1 - y f, 0)), gamma = 1 in the paper),
+q(lambda_i) = GIG(1/2, gamma, gamma alpha_i) with alpha_i = E_q[(1 - y_i f_i)^2] (Alg. 1, line 7),
+E_q[1 / lambda_i] = alpha_i^(-1/2), and the targets of the natural-gradient step are::
+
+    eta1_hat = gamma N/|S| sum_{i in S} y_i (alpha_i^(-1/2) + 1) phi_i               (eq. 9)
+    eta2_hat = -1/2 (P0 + gamma N/|S| sum_{i in S} alpha_i^(-1/2) phi_i phi_i')       (eq. 10)
+
+The natural gradient is eta_hat - eta, and eta <- eta + rho_t (eta_hat - eta) is a convex
+combination of negative-definite eta2, so zeta stays positive definite by construction. The step
+is an Optax gradient transformation applied to the natural gradient (:func:`natural_gradient_ascent`).
+
+ELBO (eq. 8). At the alpha of line 7 the lambda-integrals have the closed form
+E_q[log p(y_i, lambda_i | u)] - E_q[log q(lambda_i)] = -gamma (1 - y_i m_i) - gamma sqrt(alpha_i)
+(log K_{1/2}(x) = log(pi / 2) / 2 - log x / 2 - x), so
+
+    L(q) = -gamma sum_i [(1 - y_i m_i) + sqrt(alpha_i)] - KL(q(u) || p(u)),
+
+m_i = kappa_i mu. This is eq. (8) with its Bessel terms written out; it is the bound Alg. 1 ascends
+(alpha is always at its optimum when it is evaluated) and its gradient in (mu, zeta) is the partial
+gradient at fixed alpha (the envelope theorem), so the natural gradient (9)-(10) is the natural
+gradient of this function (``tests/test_svi.py`` checks it against autodiff and the Fisher matrix).
+
+Data are streamed from host memory: the host draws the minibatch indices (epochs of random
+permutations), gathers a chunk of ``rounds x hyper_every`` minibatches from a NumPy array or a
+memory map, and one compiled ``lax.scan`` runs the chunk. Only one chunk is on the device at a time.
+With a :class:`jax.sharding.Mesh` the batch axis of every chunk is split across its devices;
+the per-device sufficient statistics are summed by the compiler (data parallel SVI). Labels with a
+leading class axis, shape (K, N), run K binary problems on the same inputs (one-vs-rest) through
+the same loop, the compiled chunk ``jax.vmap``-ed over the classes, each with its own minibatch
+stream.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import Array, lax
+from jax.scipy.linalg import solve_triangular
+from threadpoolctl import threadpool_limits
+
+from bayes_maxmargin.core.augmentation import margin_floor, vb_hinge_bound
+from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.linalg import jittered_cholesky
+from bayes_maxmargin.engine.checkpoint import (
+    Checkpoint,
+    checkpoint_folder,
+    fingerprint,
+    flat_state,
+    resume_run,
+    sigterm_as_interrupt,
+    write_checkpoint,
+)
+
+__all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
+           "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",
+           "natural_targets", "predict_moments", "robbins_monro", "run_svi"]
+
+
+# ============================================================================ the global Gaussian
+class NatParams(NamedTuple):
+    """Natural parameters of q(v) = N(mu, zeta): eta1 = zeta^-1 mu, eta2 = -zeta^-1 / 2."""
+
+    eta1: Array
+    eta2: Array
+
+
+class Features(NamedTuple):
+    """A minibatch seen through the model: f_i = phi_i' v + e_i, e_i ~ N(0, ktilde_i).
+
+    Attributes
+    ----------
+    phi : Array, shape (B, m)
+        kappa_i in whitened coordinates (GP: L^-1 K_mi) or the inputs (linear model).
+    ktilde : Array, shape (B,)
+        Ktilde_ii = K_ii - K_im K_mm^-1 K_mi of eq. (6) (GP), 0 for the linear model.
+    """
+
+    phi: Array
+    ktilde: Array
+
+
+def from_moments(mu: Array, prec: Array) -> NatParams:
+    """Natural parameters of N(mu, prec^-1)."""
+    return NatParams(prec @ mu, -0.5 * prec)
+
+
+def triangular_inverse(L: Array) -> Array:
+    """L^-1 of a lower-triangular factor by one triangular solve.
+
+    The hot loop multiplies by inverse Cholesky factors instead of calling a triangular solve per
+    minibatch: on XLA:CPU a solve against an m x ``|S|`` right-hand side is several times slower than
+    the matrix product at the sizes of SVI (m ~ 10-1000), and the factor's inverse is formed once
+    per step (q) or per hyperparameter change (K_mm). Both are well conditioned (K_mm carries its
+    jitter; the precision of q(v) is at least the identity for the GP)."""
+    return solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
+
+
+def moments(nat: NatParams) -> tuple[Array, Array]:
+    """Mean mu and R = L^-1, L the lower Cholesky factor of the precision zeta^-1 = -2 eta2
+    (zeta = R' R)."""
+    L, _ = jittered_cholesky(-2.0 * nat.eta2)
+    R = triangular_inverse(L)
+    return R.T @ (R @ nat.eta1), R
+
+
+def latent_moments(nat: NatParams, feats: Features) -> tuple[Array, Array]:
+    """Mean m_i = phi_i' mu and variance phi_i' zeta phi_i + ktilde_i of f_i under q."""
+    mu, R = moments(nat)
+    return _latent(mu, R.T, feats)
+
+
+def _latent(mu: Array, F: Array, feats: Features) -> tuple[Array, Array]:
+    """Mean and variance of f_i when q(v) = N(mu, F F')."""
+    return feats.phi @ mu, jnp.sum((feats.phi @ F) ** 2, axis=1) + feats.ktilde
+
+
+def local_alpha(mean: Array, var: Array, y: Array) -> Array:
+    """alpha_i = (1 - y_i kappa_i mu)^2 + kappa_i zeta kappa_i' + Ktilde_ii (Alg. 1, line 7; Sec. 4.1),
+    floored like every ``|1 - y f|`` of the library (:func:`~bayes_maxmargin.core.augmentation.margin_floor`)."""
+    return jnp.maximum((1.0 - y * mean) ** 2 + var, margin_floor(mean.dtype) ** 2)
+
+
+def natural_targets(
+    alpha: Array, feats: Features, y: Array, scale: Array, gamma: Array, prior_prec: Array
+) -> NatParams:
+    """eta_hat of Alg. 1, lines 9-10 (eq. 9-10), the minibatch sums scaled by ``scale`` = N / ``|S|``."""
+    w = alpha ** -0.5  # E_q[1 / lambda_i]
+    eta1 = gamma * scale * (feats.phi.T @ (y * (w + 1.0)))
+    gram = (feats.phi * w[:, None]).T @ feats.phi
+    return NatParams(eta1, -0.5 * (prior_prec + gamma * scale * gram))
+
+
+def natural_gradient(
+    nat: NatParams, feats: Features, y: Array, scale: Array, gamma: Array, prior_prec: Array
+) -> NatParams:
+    """The natural gradient of the ELBO in (eta1, eta2), eq. (9)-(10): eta_hat - eta."""
+    return _gradient_and_hinge(nat, feats, y, scale, gamma, prior_prec)[0]
+
+
+def _gradient_and_hinge(nat, feats, y, scale, gamma, prior_prec) -> tuple[NatParams, Array]:
+    """The natural gradient and, from the same moments, the minibatch's hinge terms of eq. (8)."""
+    alpha, hinge = _alpha_and_hinge(nat, feats, y, gamma)
+    target = natural_targets(alpha, feats, y, scale, gamma, prior_prec)
+    return jax.tree.map(jnp.subtract, target, nat), hinge
+
+
+def _alpha_and_hinge(nat: NatParams, feats: Features, y: Array, gamma: Array) -> tuple[Array, Array]:
+    """alpha of Alg. 1, line 7, and the hinge terms of eq. (8) at that alpha."""
+    return _alpha_and_hinge_at(*latent_moments(nat, feats), y, gamma)
+
+
+def _alpha_and_hinge_at(mean: Array, var: Array, y: Array, gamma: Array) -> tuple[Array, Array]:
+    """:func:`_alpha_and_hinge` from the mean and variance of f under q."""
+    alpha = local_alpha(mean, var, y)
+    return alpha, gamma * vb_hinge_bound(alpha, y * mean)
+
+
+def kl_to_prior(nat: NatParams, prior_prec: Array) -> Array:
+    """KL(N(mu, zeta) || N(0, P0^-1)) from Cholesky factors: 1/2 [tr(P0 zeta) + mu' P0 mu - m
+    - log|P0| - log|zeta|]."""
+    mu, R = moments(nat)
+    L0, _ = jittered_cholesky(prior_prec)
+    half = R @ L0  # tr(P0 zeta) = ||L^-1 L0||_F^2
+    logdet_ratio = -2.0 * (jnp.sum(jnp.log(jnp.diag(R))) + jnp.sum(jnp.log(jnp.diag(L0))))
+    m = mu.shape[0]
+    return 0.5 * (jnp.sum(half**2) + mu @ prior_prec @ mu - m + logdet_ratio)
+
+
+class FixedQ(NamedTuple):
+    """q(u) = N(mean, factor factor') held fixed through an ML-II step (eq. 12), u = L v in the
+    coordinates of the K_mm = L L' that the state was whitened with; ``logdet`` = log|cov_u|."""
+
+    mean: Array
+    factor: Array
+    logdet: Array
+
+
+def fixed_q(nat: NatParams, whiten: Array) -> FixedQ:
+    """q(u) of the whitened q(v) = N(mu, R'R): mean L mu and factor L R', from ``whiten`` = L^-1 by one
+    triangular solve (L is not kept in the state)."""
+    mu, R = moments(nat)
+    LR = solve_triangular(whiten, jnp.concatenate([mu[:, None], R.T], axis=1), lower=True)
+    logdet = 2.0 * (jnp.sum(jnp.log(jnp.diag(R))) - jnp.sum(jnp.log(jnp.diag(whiten))))
+    return FixedQ(LR[:, 0], LR[:, 1:], logdet)
+
+
+def mlii_objective(
+    hyper: dict[str, Array], q: FixedQ, problem: "Problem", X: Array, y: Array, scale: Array, gamma: Array
+) -> Array:
+    """The ELBO of eq. (8) as a function of the hyperparameters with q(u) held fixed (eq. 12), the
+    objective of the ML-II step.
+
+    At new hyperparameters, K_mm = L L' and W = L^-1, the whitened q(v) has mean W m_u and factor
+    W C_u; the prior of v is N(0, I), so the KL is
+    1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]. In value and gradient this is
+    :func:`elbo` of the state carried to the new K_mm by :func:`remap`, but the only factorisation
+    it differentiates through is the Cholesky of K_mm (that ELBO factorises q's precision twice)."""
+    _, W = problem.factors_of(hyper)
+    mu, F = W @ q.mean, W @ q.factor
+    _, hinge = _alpha_and_hinge_at(*_latent(mu, F, problem.features(hyper, W, X)), y, gamma)
+    kl = 0.5 * (jnp.sum(F**2) + mu @ mu - mu.shape[0] - 2.0 * jnp.sum(jnp.log(jnp.diag(W))) - q.logdet)
+    return scale * hinge - kl
+
+
+def hinge_terms(nat: NatParams, feats: Features, y: Array, gamma: Array) -> Array:
+    """sum_i E_q[log p(y_i, lambda_i | u)] - E_q[log q(lambda_i)] at the optimal alpha (eq. 8)."""
+    return _alpha_and_hinge(nat, feats, y, gamma)[1]
+
+
+def elbo(
+    nat: NatParams, feats: Features, y: Array, scale: Array, gamma: Array, prior_prec: Array
+) -> Array:
+    """The ELBO of eq. (8), its data sum estimated from a minibatch scaled by N / ``|S|`` (exact for the
+    full data with scale 1)."""
+    return scale * hinge_terms(nat, feats, y, gamma) - kl_to_prior(nat, prior_prec)
+
+
+# ============================================================================ step sizes (Optax)
+def robbins_monro(tau: float = 10.0, kappa: float = 0.55) -> optax.Schedule:
+    """rho_t = (t + tau)^-kappa (Hoffman et al. 2013): sum rho = inf, sum rho^2 < inf for
+    kappa in (0.5, 1]; rho_0 <= 1 needs tau >= 1. The default forgets the first, noisy minibatches
+    quickly and keeps enough step for the many effective sweeps the hinge's mean-field fixed point
+    needs (Luts & Ormerod's plain iteration takes thousands)."""
+    if not tau >= 1.0:
+        raise ValueError(f"robbins_monro needs tau >= 1 so that rho_0 <= 1, got tau={tau}")
+    if not 0.5 < kappa <= 1.0:
+        raise ValueError(f"robbins_monro needs kappa in (0.5, 1], got kappa={kappa}")
+    return lambda count: (count + tau) ** (-kappa)
+
+
+def natural_gradient_ascent(learning_rate: float | optax.Schedule) -> optax.GradientTransformation:
+    """eta <- eta + rho_t * natural gradient (Alg. 1, lines 11-12), rho_t a number or an Optax
+    schedule in (0, 1]; use with :func:`optax.apply_updates`."""
+    if callable(learning_rate):
+        return optax.scale_by_schedule(learning_rate)
+    return optax.scale(float(learning_rate))
+
+
+class AdaptiveRateState(NamedTuple):
+    g_bar: Any
+    h_bar: Array
+    tau: Array
+    count: Array
+
+
+def adaptive_rate(tau0: float = 10.0) -> optax.GradientTransformation:
+    """The adaptive learning rate of Ranganath, Wang, Blei & Xing (2013) for natural-gradient SVI.
+
+    With g_t the natural gradient, running averages g_bar <- (1 - 1/tau) g_bar + g_t / tau and
+    h_bar <- (1 - 1/tau) h_bar + g_t' g_t / tau give rho_t = g_bar' g_bar / h_bar, and the memory
+    tau <- tau (1 - rho_t) + 1. By Cauchy-Schwarz rho_t is in (0, 1]. The averages start at the
+    first gradient (the paper's Monte Carlo initialisation with one sample).
+    """
+
+    def init(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        dtype = jax.tree.leaves(params)[0].dtype
+        return AdaptiveRateState(zeros, jnp.zeros((), dtype), jnp.asarray(tau0, dtype), jnp.zeros((), jnp.int32))
+
+    def update(updates, state, params=None):
+        del params
+        first = state.count == 0
+        w = jnp.where(first, 1.0, 1.0 / state.tau)
+        g_bar = jax.tree.map(lambda a, g: (1.0 - w) * a + w * g, state.g_bar, updates)
+        sq = sum(jnp.sum(g**2) for g in jax.tree.leaves(updates))
+        h_bar = (1.0 - w) * state.h_bar + w * sq
+        rho = sum(jnp.sum(g**2) for g in jax.tree.leaves(g_bar)) / jnp.maximum(h_bar, jnp.finfo(h_bar.dtype).tiny)
+        rho = jnp.clip(rho, jnp.finfo(h_bar.dtype).eps, 1.0)
+        tau = state.tau * (1.0 - rho) + 1.0
+        return jax.tree.map(lambda g: rho * g, updates), AdaptiveRateState(g_bar, h_bar, tau, state.count + 1)
+
+    return optax.GradientTransformation(init, update)
+
+
+def check_schedule(schedule: float | optax.Schedule, num_steps: int, name: str = "learning_rate") -> None:
+    """Raise ValueError unless every step size rho_t, t < num_steps, is in (0, 1] (a convex
+    combination of natural parameters; rho > 1 can leave zeta indefinite). A schedule is checked on
+    the first 1000 steps and on a geometric grid up to ``num_steps``."""
+    if not callable(schedule):
+        values, steps = np.asarray([schedule], float), np.asarray([0])
+    else:
+        steps = np.unique(np.concatenate([np.arange(min(num_steps, 1000)),
+                                          np.geomspace(1, max(num_steps, 1), 200).astype(int) - 1]))
+        try:
+            values = np.asarray([float(schedule(int(t))) for t in steps])
+        except Exception as err:  # a user schedule that fails on some step
+            raise ValueError(f"Invalid value for {name}: the schedule raised {err!r} on the steps 0..{num_steps}") from None
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0) & (values <= 1)))
+    if bad.size:
+        t = int(steps[bad[0]])
+        raise ValueError(
+            f"Invalid value for {name}: the step size at step {t} is {values[bad[0]]!r}; natural-gradient "
+            f"SVI needs every rho_t in (0, 1] (eta <- (1 - rho) eta + rho eta_hat keeps zeta positive definite)"
+        )
+
+
+def remap(nat: NatParams, whiten_old: Array, chol_new: Array) -> NatParams:
+    """Express the same q(u) in the whitened coordinates of a new K_mm = L_new L_new'.
+
+    v_new = T^-1 v_old with T = L_old^-1 L_new, so eta1 -> T' eta1 and eta2 -> T' eta2 T: q(u) is
+    held fixed across a hyperparameter step, as eq. (12) prescribes.
+    """
+    T = whiten_old @ chol_new
+    return NatParams(T.T @ nat.eta1, T.T @ nat.eta2 @ T)
+
+
+# ============================================================================ S-BSVM driver
+class SVIState(NamedTuple):
+    """State of the stochastic run.
+
+    Attributes
+    ----------
+    nat : NatParams
+        q(v) (whitened q(u) for the GP, q(beta) for the linear model).
+    hyper : dict
+        Unconstrained kernel parameters and ``"inducing"`` locations (GP); empty (linear).
+    whiten : Array
+        L^-1 for the Cholesky factor L of K_mm + jitter I at ``hyper`` (GP); unused (linear).
+    nat_opt, hyper_opt : optax states
+    step : Array
+        Variational steps taken.
+    """
+
+    nat: NatParams
+    hyper: dict
+    whiten: Array
+    nat_opt: Any
+    hyper_opt: Any
+    step: Array
+
+
+class SVIResult(NamedTuple):
+    """Output of :func:`run_svi`.
+
+    Attributes
+    ----------
+    state : SVIState
+        The last finite state.
+    elbo : numpy.ndarray
+        Minibatch estimate of eq. (8) (scaled by N / ``|S|``) after every round of ``hyper_every`` steps,
+        on that round's minibatches.
+    steps : numpy.ndarray
+        Variational steps taken at each entry of ``elbo``.
+    times : numpy.ndarray
+        Seconds since the start at each entry of ``elbo`` (chunk resolution).
+    diverged : bool
+        Whether a non-finite state or ELBO stopped the run (the state is the last finite one).
+    """
+
+    state: SVIState
+    elbo: np.ndarray
+    steps: np.ndarray
+    times: np.ndarray
+    diverged: bool
+
+
+class SVIDivergenceWarning(RuntimeWarning):
+    """A stochastic run produced a non-finite ELBO or state and stopped at its last finite state."""
+
+
+def init_state(
+    nat: NatParams,
+    hyper: dict[str, Array],
+    whiten: Array,
+    nat_tx: optax.GradientTransformation,
+    hyper_tx: optax.GradientTransformation,
+) -> SVIState:
+    return SVIState(nat, hyper, whiten, nat_tx.init(nat), hyper_tx.init(hyper), jnp.zeros((), jnp.int32))
+
+
+class Problem(NamedTuple):
+    """What the shared round needs beyond the data: the features of a batch, the prior precision of
+    v, whether and how hyperparameters move."""
+
+    features: Callable  # (hyper, whiten, X) -> Features
+    factors_of: Callable | None  # hyper -> (L, L^-1) of K_mm, p(v) = N(0, I) (None: hyperparameters fixed)
+    prior_prec: Array
+
+
+def _round(problem: Problem, nat_tx, hyper_tx, learn: bool, consts, carry, batch):
+    """``hyper_every`` natural-gradient steps (Alg. 1, lines 6-14), an ELBO estimate, then
+    (``learn``) one ML-II step (eq. 12); non-finite output keeps the state.
+
+    The estimate is N/``|S|`` times the hinge terms of eq. (8) averaged over the round's steps (each on
+    its minibatch, before its update: free, from the moments the step needs) minus the KL at the
+    end of the round; with ``learn`` it is the ML-II objective, all the round's minibatches at the
+    round's final q(u).
+    ``consts`` = (prior precision, N / ``|S|``, gamma) are traced, so one compiled program serves
+    every data set of the same shapes."""
+    prior_prec, scale, gamma = consts
+    state, diverged = carry
+    Xr, yr, active = batch  # (k, B, d), (k, B), ()
+
+    def vstep(s, xy):
+        X, y = xy
+        feats = problem.features(s.hyper, s.whiten, X)
+        g, hinge = _gradient_and_hinge(s.nat, feats, y, scale, gamma, prior_prec)
+        upd, opt = nat_tx.update(g, s.nat_opt, s.nat)
+        return s._replace(nat=optax.apply_updates(s.nat, upd), nat_opt=opt, step=s.step + 1), hinge
+
+    new, hinges = lax.scan(vstep, state, (Xr, yr))
+    Xall = Xr.reshape(-1, Xr.shape[-1])
+    yall = yr.reshape(-1)
+    scale_all = scale / Xr.shape[0]
+
+    if learn:
+        objective = partial(mlii_objective, q=fixed_q(new.nat, new.whiten), problem=problem, X=Xall, y=yall,
+                            scale=scale_all, gamma=gamma)
+        value, grad = jax.value_and_grad(objective)(new.hyper)
+        neg = jax.tree.map(jnp.negative, grad)  # Optax minimises
+        upd, hopt = hyper_tx.update(neg, new.hyper_opt, new.hyper)
+        hyper = optax.apply_updates(new.hyper, upd)
+        chol, whiten = problem.factors_of(hyper)
+        new = new._replace(nat=remap(new.nat, new.whiten, chol), hyper=hyper, whiten=whiten, hyper_opt=hopt)
+    else:
+        value = scale * jnp.mean(hinges) - kl_to_prior(new.nat, prior_prec)
+    finite = jnp.isfinite(value) & jnp.all(jnp.array([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(new)]))
+    keep = active & finite & ~diverged
+    state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, state)
+    return (state, diverged | (active & ~finite)), jnp.where(keep, value, jnp.nan)
+
+
+#: Compiled chunk programs of :func:`run_svi` by ``cache_key`` (a few configurations per session).
+_PROGRAMS: dict[Any, Callable] = {}
+
+
+def _compiled(cache_key: Any, problem: Problem, nat_tx, hyper_tx, learn: bool, classes: bool) -> Callable:
+    """The jitted scan over rounds, on a carry and a chunk with a leading class axis (``jax.vmap``
+    over it for ``classes``; for one problem the axis of length one is dropped inside the program).
+    Reused for an equal ``cache_key`` (which must determine the problem's functions and the two
+    transformations), compiled afresh without one."""
+    key = None if cache_key is None else (cache_key, classes)
+    if key is not None and key in _PROGRAMS:
+        return _PROGRAMS[key]
+
+    def scan(carry, batch, consts):
+        return lax.scan(partial(_round, problem, nat_tx, hyper_tx, learn, consts), carry, batch)
+
+    if classes:
+        fn = jax.vmap(scan, in_axes=(0, (0, 0, None), None))
+    else:
+        def fn(carry, batch, consts):
+            Xc, yc, active = batch
+            out = scan(_class(carry, 0), (Xc[0], yc[0], active), consts)
+            return jax.tree.map(lambda a: a[None], out)
+    fn = jit(fn)
+    if key is not None:
+        if len(_PROGRAMS) >= 32:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = fn
+    return fn
+
+
+def _class(tree: Any, c: int) -> Any:
+    """Class ``c`` of a pytree with a leading class axis."""
+    return jax.tree.map(lambda a: a[c], tree)
+
+
+def _stack(trees: list[Any]) -> Any:
+    """Pytrees stacked along a new leading class axis, on the host."""
+    return jax.tree.map(lambda *a: np.stack(a), *trees)
+
+
+def _batch_indices(n: int, count: int, rng: np.random.Generator, pool: list) -> np.ndarray:
+    """The next ``count`` indices of a stream of random permutations of range(n) (epochs)."""
+    out, need = [], count
+    while need:
+        if not pool or pool[0][1] == n:
+            pool[:] = [[rng.permutation(n), 0]]
+        perm, pos = pool[0]
+        take = min(need, n - pos)
+        out.append(perm[pos : pos + take])
+        pool[0][1] = pos + take
+        need -= take
+    return np.concatenate(out)
+
+
+def run_svi(
+    state: SVIState,
+    problem: Problem,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    nat_tx: optax.GradientTransformation,
+    hyper_tx: optax.GradientTransformation,
+    batch_size: int,
+    num_steps: int,
+    hyper_every: int = 10,
+    learn_hyper: bool = False,
+    gamma: float = 1.0,
+    rounds_per_chunk: int | None = None,
+    seed: int | Sequence[int] = 0,
+    mesh: jax.sharding.Mesh | None = None,
+    dtype: Any = None,
+    progress: bool = False,
+    callback: Callable[[SVIState, int, float], None] | None = None,
+    cache_key: Any = None,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
+) -> SVIResult | list[SVIResult]:
+    """Run S-BSVM (Alg. 1) for ``num_steps`` natural-gradient steps on minibatches streamed from
+    host memory.
+
+    Parameters
+    ----------
+    state : SVIState
+        Initial state (:func:`init_state`); with a class axis on ``y``, the K initial states
+        stacked along a leading axis.
+    problem : Problem
+        Features, prior precision and (with ``learn_hyper``) the Cholesky of K_mm as a function of
+        the hyperparameters.
+    X : numpy.ndarray (or memory map), shape (N, d)
+        Training inputs; stay on the host.
+    y : numpy.ndarray (or memory map), shape (N,) or (K, N)
+        Labels in {-1, +1}; stay on the host. With a leading class axis, K binary problems on the
+        same inputs (one-vs-rest) run in one compiled program, ``jax.vmap`` over the classes: class
+        k is exactly the binary run with ``state[k]``, ``y[k]`` and ``seed[k]``.
+    nat_tx, hyper_tx : optax.GradientTransformation
+        Step on the natural parameters (:func:`natural_gradient_ascent`, :func:`adaptive_rate`)
+        and the ML-II optimiser (e.g. ``optax.adam``).
+    batch_size : int
+        ``|S|``, drawn without replacement within an epoch.
+    num_steps : int
+        Variational steps in all (rounded up to whole rounds of ``hyper_every``).
+    hyper_every : int
+        Variational steps per round: one ELBO estimate and (``learn_hyper``) one ML-II step each.
+    rounds_per_chunk : int, optional
+        Rounds per compiled chunk (host -> device transfer); default: about 2^18 rows per chunk
+        (over all classes).
+    seed : int or sequence of K ints
+        Seed of the minibatch stream (of each class).
+    mesh : jax.sharding.Mesh, optional
+        One-axis mesh ("batch"); the batch axis of every chunk is split across its devices.
+        ``batch_size`` must be a multiple of the number of devices.
+    progress : bool
+        Print the steps, the ELBO estimate and points per second after every chunk to stderr.
+    callback : callable, optional
+        Called as ``callback(state, steps, seconds)`` after every chunk (e.g. to record held-out
+        error against time); ``state`` has the class axis of ``y``.
+    cache_key : hashable, optional
+        Identifies ``problem``'s functions and the transformations: runs with an equal key reuse
+        one compiled program (the entry points :func:`svi_gp` and :func:`svi_linear` set it).
+    checkpoint : path, optional
+        Folder that receives ``checkpoint.npz`` (state, optimiser states, minibatch stream, ELBO
+        trace) after every chunk, atomically; Ctrl-C, SIGTERM or an error leave the last one.
+        One binary problem only.
+    resume : path, optional
+        Checkpoint folder of the same run to continue from (also the checkpoint folder unless
+        ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
+
+    Returns
+    -------
+    SVIResult, or a list of K SVIResult with a class axis on ``y``
+    """
+    n, d = X.shape
+    classes = y.ndim == 2
+    Y = y if classes else y[None]
+    K = Y.shape[0]
+    states = state if classes else _stack([state])
+    seeds = [int(s) for s in np.broadcast_to(np.asarray(seed), (K,))]
+    if classes and (checkpoint is not None or resume is not None):
+        raise ValueError("checkpoint / resume apply to one binary problem (y of shape (N,)), not to "
+                         f"{K} classes run together")
+    k = int(hyper_every)
+    n_rounds = max(1, math.ceil(num_steps / k))
+    if rounds_per_chunk is None:
+        rounds_per_chunk = max(1, min(n_rounds, (1 << 18) // (k * batch_size * K)))
+    R = int(rounds_per_chunk)
+    rows = R * k * batch_size
+    dtype = dtype or states.nat.eta1.dtype
+    scale = jnp.asarray(n / batch_size, dtype)
+    gamma = jnp.asarray(gamma, dtype)
+    consts = (problem.prior_prec, scale, gamma)
+    run = _compiled(cache_key, problem, nat_tx, hyper_tx, learn_hyper, classes)
+    shard = None
+    if mesh is not None:
+        from jax.sharding import NamedSharding
+        from jax.sharding import PartitionSpec as P
+
+        n_dev = mesh.devices.size
+        if batch_size % n_dev:
+            raise ValueError(f"batch_size={batch_size} must be a multiple of the {n_dev} devices of the mesh")
+        shard = (NamedSharding(mesh, P(None, None, None, "batch", None)),
+                 NamedSharding(mesh, P(None, None, None, "batch")), NamedSharding(mesh, P()))
+    rngs, pools = [np.random.default_rng(s) for s in seeds], [[] for _ in seeds]
+    carry = (states, np.zeros(K, bool))
+    elbos, steps, times = [[] for _ in range(K)], [], []
+    t0 = time.perf_counter()
+    done = 0
+    folder = checkpoint_folder(checkpoint, resume)
+    if folder is not None:
+        sample = slice(None, None, max(1, n // 1000))  # the data by a strided sample of rows
+        settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
+                    "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
+                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
+    if resume is not None:
+        ckpt, restored = resume_run(resume, settings, state)
+        carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
+        rngs[0].bit_generator.state = ckpt.extra["rng"]
+        if "pool" in ckpt.kept:
+            pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
+        elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
+    # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
+    with threadpool_limits(limits=1, user_api="blas"), sigterm_as_interrupt():
+        while done < n_rounds:
+            active = np.arange(done, done + R) < n_rounds
+            Xc, yc = np.empty((K, rows, d), dtype), np.empty((K, rows), dtype)
+            for c in range(K):
+                idx = _batch_indices(n, rows, rngs[c], pools[c])
+                Xc[c], yc[c] = X[idx], Y[c][idx]
+            batch = (Xc.reshape(K, R, k, batch_size, d), yc.reshape(K, R, k, batch_size), active)
+            if shard is not None:
+                batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
+            carry, values = run(carry, batch, consts)
+            values = np.asarray(values)[:, active]
+            now = time.perf_counter() - t0
+            done += int(active.sum())
+            for trace, v in zip(elbos, values):
+                trace.append(v)
+            steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
+            times.append(np.full(values.shape[1], now))
+            if progress:
+                last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
+                print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "
+                      f"{done * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
+            if folder is not None:
+                kept = {"elbo": np.concatenate(elbos[0]), "steps": np.concatenate(steps),
+                        "times": np.concatenate(times)}
+                if pools[0]:
+                    kept["pool"] = pools[0][0][0]
+                extra = {"rng": rngs[0].bit_generator.state, "pool_pos": int(pools[0][0][1]) if pools[0] else 0}
+                host = _class(jax.device_get(carry[0]), 0)
+                write_checkpoint(folder, Checkpoint(settings, done, flat_state(host), kept, extra))
+            if callback is not None:
+                callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
+            if bool(np.all(carry[1])):
+                break
+    final, diverged = jax.device_get(carry)
+    steps, times = np.concatenate(steps), np.concatenate(times)
+    results = []
+    for c in range(K):
+        trace = np.concatenate(elbos[c])
+        if diverged[c]:
+            finite = np.flatnonzero(np.isfinite(trace))
+            last = int(steps[finite[-1]]) if finite.size else 0
+            which = f" (class {c})" if classes else ""
+            warnings.warn(
+                f"SVI diverged{which}: a non-finite ELBO or variational state after step {last + k}; the run "
+                f"stopped and keeps its last finite state (step {last}). Lower the learning rate or the "
+                f"hyperparameter step size.", SVIDivergenceWarning, stacklevel=2)
+        keep = np.isfinite(trace)
+        results.append(SVIResult(_class(final, c), trace[keep], steps[keep], times[keep], bool(diverged[c])))
+    return results if classes else results[0]
+
+
+# ============================================================================ full-data passes
+# the state is an argument, not a constant: one compilation per features function and chunk shape
+@partial(jit, static_argnums=0)
+def _hinge_chunk(features, state: SVIState, X: Array, y: Array, gamma: Array) -> Array:
+    return hinge_terms(state.nat, features(state.hyper, state.whiten, X), y, gamma)
+
+
+@partial(jit, static_argnums=0)
+def _moments_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array]:
+    return latent_moments(state.nat, features(state.hyper, state.whiten, X))
+
+
+def _chunked(fn, X: np.ndarray, chunk: int, dtype, *args) -> list:
+    return [fn(jnp.asarray(X[lo : lo + chunk], dtype), *(a[lo : lo + chunk] for a in args))
+            for lo in range(0, X.shape[0], chunk)]
+
+
+def full_elbo(
+    state: SVIState, problem: Problem, X: np.ndarray, y: np.ndarray, gamma: float = 1.0, chunk: int = 65536
+) -> float:
+    """The ELBO of eq. (8) on the whole data set, its sum computed chunk by chunk on the device."""
+    dtype = state.nat.eta1.dtype
+    g = jnp.asarray(gamma, dtype)
+    parts = _chunked(lambda Xc, yc: _hinge_chunk(problem.features, state, Xc, jnp.asarray(yc, dtype), g),
+                     X, chunk, dtype, np.asarray(y))
+    return sum(float(v) for v in parts) - float(kl_to_prior(state.nat, problem.prior_prec))
+
+
+def predict_moments(state: SVIState, problem: Problem, X: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """Predictive mean and variance of f_* (Sec. 4.4): K_*m K_mm^-1 mu and
+    K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, chunk by chunk."""
+    dtype = state.nat.eta1.dtype
+    out = _chunked(lambda Xc: _moments_chunk(problem.features, state, Xc), X, chunk, dtype)
+    return (np.concatenate([np.asarray(m) for m, _ in out]), np.concatenate([np.asarray(v) for _, v in out]))
+
+
+# ============================================================================ entry points
+#: Named natural-gradient step sizes: Robbins-Monro (t + 10)^-0.55 and Ranganath et al.'s adaptive rate.
+STEP_SIZES = ("robbins_monro", "adaptive")
+
+
+def step_transform(step_size: Any, num_steps: int) -> optax.GradientTransformation:
+    """The natural-gradient step rho_t of Alg. 1 from ``step_size``: a number or an Optax schedule
+    with values in (0, 1], ``"robbins_monro"`` ((t + 10)^-0.55) or ``"adaptive"`` (:func:`adaptive_rate`)."""
+    bad = (f"Invalid value for step_size: {step_size!r} (must be a number in (0, 1], an Optax schedule, or one "
+           f"of {', '.join(map(repr, STEP_SIZES))})")
+    if isinstance(step_size, str):
+        if step_size not in STEP_SIZES:
+            raise ValueError(bad)
+        return adaptive_rate() if step_size == "adaptive" else natural_gradient_ascent(robbins_monro())
+    if not callable(step_size) and (isinstance(step_size, bool) or not isinstance(step_size, (int, float, np.number))):
+        raise ValueError(bad)
+    check_schedule(step_size, num_steps, "step_size")
+    return natural_gradient_ascent(step_size)
+
+
+def _step_key(step_size: Any) -> Any:
+    """A hashable stand-in for ``step_size`` in a compilation key (schedules by identity)."""
+    return step_size if isinstance(step_size, str) or callable(step_size) else float(step_size)
+
+
+def data_mesh(devices: int | None, batch_size: int) -> jax.sharding.Mesh | None:
+    """A one-axis ("batch") mesh over the first ``devices`` devices (None: all visible ones); None
+    for a single device.
+
+    With several processes (``jax.distributed``) the mesh spans the devices of all of them, and
+    every process must take part: ``devices`` is then None or their total number. Each process
+    draws the same minibatches (same data, same seed) and transfers only its own devices' shards."""
+    available = jax.devices()
+    count = len(available) if devices is None else int(devices)
+    if not 1 <= count <= len(available):
+        raise ValueError(f"Invalid value for devices: {devices!r} (between 1 and the {len(available)} visible devices)")
+    if jax.process_count() > 1 and count != len(available):
+        raise ValueError(f"Invalid value for devices: {devices!r} (with {jax.process_count()} processes every "
+                         f"device takes part: None or {len(available)})")
+    if count == 1:
+        return None
+    if batch_size % count:
+        raise ValueError(f"Invalid value for batch_size: {batch_size} is not a multiple of the {count} devices "
+                         f"it is split across (set devices= or a batch_size divisible by {count})")
+    return jax.sharding.Mesh(np.asarray(available[:count]), ("batch",))
+
+
+def _n_problems(y: np.ndarray) -> int:
+    """K for labels of shape (K, N), 1 for labels of shape (N,)."""
+    return y.shape[0] if y.ndim == 2 else 1
+
+
+def _run_from(states: list[SVIState], problem: Problem, X: np.ndarray, y: np.ndarray, **settings: Any
+              ) -> tuple[SVIResult, Problem] | list[tuple[SVIResult, Problem]]:
+    """:func:`run_svi` from the initial state of each problem, each result paired with ``problem``
+    (a list of K pairs for labels of shape (K, N))."""
+    if y.ndim == 2:
+        return [(r, problem) for r in run_svi(_stack(states), problem, X, y, **settings)]
+    return run_svi(states[0], problem, X, y, **settings), problem

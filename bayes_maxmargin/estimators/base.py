@@ -1,0 +1,270 @@
+"""scikit-learn compatible Bayesian SVM classifiers (the user-facing API)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from bayes_maxmargin.core.augmentation import log_pseudo_likelihood
+from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.predict import (
+    probit_margin,
+    probit_predictive,
+)
+from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
+from bayes_maxmargin.data.parameters import (
+    InvalidParameterError,
+    check_scalar_param,
+)
+from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
+from bayes_maxmargin.engine.nuts import nuts_chains, to_host
+from bayes_maxmargin.estimators import multiclass as _mc
+
+__all__ = []
+
+
+class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
+    """Shared behaviour: input validation, label coding, probit predictions, tags, and the
+    one-vs-rest multi-class fit of :mod:`bayes_maxmargin.estimators.multiclass`.
+
+    Subclasses implement ``fit`` (calling :meth:`_fit_multiclass` first, and routing their solver
+    calls through :meth:`_solve` and their keys through :meth:`_fit_key`) and
+    ``_latent_moments(X) -> (mean, var)`` of the latent f.
+    """
+
+    # ------------------------------------------------------------------ fitting helpers
+    def _fit_input(
+        self, X: Any, y: Any, allow_nan: bool = False, nan_hint: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        name = type(self).__name__
+        if y is None:
+            raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+        self.__dict__.pop("estimators_", None)
+        if hasattr(X, "columns"):
+            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        X, y = check_X_y(X, y, allow_nan=allow_nan, estimator_name=name, nan_hint=nan_hint)
+        self._encoder = BinaryLabelEncoder().fit(y)
+        self.classes_ = self._encoder.classes_
+        self.n_features_in_ = X.shape[1]
+        return X, self._encoder.transform(y)
+
+    def _fit_key(self) -> jax.Array:
+        """The PRNG key of this fit: from ``random_state``, or ``fold_in(key, k)`` for the binary
+        problem k of a one-vs-rest fit."""
+        key = self.__dict__.get("_class_key")
+        return _random_key(self.random_state) if key is None else key
+
+    def _fit_seed(self) -> int:
+        """An integer seed (for host-side generators) drawn like :meth:`_fit_key`."""
+        key = self.__dict__.get("_class_key")
+        return _random_seed(self.random_state) if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+    def _solve(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``; batched over the classes in a one-vs-rest fit
+        (:func:`bayes_maxmargin.estimators.multiclass.solve`)."""
+        return _mc.solve(self, fn, *args, **kwargs)
+
+    def _nuts(self, model, key, model_args, model_kwargs, params):
+        """NUTS draws of ``model`` (:func:`~bayes_maxmargin.engine.nuts.nuts_chains`, one
+        vmapped program over the classes of a one-vs-rest fit) as host arrays and statistics."""
+        return to_host(*self._solve(
+            nuts_chains, model, key, model_args, model_kwargs, num_warmup=params["num_warmup"],
+            num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"]))
+
+    def _fit_multiclass(self, X: Any, y: Any, **fit_kwargs: Any) -> bool:
+        """Fit a y of K > 2 classes one-vs-rest (:mod:`bayes_maxmargin.estimators.multiclass`) and return
+        True; return False (doing nothing) for any other y, which the binary fit then handles."""
+        if "_ovr_recorder" in self.__dict__ or y is None or n_classes_of(y) <= 2:
+            return False
+        name = type(self).__name__
+        _, y_checked = check_X_y(X, y, allow_nan=True, estimator_name=name)
+        params = self.get_params(deep=False)
+        for attr in [a for a in vars(self) if a not in params]:
+            delattr(self, attr)
+        encoder = OneVsRestLabelEncoder(name).fit(y_checked)
+        codes = encoder.transform(y_checked)
+        key = _random_key(self.random_state)
+        subs = []
+        for k in range(codes.shape[0]):
+            sub = clone(self)
+            sub._class_key = jax.random.fold_in(key, k)
+            subs.append(sub)
+        _mc.fit_one_vs_rest(subs, lambda k: subs[k].fit(X, codes[k], **fit_kwargs))
+        for sub in subs:
+            del sub._class_key
+        self._encoder = encoder
+        self.classes_ = encoder.classes_
+        self.n_features_in_ = subs[0].n_features_in_
+        if hasattr(subs[0], "feature_names_in_"):
+            self.feature_names_in_ = subs[0].feature_names_in_
+        self.estimators_ = subs
+        self.__dict__.update(_mc.combine_attributes(subs))
+        if all(hasattr(s, "idata_") for s in subs):
+            self.idata_ = _mc.combine_idata(subs, self.classes_)
+        return True
+
+    @property
+    def _multiclass(self) -> bool:
+        return "estimators_" in self.__dict__
+
+    # ------------------------------------------------------------------ prediction
+    def _predict_input(self, X: Any, allow_nan: bool = False) -> np.ndarray:
+        check_is_fitted(self, "classes_")
+        name = type(self).__name__
+        X = check_array_2d(X, allow_nan=allow_nan, estimator_name=name)
+        check_n_features(X, self.n_features_in_, name)
+        return X
+
+    def _multiclass_latent(self, X: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(n, K) predictive means and variances of the K one-vs-rest latent functions."""
+        moments = [sub.predict_latent(X, *args) for sub in self.estimators_]
+        return np.column_stack([m for m, _ in moments]), np.column_stack([v for _, v in moments])
+
+    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior predictive mean and variance of the latent function f at ``X``.
+
+        Shapes (n_samples,) for two classes; (n_samples, n_classes) for K > 2 classes, column k
+        that of the binary problem ``classes_[k]`` vs rest (``estimators_[k]``).
+        """
+        X = self._predict_input(X)
+        if self._multiclass:
+            return self._multiclass_latent(X)
+        return self._latent_moments(X)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Probit-scale margin m / sqrt(1 + v) of the posterior predictive of f.
+
+        Two classes: shape (n_samples,); positive values predict ``classes_[1]``. Its sign is the
+        sign of the posterior mean of f (the SVM decision rule), and ``predict_proba[:, 1] =
+        Phi(decision_function)``, so scores and probabilities rank points identically. K > 2
+        classes: shape (n_samples, n_classes), the margins of the K one-vs-rest problems; the
+        prediction is the class of the largest. ``predict_latent`` gives m and v themselves.
+        """
+        return probit_margin(*self.predict_latent(X))
+
+    @staticmethod
+    def _probabilities(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+        if mean.ndim == 1:
+            p = probit_predictive(mean, var)
+            return np.column_stack([1.0 - p, p])
+        return _mc.normalised_probabilities(mean, var)
+
+    def _labels(self, score: np.ndarray) -> np.ndarray:
+        if score.ndim == 1:
+            return self._encoder.inverse_transform(np.where(score > 0, 1.0, -1.0))
+        return self._encoder.inverse_transform(np.argmax(score, axis=1))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Posterior predictive class probabilities, columns as ``classes_``.
+
+        Two classes: Phi(m / sqrt(1 + v)) and its complement. K > 2 classes: the one-vs-rest
+        probabilities Phi(m_k / sqrt(1 + v_k)) normalised to sum to one over the classes.
+        """
+        return self._probabilities(*self.predict_latent(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Class labels: ``classes_[1]`` where the posterior mean of f is positive (two classes);
+        the class of the largest one-vs-rest margin (K > 2 classes)."""
+        return self._labels(self.decision_function(X))
+
+    def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
+        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains` and
+        :func:`~bayes_maxmargin.engine.svi.run_svi`, checked to apply: only the Gibbs samplers and
+        SVI run in chunks (SVI only for binary problems: its K one-vs-rest runs are sequential)."""
+        if checkpoint is not None or resume is not None:
+            if params["inference"] not in ("gibbs", "svi"):
+                raise InvalidParameterError(
+                    f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
+                    f"inference={params['inference']!r}"
+                )
+            if params["inference"] == "svi" and "_class_key" in self.__dict__:
+                raise InvalidParameterError(
+                    "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
+                    "fit runs its one-vs-rest SVI problems together, in one minibatch loop)"
+                )
+        return {"checkpoint": checkpoint, "resume": resume}
+
+    def _saved_state(self) -> dict[str, Any]:
+        """Everything ``fit`` set, for :func:`bayes_maxmargin.save`; the one-vs-rest
+        sub-estimators as their parameters and saved states (their draws live in ``idata_``)."""
+        params = self.get_params(deep=False)
+        state = {k: v for k, v in vars(self).items() if k not in params}
+        if "estimators_" in state:
+            state["estimators_"] = [
+                {"params": sub.get_params(deep=False),
+                 "state": {k: v for k, v in sub._saved_state().items() if k != "idata_"}}
+                for sub in state["estimators_"]
+            ]
+        return state
+
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`_saved_state`, for :func:`bayes_maxmargin.load`."""
+        subs = state.pop("estimators_", None)
+        self.__dict__.update(state)
+        if subs is not None:
+            self.estimators_ = []
+            for k, saved in enumerate(subs):
+                sub = type(self)(**saved["params"])
+                sub._restore_saved(dict(saved["state"]))
+                if "idata_" in state:
+                    sub.idata_ = state["idata_"].isel(**{"class": k})
+                self.estimators_.append(sub)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+def _check_gamma_prior(prior: Any, needs_mode: bool) -> tuple[float, float] | None:
+    """Validate ``gamma_prior``: None or a pair (a0, b0) > 0; a0 > 1 when the MAP is sought."""
+    if prior is None:
+        return None
+    if isinstance(prior, str) or not hasattr(prior, "__len__") or len(prior) != 2:
+        raise InvalidParameterError(
+            f"Invalid value for gamma_prior: {prior!r} (must be None or a pair (a0, b0) "
+            "of the Gamma prior's shape and rate)"
+        )
+    a0 = check_scalar_param("gamma_prior[0] (a0)", prior[0], low=0.0, low_inclusive=False)
+    b0 = check_scalar_param("gamma_prior[1] (b0)", prior[1], low=0.0, low_inclusive=False)
+    if needs_mode and a0 <= 1.0:
+        raise InvalidParameterError(
+            f"Invalid value for gamma_prior[0] (a0): {a0} (EM / ECM needs a0 > 1 so that the "
+            "posterior of gamma has a mode)"
+        )
+    return a0, b0
+
+
+def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
+    """Skewed Laplace log density of u = 1 - y f per draw and observation (gamma0 > 0 only).
+
+    ``f`` has shape (chain, draw, n); ``gamma_draws`` (chain, draw) or None for a fixed gamma."""
+    gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
+    with float_precision(True):
+        return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
+
+
+def _random_seed(random_state: Any) -> int:
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def _random_key(random_state: Any) -> jax.Array:
+    return jax.random.PRNGKey(_random_seed(random_state))
+
+
+@partial(jit, static_argnums=(1, 2, 3))
+def _chain_normals(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Standard normal starting points, chain ``c`` from ``fold_in(key, c)``: a chain's start (and,
+    with the driver's per-chain keys, its draws) does not depend on how many chains run."""
+    keys = jax.vmap(partial(jax.random.fold_in, key))(jnp.arange(num_chains))
+    return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(keys)

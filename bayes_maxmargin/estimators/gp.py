@@ -1,0 +1,713 @@
+"""``GPBSVM``: the nonlinear (Gaussian-process) Bayesian SVM of Henao et al. (2014) and its sparse
+variants (FITC; S-BSVM of Wenzel et al. 2017) as a scikit-learn classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve
+
+from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.kernels import (
+    ARDParams,
+    SEParams,
+    free_fields,
+    get_kernel,
+    kernel_diag,
+    params_dict,
+)
+from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision
+from bayes_maxmargin.data.parameters import (
+    InvalidParameterError,
+    check_kernel_params,
+    check_option,
+    check_scalar_param,
+)
+from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.engine import svi as _svi
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
+from bayes_maxmargin.estimators.base import (
+    _BayesianSVMClassifier,
+    _chain_normals,
+    _check_gamma_prior,
+    _pointwise_log_lik,
+)
+from bayes_maxmargin.models.gp.ecm import (
+    ML2_OPTIMIZERS,
+    gp_ecm,
+    gp_ecm_mlii,
+    gp_predict,
+    gp_predict_from_draws,
+    gp_predict_from_theta_draws,
+    support_vectors,
+)
+from bayes_maxmargin.models.gp.fitc import fitc_alpha, fitc_ecm, fitc_factors, fitc_predict
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, gp_alpha, init_gp, record_gp
+from bayes_maxmargin.models.gp.gibbs_theta import (
+    build_gp_theta_kernel,
+    build_gp_theta_record,
+    gp_theta_data,
+    init_gp_theta,
+)
+from bayes_maxmargin.models.gp.model import (
+    GPHyper,
+    default_kernel_params,
+    gp_bsvm,
+    gp_data,
+    init_inducing,
+    kernel_prior,
+    prior_covariance,
+)
+from bayes_maxmargin.models.gp.svi import GPSpec, gp_problem, inducing_posterior, svi_gp
+from bayes_maxmargin.models.gp.vi import batch_vi, batch_vi_factor
+
+__all__ = ["GPBSVM"]
+
+
+# ============================================================================ GP Bayesian SVM
+#: Inference options of :class:`GPBSVM`, and the gamma0 each uses when ``gamma0=None``: the
+#: paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for ECM and FITC.
+_GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1, "vi": 0.0, "svi": 0.0}
+_GP_KERNELS = ("rbf", "ard", "poly", "linear")
+#: Joint draws of (theta, f) used for prediction when theta is sampled (one Cholesky each).
+_PREDICT_THETA_DRAWS = 200
+
+
+def _median_distance(X: np.ndarray, max_rows: int = 1000) -> float:
+    """Median Euclidean distance between distinct rows (a seeded subsample of ``max_rows``)."""
+    from sklearn.metrics import pairwise_distances
+
+    if X.shape[0] > max_rows:
+        X = X[np.random.default_rng(0).choice(X.shape[0], max_rows, replace=False)]
+    d = pairwise_distances(X)[np.triu_indices(X.shape[0], k=1)]
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 1.0
+
+
+def _initial_kernel_params(kernel: str, user: Any, X: np.ndarray) -> Any:
+    """Kernel parameters theta to start from: the defaults (length-scale(s) at the median distance
+    between training points, unit amplitude) overridden by the user's ``kernel_params``."""
+    d = X.shape[1]
+    if kernel in ("rbf", "ard"):
+        ell = _median_distance(X)
+        defaults = SEParams(ell, 1.0) if kernel == "rbf" else ARDParams(np.full(d, ell), 1.0)
+    else:
+        defaults = default_kernel_params(kernel, d)
+    return check_kernel_params(kernel, user, defaults)
+
+
+def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
+    """The kernel fields ML-II moves (ECM, FITC), from ``learn_kernel``."""
+    positive = free_fields(params)
+    if isinstance(learn_kernel, (bool, np.bool_)):
+        return positive if learn_kernel else ()
+    if isinstance(learn_kernel, str) or not hasattr(learn_kernel, "__iter__"):
+        raise InvalidParameterError(
+            f"Invalid value for learn_kernel: {learn_kernel!r} (must be True, False or a list of "
+            f"kernel fields among {', '.join(positive)})"
+        )
+    names = tuple(learn_kernel)
+    for name in names:
+        if name not in positive:
+            raise InvalidParameterError(
+                f"Invalid value for learn_kernel: {name!r} is not a learnable field of this kernel; "
+                f"valid fields are {', '.join(positive)}"
+            )
+    return names
+
+
+class GPBSVM(_BayesianSVMClassifier):
+    """Nonlinear Bayesian SVM with a Gaussian-process prior (Henao et al. 2014).
+
+    f ~ GP(0, k_theta), the hinge pseudo-likelihood exp(-2 gamma max(1 - y f, 0)) (``gamma0 = 0``)
+    or the skewed Laplace of eq. (4-5) (``gamma0 > 0``), lambda_n ~ Exp(gamma0) in the augmented
+    form (eq. 6), gamma fixed or ~ Ga(a0, b0).
+
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.estimators.multiclass`: one vmapped ECM / FITC / VI
+    / NUTS / SVI program, one Gibbs run over the stacked chains of all classes), each with its own
+    kernel parameters (ML-II per class) and key ``fold_in(key, k)``. ``predict_latent`` and
+    ``decision_function`` then have one column per class, ``predict_proba`` holds the K probit
+    probabilities Phi(m_k / sqrt(1 + v_k)) normalised over the classes, ``predict`` the class of
+    the largest margin; ``estimators_`` holds the K binary fits, the attributes below are theirs
+    stacked along a leading class axis (lists where the shapes differ, e.g. ``support_``,
+    ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a ``class`` dimension.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "ard", "poly", "linear"}
+        Covariance function: the paper's squared exponential amplitude * exp(-||x - x'||^2 /
+        lengthscale^2), its ARD version, polynomial or linear (:mod:`bayes_maxmargin.core.kernels`).
+    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}
+        ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
+        the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
+        sampler (eq. 7); NUTS on the marginal program (the reference); or the variational
+        inference of Wenzel et al. (2017): batch coordinate ascent on q(f) q(lambda) for the full
+        GP ("vi", B-BSVM, Sec. 4.1, kernel fixed) and natural-gradient stochastic VI with
+        ``num_inducing`` inducing points ("svi", S-BSVM, Alg. 1), minibatches streamed from host
+        memory, ML-II on the kernel (``learn_kernel``) and the inducing locations
+        (``optimize_inducing``) every ``mlii_every`` steps (eq. 12). vi and svi use the hinge
+        (gamma0 = 0) with gamma fixed.
+    kernel_params : dict or None
+        Initial (ECM / FITC with ``learn_kernel``) or fixed kernel parameters, e.g.
+        ``{"lengthscale": 3.0, "amplitude": 1.0}``; fields not given take the defaults:
+        length-scale(s) at the median distance between training points, unit amplitude, degree 2,
+        offset 1, unit variance.
+    learn_kernel : bool or sequence of str
+        Which kernel parameters are learnt. ECM / FITC: ML-II over all positive fields (True), none
+        (False), or the named ones (e.g. ``("lengthscale",)``: the paper's SE has no amplitude).
+        Gibbs / NUTS: True samples every positive field under an independent log-normal prior
+        centred at its initial value (:func:`~bayes_maxmargin.models.gp.model.kernel_prior`, standard
+        deviation ``kernel_prior_scale`` in log space; Gibbs by slice sampling,
+        :mod:`~bayes_maxmargin.models.gp.gibbs_theta`), False keeps theta fixed.
+    kernel_prior_scale : float
+        Gibbs / NUTS with ``learn_kernel``: standard deviation of log theta under its prior.
+    gamma : float
+        Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
+    gamma_prior : (float, float) or None
+        Shape and rate (a0, b0) of a Gamma prior on gamma; None keeps gamma fixed. ECM / FITC need
+        a0 > 1.
+    gamma0 : float or None
+        Rate of the exponential prior on lambda; 0 is the hinge. None: 0 for ECM and FITC (sparse
+        alpha, eq. 13), the paper's 0.1 for Gibbs and NUTS.
+    max_iter : int or None
+        ECM iterations in all (ECM, FITC; the paper uses 200), coordinate-ascent sweeps (vi), or
+        natural-gradient steps (svi). None: 200, and for svi 20 epochs (at least 1000, at most
+        100 000 steps).
+    mlii_every : int
+        ECM iterations between ML-II steps (Henao et al.: 20); svi: natural-gradient steps per
+        ML-II step and per ELBO estimate (Wenzel et al.: 10).
+    mlii_steps : int
+        Optimiser iterations per ML-II step.
+    optimizer : {"lbfgs", "adam"}
+        Optax optimiser of ML-II: L-BFGS with a line search (few iterations suffice for the
+        handful of kernel parameters) or Adam.
+    learning_rate : float
+        Adam step size on the unconstrained kernel parameters (and pseudo-inputs); svi always
+        uses Adam for its ML-II steps.
+    tol : float
+        Relative-change tolerance of each ECM run.
+    num_inducing : int
+        FITC, svi: number M of pseudo-inputs / inducing points, 1 <= M <= N.
+    inducing : {"kmeans", "random"}
+        FITC, svi: initial pseudo-inputs, k-means++ centres (scikit-learn ``KMeans``;
+        ``MiniBatchKMeans`` on a subsample above 50 000 rows) or a random subset of the rows.
+    optimize_inducing : bool
+        FITC, svi: whether ML-II also moves the pseudo-inputs.
+    batch_size : int
+        svi: minibatch size ``|S|``, 1 <= ``|S|`` <= N (the paper: 10 on its benchmark sets, 100 on SUSY).
+    step_size : float, Optax schedule, "robbins_monro" or "adaptive"
+        svi: the natural-gradient step rho_t of Alg. 1, in (0, 1]: a constant, a schedule
+        t -> rho_t, Robbins-Monro (t + 10)^-0.55, or the adaptive rate of Ranganath et al. (2013).
+    devices : int or None
+        svi: split every minibatch across this many devices (None: all visible devices, with
+        ``jax.distributed`` those of every process; the batch size must be a multiple of their
+        number).
+    num_samples, num_warmup, num_chains, thin : int
+        Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
+    jitter : float
+        Diagonal jitter of the prior covariance, K + jitter I.
+    precision : {"float64", "float32"}
+        Floating-point precision (local; the global JAX setting is untouched).
+    progress_bar : bool
+        Show a progress bar for long MCMC runs.
+    random_state : int, RandomState or None
+        Seed of the sampler and of the pseudo-input initialisation.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    estimators_ : list of GPBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest.
+    kernel_params_ : dict
+        Final kernel parameters (after ML-II) or the fixed ones.
+    gamma_ : float
+        MAP, posterior mean or fixed gamma.
+    f_ : ndarray of shape (n_samples,)
+        MAP (ECM, FITC) or posterior mean (MCMC) of f at the training inputs.
+    alpha_ : ndarray of shape (n_samples,)
+        Representer weights of the predictive mean: E[f_*] = sum_n alpha_n k(x_*, x_n) (eq. 12;
+        under FITC with k replaced by the Nystrom kernel Q). For MCMC, alpha = K^-1 E[f].
+    support_ : ndarray of int
+        Support vectors of eq. (13): the training points with y_n f_n <= 1 + 1e-3 (inside or on
+        the margin). Under ECM with gamma0 = 0 they are exactly the points with alpha_n != 0.
+    support_vectors_ : ndarray of shape (n_SV, n_features)
+    dual_coef_ : ndarray of shape (1, n_SV)
+        ``alpha_[support_]``: y_n gamma (1 + c) inside the margin, eq. (13) (exact for ECM with
+        gamma0 = 0; a truncation otherwise).
+    inducing_points_ : ndarray of shape (num_inducing, n_features)
+        FITC, svi: the final pseudo-inputs.
+    variational_mean_, variational_cov_ : ndarray
+        svi: mu and zeta of q(u) = N(mu, zeta) at the inducing points.
+    elbo_ : ndarray
+        vi: the ELBO after every sweep; svi: minibatch estimates of eq. (8) (scaled by N / ``|S|``)
+        every ``mlii_every`` steps, at ``elbo_steps_``.
+    f_, alpha_, support_ ... : svi does not define the training-set attributes ``f_``,
+        ``alpha_``, ``support_``, ``support_vectors_``, ``dual_coef_`` (N may be in the millions).
+    objective_ : ndarray
+        ECM / FITC: the log posterior after every ECM iteration, all rounds concatenated (it never
+        decreases within a round; it jumps when ML-II moves theta).
+    log_z_ : ndarray of shape (n_rounds, 2)
+        ECM / FITC: log Z of eq. (9) / (10) before and after each ML-II step.
+    idata_ : arviz.InferenceData
+        Draws of f (and gamma) for MCMC, the point estimate (chain = draw = 1) for ECM / FITC;
+        sample_stats with the log joint or the objective; log_likelihood when gamma0 > 0.
+    n_iter_ : int
+        ECM iterations run, or MCMC iterations per chain (warm-up included).
+    """
+
+    def __init__(
+        self,
+        kernel: str = "rbf",
+        inference: str = "ecm",
+        *,
+        kernel_params: Mapping[str, Any] | None = None,
+        learn_kernel: bool | tuple[str, ...] = True,
+        kernel_prior_scale: float = 1.0,
+        gamma: float = 1.0,
+        gamma_prior: tuple[float, float] | None = None,
+        gamma0: float | None = None,
+        max_iter: int | None = None,
+        mlii_every: int = 20,
+        mlii_steps: int = 10,
+        optimizer: str = "lbfgs",
+        learning_rate: float = 0.05,
+        tol: float = 1e-10,
+        num_inducing: int = 100,
+        inducing: str = "kmeans",
+        optimize_inducing: bool = True,
+        batch_size: int = 100,
+        step_size: Any = "robbins_monro",
+        devices: int | None = None,
+        num_samples: int = 1000,
+        num_warmup: int = 500,
+        num_chains: int = 4,
+        thin: int = 1,
+        jitter: float = 1e-6,
+        precision: str = "float64",
+        progress_bar: bool = True,
+        random_state: Any = None,
+    ) -> None:
+        self.kernel = kernel
+        self.inference = inference
+        self.kernel_params = kernel_params
+        self.learn_kernel = learn_kernel
+        self.kernel_prior_scale = kernel_prior_scale
+        self.gamma = gamma
+        self.gamma_prior = gamma_prior
+        self.gamma0 = gamma0
+        self.max_iter = max_iter
+        self.mlii_every = mlii_every
+        self.mlii_steps = mlii_steps
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.num_inducing = num_inducing
+        self.inducing = inducing
+        self.optimize_inducing = optimize_inducing
+        self.batch_size = batch_size
+        self.step_size = step_size
+        self.devices = devices
+        self.num_samples = num_samples
+        self.num_warmup = num_warmup
+        self.num_chains = num_chains
+        self.thin = thin
+        self.jitter = jitter
+        self.precision = precision
+        self.progress_bar = progress_bar
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    def _checked_params(self) -> dict[str, Any]:
+        inference = check_option("inference", self.inference, tuple(_GP_DEFAULT_GAMMA0))
+        p: dict[str, Any] = {
+            "inference": inference,
+            "kernel": check_option("kernel", self.kernel, _GP_KERNELS),
+            "precision": check_option("precision", self.precision, ("float32", "float64")),
+            "inducing": check_option("inducing", self.inducing, ("kmeans", "random")),
+            "optimizer": check_option("optimizer", self.optimizer, ML2_OPTIMIZERS),
+            "gamma": check_scalar_param("gamma", self.gamma, low=0.0, low_inclusive=False),
+            "gamma0": check_scalar_param("gamma0", self.gamma0, low=0.0, allow_none=True),
+            "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1, allow_none=True),
+            "mlii_every": check_scalar_param("mlii_every", self.mlii_every, kind="int", low=1),
+            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
+            "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
+            "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
+            "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
+            "tol": check_scalar_param("tol", self.tol, low=0.0),
+            "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1),
+            "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
+            "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
+            "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
+            "thin": check_scalar_param("thin", self.thin, kind="int", low=1),
+            "jitter": check_scalar_param("jitter", self.jitter, low=0.0),
+            "kernel_prior_scale": check_scalar_param(
+                "kernel_prior_scale", self.kernel_prior_scale, low=0.0, low_inclusive=False
+            ),
+            "gamma_prior": _check_gamma_prior(self.gamma_prior, needs_mode=inference in ("ecm", "fitc")),
+        }
+        if p["gamma0"] is None:
+            p["gamma0"] = _GP_DEFAULT_GAMMA0[inference]
+        if inference in ("vi", "svi") and (p["gamma0"] != 0.0 or p["gamma_prior"] is not None):
+            raise InvalidParameterError(
+                f"Invalid value for gamma0 / gamma_prior: inference={inference!r} fits the hinge model of "
+                "Wenzel et al. (2017) with gamma fixed (gamma0=0, gamma_prior=None)"
+            )
+        if p["max_iter"] is None and inference != "svi":
+            p["max_iter"] = 200
+        if not isinstance(self.optimize_inducing, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"Invalid value for optimize_inducing: {self.optimize_inducing!r} (must be a bool)"
+            )
+        return p
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "GPBSVM":
+        """Fit the MAP with ML-II (ECM, FITC) or the posterior at fixed theta (Gibbs, NUTS).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
+        checkpoint : path, optional
+            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
+            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
+            ``idata.nc``).
+        resume : path, optional
+            A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
+            continue from; on the CPU the result equals an uninterrupted fit.
+
+        Returns
+        -------
+        self
+        """
+        if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
+            return self
+        params = self._checked_params()
+        params["run_io"] = self._run_io(params, checkpoint, resume)
+        X, y = self._fit_input(X, y)
+        n = X.shape[0]
+        for name in ("num_inducing", "batch_size"):
+            if params["inference"] in (("fitc", "svi") if name == "num_inducing" else ("svi",)) and params[name] > n:
+                raise InvalidParameterError(
+                    f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
+                    f"training points N = {n})"
+                )
+        theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
+        free = _free_kernel_fields(theta0, self.learn_kernel)
+        fixed = tuple(f for f in free_fields(theta0) if f not in free)
+        if params["inference"] in ("gibbs", "nuts") and free and fixed:
+            raise InvalidParameterError(
+                f"Invalid value for learn_kernel: {self.learn_kernel!r}; the samplers sample every kernel "
+                f"parameter ({', '.join(free_fields(theta0))}) or none (True or False)"
+            )
+        x64 = params["precision"] == "float64"
+        self._x64 = x64
+        dtype = np.float64 if x64 else np.float32
+        with float_precision(x64):
+            theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
+            if params["inference"] == "svi":  # the data stay on the host
+                self._fit_svi(X, y, theta0, fixed, params)
+                return self
+            key = self._fit_key()
+            Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
+            a0, b0 = params["gamma_prior"] or (2.0, 1.0)
+            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])))
+            if params["inference"] != "fitc":
+                self._check_kernel_matrix(Xj, theta0, params)
+            fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts,
+                   "vi": self._fit_vi}
+            posterior, stats = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
+        self._X_fit = X
+        self._y_fit = y
+        self._store(posterior, stats, y, params)
+        return self
+
+    def _fit_vi(self, key, X, y, theta0, fixed, hyper, params):
+        """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
+        K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
+        res = self._solve(batch_vi, K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
+        elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
+        if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
+            raise NonFiniteStateError(
+                f"Batch VI produced a non-finite ELBO at kernel_params = {params_dict(theta0)}; check the data "
+                "scale and the kernel parameters (or use float64)."
+            )
+        self.elbo_ = elbo
+        self.n_iter_ = int(res.n_iter)
+        self._theta = theta0
+        sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
+        self._point = {"theta": theta0, "sw": sw, "LB": LB}
+        self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
+        posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta0).items()
+                          if k != "degree"})
+        return posterior, {"elbo": elbo[None, None, :]}
+
+    def _fit_svi(self, X, y, theta0, fixed, params):
+        """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
+        n = X.shape[0]
+        num_steps = params["max_iter"] or int(np.clip(20 * n // params["batch_size"], 1000, 100_000))
+        seed = self._fit_seed()
+        Z0 = init_inducing(X, params["num_inducing"], params["inducing"], seed)
+        learn = tuple(f for f in free_fields(theta0) if f not in fixed)
+        if self.optimize_inducing:
+            learn += ("inducing",)
+        dtype = np.float64 if self._x64 else np.float32
+        res, problem = self._solve(
+            svi_gp, X, y, theta0, Z0, seed, kernel=params["kernel"], learn=learn, num_steps=num_steps,
+            batch_size=params["batch_size"], step_size=self.step_size, hyper_every=params["mlii_every"],
+            learning_rate=params["learning_rate"], gamma=params["gamma"], jitter=params["jitter"], dtype=dtype,
+            devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000, **params["run_io"],
+        )
+        state = res.state
+        if not res.elbo.size:
+            raise NonFiniteStateError(
+                f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
+                f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
+            )
+        self._svi = (state, problem)
+        theta, Z, mean_u, cov_u = inducing_posterior(state, problem.features.spec)
+        self.variational_mean_ = np.asarray(mean_u, dtype=np.float64)
+        self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
+        self.inducing_points_ = np.asarray(Z, dtype=np.float64)
+        self.kernel_params_ = params_dict(theta)
+        self.gamma_ = params["gamma"]
+        self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        self.n_iter_ = int(state.step)
+        for attr in ("f_", "alpha_", "support_", "support_vectors_", "dual_coef_", "objective_", "log_z_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        posterior = {"u": self.variational_mean_[None, None]}
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in self.kernel_params_.items()
+                          if k != "degree"})
+        names = getattr(self, "feature_names_in_", None)
+        self.idata_ = to_inference_data(
+            posterior, sample_stats={"elbo": res.elbo[None, None, :]},
+            coords={"inducing": np.arange(Z.shape[0]),
+                    "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
+            dims={"u": ["inducing"], "lengthscales": ["feature"], "elbo": ["svi_round"]},
+            attrs={"model": "gp", "kernel": params["kernel"], "inference": "svi",
+                   "bayes_maxmargin_version": __version__},
+        )
+
+    def _check_kernel_matrix(self, X, theta, params) -> None:
+        """Factorise K + jitter I once on the host; raise a clear error if it stays singular."""
+        K = prior_covariance(X, params["kernel"], theta, params["jitter"])
+        try:
+            cholesky_or_raise(K)
+        except CholeskyError as err:
+            raise ValueError(
+                f"The {params['kernel']!r} kernel matrix of the training inputs at kernel_params = "
+                f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
+                f"jitter (now {params['jitter']}), check the kernel parameters, or use float64."
+            ) from None
+
+    def _fit_ecm(self, key, X, y, theta0, fixed, hyper, params):
+        estimate_gamma = params["gamma_prior"] is not None
+        tol = jnp.asarray(params["tol"], X.dtype)
+        if len(fixed) == len(free_fields(theta0)) or params["mlii_steps"] == 0:
+            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+            res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
+                         estimate_gamma=estimate_gamma)
+            objective, log_z, theta = res.objective[None], np.zeros((0, 2)), theta0
+        else:
+            res = self._solve(
+                gp_ecm_mlii,
+                X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
+                mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
+                optimizer=params["optimizer"], learning_rate=params["learning_rate"],
+                estimate_gamma=estimate_gamma, jitter=params["jitter"], fixed=fixed,
+            )
+            objective, log_z, theta = res.objective, res.log_z, res.params
+        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": theta}
+        self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
+                                          res.inv_lam, res.gamma), dtype=np.float64)
+        return self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma)
+
+    def _fit_fitc(self, key, X, y, theta0, fixed, hyper, params):
+        estimate_gamma = params["gamma_prior"] is not None
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
+        learns = len(fixed) < len(free_fields(theta0)) or self.optimize_inducing
+        res = self._solve(
+            fitc_ecm,
+            X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
+            kernel=params["kernel"], max_iter=params["max_iter"],
+            mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
+            optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
+            optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], fixed=fixed,
+        )
+        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": res.params, "V": res.V}
+        self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
+        fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
+        self.alpha_ = np.asarray(fitc_alpha(fac, res.inv_lam, res.gamma), dtype=np.float64)
+        return self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma)
+
+    def _point_estimate(self, f, gamma, theta, objective, log_z, estimate_gamma):
+        objective = np.asarray(objective, dtype=np.float64)
+        finite = objective[np.isfinite(objective)]
+        if not np.all(np.isfinite(np.asarray(f))) or finite.size < np.count_nonzero(~np.isnan(objective)):
+            raise NonFiniteStateError(
+                f"ECM produced a non-finite latent function or objective at kernel_params = "
+                f"{params_dict(theta)}, gamma = {float(gamma):.4g}; check the data scale, the kernel "
+                "parameters and the jitter (or use float64)."
+            )
+        self.objective_ = finite
+        self.log_z_ = np.asarray(log_z, dtype=np.float64)
+        self.n_iter_ = int(finite.size - objective.shape[0])  # one start value per ECM run
+        self._theta = theta
+        posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
+        if estimate_gamma:
+            posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
+        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta).items()
+                          if k != "degree"})
+        stats = {"log_joint": finite[None, None, -1:].reshape(1, 1), "objective": finite[None, None, :]}
+        return posterior, stats
+
+    def _fit_gibbs(self, key, X, y, theta0, fixed, hyper, params):
+        sample_gamma = params["gamma_prior"] is not None
+        k_init, k_run = jax.random.split(key)
+        f0 = 0.1 * _chain_normals(k_init, params["num_chains"], (X.shape[0],), X.dtype)
+        if fixed or not free_fields(theta0):  # theta fixed: eq. (7) at theta0
+            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+            state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
+            kernel, record = build_gp_kernel(sample_gamma), record_gp
+        else:  # theta sampled too (slice steps on log theta given lambda, gamma)
+            data = gp_theta_data(X, y, kernel_prior(theta0, params["kernel_prior_scale"]), params["jitter"])
+            state = jax.vmap(lambda f: init_gp_theta(f, theta0, data, hyper, kernel=params["kernel"],
+                                                     sample_gamma=sample_gamma))(f0)
+            kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
+            record = build_gp_theta_record(theta0)
+        result = self._solve(
+            run_chains, kernel, record, state, k_run, data, hyper,
+            num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
+            progress_bar=self.progress_bar, **params["run_io"],
+        )
+        self.n_iter_ = result.num_iterations
+        s = result.samples
+        return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"]})
+
+    def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
+        sample_theta = not fixed and bool(free_fields(theta0))
+        prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
+        samples, stats = self._nuts(
+            gp_bsvm, key, (X, y),
+            {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
+             "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"],
+             "kernel_prior": prior, "noncentered": sample_theta},
+            params,
+        )
+        self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        return self._draws(samples, "gamma" in samples, theta0, stats)
+
+    def _draws(self, samples, sample_gamma, theta, stats):
+        """Posterior draws for idata_, and what prediction needs: the draws of f and, when theta
+        was sampled, its draws (at most ``_PREDICT_THETA_DRAWS`` of them, evenly spaced)."""
+        f = np.asarray(samples["f"], dtype=np.float64)
+        self._f_draws = f.reshape(-1, f.shape[-1])
+        posterior = {"f": f}
+        if sample_gamma:
+            posterior["gamma"] = np.asarray(samples["gamma"], dtype=np.float64)
+        sampled = [name for name in free_fields(theta) if name in samples]
+        self._theta_draws = None
+        if sampled:
+            draws = {k: np.asarray(samples[k], dtype=np.float64) for k in sampled}
+            posterior.update(draws)
+            keep = np.unique(np.linspace(0, self._f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
+            self._f_draws = self._f_draws[keep]
+            self._theta_draws = theta._replace(
+                **{k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()}
+            )
+            theta = theta._replace(**{k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
+        self._theta = theta
+        return posterior, stats
+
+    def _store(self, posterior, stats, y, params) -> None:
+        f = posterior["f"]
+        self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
+        self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
+        self.kernel_params_ = params_dict(self._theta)  # the posterior mean when theta is sampled
+        if params["inference"] in ("gibbs", "nuts"):
+            with float_precision(self._x64):
+                K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])
+                chol, _ = cholesky_or_raise(K)
+                self.alpha_ = np.asarray(cho_solve((chol, True), jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
+        self.support_ = support_vectors(self.f_, y)
+        self.support_vectors_ = self._X_fit[self.support_]
+        self.dual_coef_ = self.alpha_[self.support_][None, :]
+        log_lik = None
+        if params["gamma0"] > 0:
+            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
+        d = self.n_features_in_
+        names = getattr(self, "feature_names_in_", None)
+        features = list(names) if names is not None else [f"x{j}" for j in range(d)]
+        self.idata_ = to_inference_data(
+            posterior,
+            sample_stats=stats,
+            observed_data={"y": y},
+            log_likelihood=log_lik,
+            coords={"obs": np.arange(y.shape[0]), "feature": features},
+            dims={"f": ["obs"], "y": ["obs"], "lengthscales": ["feature"], "objective": ["ecm_iteration"]},
+            attrs={"model": "gp", "kernel": params["kernel"], "inference": params["inference"],
+                   "bayes_maxmargin_version": __version__},
+        )
+
+    def _saved_state(self) -> dict[str, Any]:
+        state = super()._saved_state()
+        if "_svi" in state:  # the compiled problem is rebuilt on load; optimiser states are not needed
+            svi_state, problem = state["_svi"]
+            like = problem.features.spec.like
+            state["_svi"] = (svi_state._replace(nat_opt=None, hyper_opt=None), like)
+        return state
+
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        if "_svi" in state:
+            svi_state, like = state["_svi"]
+            spec = GPSpec(get_kernel(self.kernel), like, float(self.jitter))
+            with float_precision(state["_x64"]):
+                problem = gp_problem(spec, svi_state.whiten.shape[0], svi_state.whiten.dtype, False)
+            state["_svi"] = (svi_state, problem)
+        super()._restore_saved(state)
+
+    # ------------------------------------------------------------------ prediction
+    def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kernel, jitter = self.kernel, self.jitter
+        if self.inference == "svi":
+            with float_precision(self._x64):
+                mean, var = _svi.predict_moments(*self._svi, X)
+            return mean.astype(np.float64), var.astype(np.float64)
+        with float_precision(self._x64):
+            dtype = jnp.float64 if self._x64 else jnp.float32
+            X_train, X = jnp.asarray(self._X_fit, dtype), jnp.asarray(X, dtype)
+            y = jnp.asarray(self._y_fit, dtype)
+            if self.inference == "ecm":
+                p = self._point
+                mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], kernel=kernel, jitter=jitter)
+            elif self.inference == "vi":  # K^-1 mu and K - K W^1/2 B^-1 W^1/2 K at the test inputs
+                p = self._point
+                kfn = get_kernel(kernel)
+                Ks = kfn(p["theta"], X_train, X)
+                half = jax.scipy.linalg.solve_triangular(p["LB"], p["sw"][:, None] * Ks, lower=True)
+                mean = Ks.T @ jnp.asarray(self.alpha_, dtype)
+                var = kernel_diag(kfn, p["theta"], X) - jnp.sum(half**2, axis=0)
+            elif self.inference == "fitc":
+                p = self._point
+                mean, var = fitc_predict(X_train, X, y, p["V"], p["inv_lam"], p["gamma"], p["theta"],
+                                         kernel=kernel, jitter=jitter)
+            elif self._theta_draws is not None:
+                theta = jax.tree.map(lambda a: jnp.asarray(a, dtype), self._theta_draws)
+                mean, var = gp_predict_from_theta_draws(
+                    X_train, X, jnp.asarray(self._f_draws, dtype), theta, kernel=kernel, jitter=jitter
+                )
+            else:
+                mean, mean_sq, cond_var = gp_predict_from_draws(
+                    X_train, X, jnp.asarray(self._f_draws, dtype), self._theta, kernel=kernel, jitter=jitter
+                )
+                var = cond_var + jnp.maximum(mean_sq - mean**2, 0.0)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)

@@ -1,0 +1,799 @@
+"""``LinearBSVM``: the linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014) and the extended
+models of Luts & Ormerod (2014) as a scikit-learn classifier."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.predict import (
+    gaussian_latent_moments,
+    latent_moments_from_draws,
+    probit_margin,
+)
+from bayes_maxmargin.data.parameters import (
+    InvalidParameterError,
+    check_option,
+    check_scalar_param,
+)
+from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.engine import svi as _svi
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
+from bayes_maxmargin.estimators.base import (
+    _BayesianSVMClassifier,
+    _chain_normals,
+    _check_gamma_prior,
+    _pointwise_log_lik,
+)
+from bayes_maxmargin.models.linear.em import linear_em
+from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
+from bayes_maxmargin.models.linear.svi import svi_linear
+from bayes_maxmargin.models.luts.gibbs import (
+    build_laplace_zero_kernel,
+    build_missing_kernel,
+    build_mixed_kernel,
+    init_laplace_zero,
+    init_missing,
+    init_mixed,
+    record_laplace_zero,
+    record_missing,
+    record_mixed,
+)
+from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData, conditional_fill
+from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
+
+__all__ = ["LinearBSVM"]
+
+
+class LinearBSVM(_BayesianSVMClassifier):
+    """Linear Bayesian SVM (Polson & Scott 2011; skewed Laplace of Henao et al. 2014, eq. 4-6).
+
+    f(x) = x' beta + b with beta ~ N(0, sigma^2 I), b ~ N(0, intercept_scale^2) (flat if None), and
+    the hinge pseudo-likelihood exp(-2 gamma max(1 - y f, 0)) (``gamma0 = 0``) or the skewed
+    Laplace (``gamma0 > 0``). The EM solution with a flat intercept prior is the SVM with
+    C = 2 gamma sigma^2.
+
+    Luts & Ormerod (2014) extensions (``prior``, ``groups=``, ``missing="model"``) use their
+    hinge with unit scale (``gamma = 1``, ``gamma0 = 0``) and are fitted by their mean-field VB
+    (Algorithms 1-4, ``inference="vb"``) or their Gibbs samplers (Appendices A-C,
+    ``inference="gibbs"``):
+
+    * ``prior="gaussian"`` (default): beta ~ N(0, sigma^2 I) as above; with ``inference="vb"``
+      Algorithm 1; with ``fit(X, y, groups=g)`` a random intercept per group, u_g ~ N(0, sigma_u^2),
+      sigma_u^2 ~ IG(A_u, B_u) (Sec. 3.1, Example 2; Algorithm 2 / Appendix A);
+    * ``prior="penalty"``: beta ~ N(0, sigma_u^2 I) with sigma_u^2 ~ IG(A_u, B_u), i.e. the SVM
+      penalty alpha = 1 / (4 sigma_u^2) inferred (Sec. 3.1, Example 1; Algorithm 2 / Appendix A);
+      with ``missing="model"`` NaN entries of X are imputed under d_i ~ N(mu, Sigma) (Sec. 3.3;
+      Algorithm 4 / Appendix C);
+    * ``prior="laplace_zero"``: beta_k = gamma_k v_k, v_k ~ Laplace(0, sigma_u), gamma_k ~
+      Bernoulli(rho) (Sec. 3.2; Algorithm 3 / Appendix B); ``inclusion_probabilities_`` after fit.
+
+    The intercept of these models has prior N(0, intercept_scale^2) (1e8 when None, the paper's
+    sigma_beta^2).
+
+    Multi-class: a y of K > 2 classes is fitted one-vs-rest, K binary problems "class k (+1) vs
+    the rest (-1)" run together (:mod:`bayes_maxmargin.estimators.multiclass`: one vmapped EM / VB / NUTS / SVI
+    program, one Gibbs run over the stacked chains of all classes), with per-class keys
+    ``fold_in(key, k)``. ``predict_latent`` and ``decision_function`` then have one column per
+    class, ``predict_proba`` holds the K probit probabilities Phi(m_k / sqrt(1 + v_k))
+    normalised over the classes, ``predict`` the class of the largest margin. Fitted attributes
+    get a leading class axis (below), ``idata_`` a ``class`` dimension, and ``estimators_`` holds
+    the K binary fits.
+
+    Parameters
+    ----------
+    inference : {"gibbs", "em", "nuts", "vb", "svi"}
+        Conjugate Gibbs sampler, EM / ECM for the MAP, NUTS on the marginal program (these three
+        for ``prior="gaussian"`` without groups or missing values; Gibbs for every model),
+        mean-field VB (Luts & Ormerod 2014, Algorithms 1-4), or stochastic natural-gradient VI
+        on minibatches (Wenzel et al. 2017, Sec. 4.5, eq. 14; ``max_iter`` steps of
+        ``batch_size`` points, ``step_size`` as in :class:`GPBSVM`).
+    prior : {"gaussian", "penalty", "laplace_zero"}
+        Prior of the feature coefficients (see above).
+    rho : float
+        Prior inclusion probability of the Laplace-zero prior, in (0, 1) (paper: 0.01).
+    A_u, B_u : float
+        Shape and scale of the IG prior on sigma_u^2 (paper: 0.01, 0.01).
+    missing : {"error", "model"}
+        NaN in X is rejected ("error") or modelled ("model", with ``prior="penalty"``): missing
+        at random given the observed predictors (MCAR / MAR), imputed under the normal /
+        inverse-Wishart model with the paper's sigma_mu^2 = 1e8, Psi = 0.01 I and
+        nu = max(3, d) (the paper's 3; at least d so that the inverse Wishart is proper).
+    sigma : float
+        Prior standard deviation of the coefficients.
+    intercept_scale : float or None
+        Prior standard deviation of the intercept; None for a flat prior.
+    fit_intercept : bool
+        Whether to fit an intercept.
+    gamma : float
+        Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
+    gamma_prior : (float, float) or None
+        Shape and rate (a0, b0) of a Gamma prior on gamma; None keeps gamma fixed. EM needs a0 > 1.
+    gamma0 : float
+        Rate of the exponential prior on the augmentation variables; 0 is the hinge.
+    num_samples, num_warmup, num_chains, thin : int
+        Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
+    overrelaxation : float
+        Gibbs only: Adler overrelaxation alpha in (-1, 1) of the coefficient draw. Every alpha
+        leaves the posterior invariant; alpha near -1 suppresses the random walk caused by the
+        coupling of coefficients and augmentation variables (the default -0.9 gave 2-3.5 times the
+        minimum ESS of the plain draw, alpha = 0, in ``benchmarks/gibbs_vs_nuts.py``).
+    max_iter : int
+        Maximum EM or VB iterations.
+    tol : float
+        EM stops when the relative increase of the log posterior is below ``tol``; VB when the
+        increase of its lower bound is below ``tol`` (the paper's 1e-10).
+    accelerate : bool
+        VB only: iterate SQUAREM cycles of three coordinate-ascent sweeps
+        (:func:`~bayes_maxmargin.engine.fixed_point.squarem_cycle`; same fixed point, monotone bound,
+        tens of times fewer sweeps on spam) instead of the paper's single sweeps.
+    precision : {"float64", "float32"}
+        Floating-point precision of the computation (local; the global JAX setting is untouched).
+    progress_bar : bool
+        Show a progress bar for MCMC runs predicted to take more than a few seconds.
+    random_state : int, RandomState or None
+        Seed of the sampler.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Posterior mean (MCMC) or MAP (EM) of beta; one row per one-vs-rest problem for K > 2
+        classes (as scikit-learn's linear classifiers).
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    gamma_ : float or ndarray of shape (n_classes,)
+        Posterior mean, MAP or fixed value of gamma.
+    idata_ : arviz.InferenceData
+        Posterior draws (MAP with chain = draw = 1 for EM), sample_stats with the log joint (and the
+        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
+        classes every variable has a leading ``class`` dimension (the class labels as strings;
+        traces of different lengths padded with NaN).
+    estimators_ : list of LinearBSVM
+        K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest
+        (labels -1 / +1). The other fitted attributes below are theirs stacked along a leading
+        class axis (arrays of different lengths, e.g. ``objective_``, as lists).
+    n_iter_ : int or ndarray of shape (n_classes,)
+        EM iterations run, VB sweeps run, or MCMC iterations per chain (warm-up included).
+    objective_ : ndarray
+        Log posterior after every EM iteration (EM only).
+    lower_bound_ : ndarray
+        The VB lower bound log p(y; q) after every iteration (VB only).
+    coef_cov_ : ndarray
+        VB only: covariance of q over (features, intercept, random intercepts), the order of
+        ``coef_``, ``intercept_``, ``random_effects_``.
+    sigma_u2_ : float
+        Posterior mean of sigma_u^2 (penalty, Laplace-zero, random-intercept and missing-data fits).
+    inclusion_probabilities_ : ndarray of shape (n_features,)
+        P(gamma_k = 1 | y) (``prior="laplace_zero"``).
+    groups_ : ndarray
+        The group labels seen in ``fit(..., groups=)``.
+    random_effects_ : ndarray of shape (n_groups,)
+        Posterior means of the random intercepts, aligned with ``groups_``.
+    X_imputed_ : ndarray of shape (n_samples, n_features)
+        Training X with posterior means at the missing entries (``missing="model"``).
+    imputation_mean_, imputation_cov_ : ndarray
+        Posterior means of mu and Sigma of the imputation model (``missing="model"``); NaN
+        entries of X at prediction are integrated over it (see :meth:`predict_latent`).
+    """
+
+    def __init__(
+        self,
+        inference: str = "gibbs",
+        *,
+        sigma: float = 1.0,
+        intercept_scale: float | None = 10.0,
+        fit_intercept: bool = True,
+        gamma: float = 1.0,
+        gamma_prior: tuple[float, float] | None = None,
+        gamma0: float = 0.0,
+        num_samples: int = 1000,
+        num_warmup: int = 500,
+        num_chains: int = 4,
+        thin: int = 1,
+        overrelaxation: float = -0.9,
+        max_iter: int = 1000,
+        tol: float = 1e-10,
+        accelerate: bool = True,
+        precision: str = "float64",
+        progress_bar: bool = True,
+        random_state: Any = None,
+        prior: str = "gaussian",
+        rho: float = 0.01,
+        A_u: float = 0.01,
+        B_u: float = 0.01,
+        missing: str = "error",
+        batch_size: int = 100,
+        step_size: Any = "robbins_monro",
+        devices: int | None = None,
+    ) -> None:
+        self.inference = inference
+        self.batch_size = batch_size
+        self.step_size = step_size
+        self.devices = devices
+        self.prior = prior
+        self.rho = rho
+        self.A_u = A_u
+        self.B_u = B_u
+        self.missing = missing
+        self.sigma = sigma
+        self.intercept_scale = intercept_scale
+        self.fit_intercept = fit_intercept
+        self.gamma = gamma
+        self.gamma_prior = gamma_prior
+        self.gamma0 = gamma0
+        self.num_samples = num_samples
+        self.num_warmup = num_warmup
+        self.num_chains = num_chains
+        self.thin = thin
+        self.overrelaxation = overrelaxation
+        self.max_iter = max_iter
+        self.tol = tol
+        self.accelerate = accelerate
+        self.precision = precision
+        self.progress_bar = progress_bar
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    def _checked_params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts", "vb", "svi")),
+            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
+            "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
+            "prior": check_option("prior", self.prior, ("gaussian", "penalty", "laplace_zero")),
+            "missing": check_option("missing", self.missing, ("error", "model")),
+            "rho": check_scalar_param("rho", self.rho, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False),
+            "A_u": check_scalar_param("A_u", self.A_u, low=0.0, low_inclusive=False),
+            "B_u": check_scalar_param("B_u", self.B_u, low=0.0, low_inclusive=False),
+            "precision": check_option("precision", self.precision, ("float32", "float64")),
+            "sigma": check_scalar_param("sigma", self.sigma, low=0.0, low_inclusive=False),
+            "intercept_scale": check_scalar_param(
+                "intercept_scale", self.intercept_scale, low=0.0, low_inclusive=False, allow_none=True
+            ),
+            "gamma": check_scalar_param("gamma", self.gamma, low=0.0, low_inclusive=False),
+            "gamma0": check_scalar_param("gamma0", self.gamma0, low=0.0),
+            "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
+            "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
+            "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
+            "thin": check_scalar_param("thin", self.thin, kind="int", low=1),
+            "overrelaxation": check_scalar_param(
+                "overrelaxation", self.overrelaxation, low=-1.0, high=1.0, low_inclusive=False,
+                high_inclusive=False,
+            ),
+            "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1),
+            "tol": check_scalar_param("tol", self.tol, low=0.0),
+        }
+        for name in ("fit_intercept", "accelerate"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"Invalid value for {name}: {getattr(self, name)!r} (must be a bool)")
+        p["accelerate"] = bool(self.accelerate)
+        p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
+        if p["missing"] == "model" and p["prior"] != "penalty":
+            raise InvalidParameterError(
+                f"Invalid value for missing: 'model' needs prior='penalty' (got prior={p['prior']!r}); "
+                "the missing-predictor model of Luts & Ormerod (2014, Sec. 3.3) extends the penalty model"
+            )
+        return p
+
+    def _check_luts(self, params: dict[str, Any], reason: str) -> None:
+        """The Luts & Ormerod models: unit hinge scale, an intercept, VB or Gibbs."""
+        if params["inference"] not in ("vb", "gibbs"):
+            raise InvalidParameterError(
+                f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by "
+                "inference='vb' or 'gibbs')"
+            )
+        if params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+            raise InvalidParameterError(
+                f"Invalid value for gamma / gamma_prior / gamma0: {reason} uses Luts & Ormerod's hinge "
+                "exp(-2 (1 - y f)_+) (gamma=1, gamma_prior=None, gamma0=0); scale the prior instead"
+            )
+        if not self.fit_intercept and reason != "inference='vb'":
+            raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, y: Any, groups: Any = None, *, checkpoint: Any = None, resume: Any = None) -> "LinearBSVM":
+        """Fit the posterior (Gibbs, NUTS, VB) or the MAP (EM) of the linear Bayesian SVM.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN entries only with ``missing="model"``.
+        y : array-like of shape (n_samples,)
+            Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
+        groups : array-like of shape (n_samples,), optional
+            Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
+            Example 2).
+        checkpoint : path, optional
+            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
+            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
+            ``idata.nc``).
+        resume : path, optional
+            A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
+            continue from; on the CPU the result equals an uninterrupted fit.
+
+        Returns
+        -------
+        self
+        """
+        if self._fit_multiclass(X, y, groups=groups, checkpoint=checkpoint, resume=resume):
+            return self
+        params = self._checked_params()
+        params["run_io"] = self._run_io(params, checkpoint, resume)
+        X, y = self._fit_input(
+            X, y, allow_nan=params["missing"] == "model",
+            nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
+        )
+        for attr in ("groups_", "random_effects_", "inclusion_probabilities_", "X_imputed_", "lower_bound_",
+                     "sigma_u2_", "objective_", "coef_cov_", "imputation_mean_", "imputation_cov_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self._luts = None
+        Z = self._group_design_fit(groups, X.shape[0])
+        nan = np.isnan(X)
+        if nan.any():
+            empty = np.flatnonzero(nan.all(axis=0))
+            if empty.size:
+                raise ValueError(
+                    f"Input X has no observed value in column(s) {empty.tolist()}; an entirely missing "
+                    "column cannot be imputed (drop it)"
+                )
+        reason = None
+        if params["prior"] != "gaussian":
+            reason = f"prior={params['prior']!r}"
+        elif Z is not None:
+            reason = "fit(..., groups=)"
+        elif params["inference"] == "vb":
+            reason = "inference='vb'"
+        if Z is not None and params["prior"] != "gaussian":
+            raise InvalidParameterError(
+                f"Invalid value for prior: {params['prior']!r} with groups= (the random intercept model "
+                "of Luts & Ormerod 2014, Example 2, has prior='gaussian' fixed effects)"
+            )
+        if reason is not None:
+            self._check_luts(params, reason)
+            self._fit_luts(X, y, Z, nan, params)
+            return self
+        x64 = params["precision"] == "float64"
+        dtype = np.float64 if x64 else np.float32
+        design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
+        if params["inference"] == "svi":
+            with float_precision(x64):
+                coef, stats = self._fit_svi(design, y, params, dtype)
+            self._store(design, coef, None, stats, y, params)
+            return self
+        with float_precision(x64):
+            data = LinearData(jnp.asarray(design, dtype), jnp.asarray(y, dtype))
+            a0, b0 = params["gamma_prior"] or (1.0, 1.0)
+            hyper = LinearHyper(
+                jnp.asarray(
+                    prior_precision(X.shape[1], params["sigma"], params["intercept_scale"], self.fit_intercept),
+                    dtype,
+                ),
+                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])),
+            )
+            key = self._fit_key()
+            fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
+            coef_draws, gamma_draws, stats = fit[params["inference"]](key, data, hyper, params)
+        self._store(design, coef_draws, gamma_draws, stats, y, params)
+        return self
+
+    def _fit_gibbs(self, key, data, hyper, params):
+        sample_gamma = params["gamma_prior"] is not None
+        k_init, k_run = jax.random.split(key)
+        n_chains, p = params["num_chains"], data.design.shape[1]
+        coef0 = 0.5 * _chain_normals(k_init, n_chains, (p,), data.design.dtype)
+        state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
+        result = self._solve(
+            run_chains,
+            build_linear_kernel(sample_gamma, params["overrelaxation"]),
+            record_linear,
+            state,
+            k_run,
+            data,
+            hyper,
+            num_warmup=params["num_warmup"],
+            num_samples=params["num_samples"],
+            thin=params["thin"],
+            progress_bar=self.progress_bar,
+            **params["run_io"],
+        )
+        self.n_iter_ = result.num_iterations
+        s = result.samples
+        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"]}
+
+    def _fit_svi(self, design, y, params, dtype):
+        """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from
+        minibatches of the host data, O(p^3) per step."""
+        n = design.shape[0]
+        if params["batch_size"] > n:
+            raise InvalidParameterError(
+                f"Invalid value for batch_size: {params['batch_size']} (must be between 1 and the number of "
+                f"training points N = {n})"
+            )
+        if params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+            raise InvalidParameterError(
+                "Invalid value for gamma_prior / gamma0: inference='svi' fits the hinge (gamma0=0) with gamma "
+                "fixed (gamma_prior=None)"
+            )
+        if self.fit_intercept and params["intercept_scale"] is None:
+            raise InvalidParameterError(
+                "Invalid value for intercept_scale: None (a flat intercept prior); inference='svi' needs a proper "
+                "Gaussian prior on every coefficient for its ELBO (give a number, e.g. 10)"
+            )
+        prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
+                                          self.fit_intercept))
+        seed = self._fit_seed()
+        res, _ = self._solve(
+            svi_linear, design, y, np.diag(prec), seed, num_steps=params["max_iter"],
+            batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype,
+            devices=params["devices"], **params["run_io"],
+        )
+        if not res.elbo.size:
+            raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
+        mu, _ = _svi.moments(res.state.nat)
+        self.n_iter_ = int(res.state.step)
+        self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        self._prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
+        return np.asarray(mu, dtype=np.float64)[None, None], {"elbo": res.elbo[None, None, :]}
+
+    def _fit_em(self, key, data, hyper, params):
+        estimate_gamma = params["gamma_prior"] is not None
+        coef0 = jnp.zeros(data.design.shape[1], data.design.dtype)
+        res = self._solve(
+            linear_em,
+            coef0, data, hyper, jnp.asarray(params["tol"], coef0.dtype),
+            max_iter=params["max_iter"], estimate_gamma=estimate_gamma,
+        )
+        n_iter = int(res.n_iter)
+        objective = np.asarray(res.objective[: n_iter + 1], dtype=np.float64)
+        if not np.all(np.isfinite(objective)) or not np.all(np.isfinite(np.asarray(res.coef))):
+            bad = int(np.argmin(np.isfinite(objective))) if not np.all(np.isfinite(objective)) else n_iter
+            raise NonFiniteStateError(
+                f"EM produced a non-finite log posterior or coefficient at iteration {bad}; check the "
+                "data scale and the hyperparameters (or use float64)."
+            )
+        if n_iter == params["max_iter"]:
+            change = abs(objective[-1] - objective[-2]) / max(abs(objective[-1]), 1.0)
+            if change > params["tol"]:
+                warnings.warn(
+                    f"EM stopped at max_iter={n_iter} with a relative change of the log posterior "
+                    f"of {change:.2e} > tol={params['tol']:.0e}; increase max_iter.",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+        self.n_iter_ = n_iter
+        self.objective_ = objective
+        self._prec_chol = np.asarray(res.conditional.prec_chol, dtype=np.float64)
+        coef = np.asarray(res.coef, dtype=np.float64)[None, None]
+        gamma = np.asarray(res.gamma, dtype=np.float64)[None, None] if estimate_gamma else None
+        stats = {"log_joint": objective[None, None, -1], "objective": objective[None, None, :]}
+        return coef, gamma, stats
+
+    def _fit_nuts(self, key, data, hyper, params):
+        X = data.design[:, :-1] if self.fit_intercept else data.design
+        samples, stats = self._nuts(linear_bsvm, key, (X, data.y), self._model_kwargs(params), params)
+        self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        parts = [samples["beta"]]
+        if self.fit_intercept:
+            parts.append(samples["intercept"][..., None])
+        return np.concatenate(parts, axis=-1), samples.get("gamma"), stats
+
+    def _model_kwargs(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of :func:`~bayes_maxmargin.models.linear.model.linear_bsvm` for this estimator."""
+        return {
+            "sigma": params["sigma"],
+            "intercept_scale": params["intercept_scale"],
+            "fit_intercept": bool(self.fit_intercept),
+            "gamma": params["gamma"],
+            "gamma_prior": params["gamma_prior"],
+            "gamma0": params["gamma0"],
+        }
+
+    def _store(self, design, coef_draws, gamma_draws, stats, y, params) -> None:
+        coef_draws = np.asarray(coef_draws, dtype=np.float64)
+        d = self.n_features_in_
+        beta = coef_draws[..., :d]
+        intercept = coef_draws[..., d] if self.fit_intercept else np.zeros(coef_draws.shape[:2])
+        self._coef_draws = coef_draws.reshape(-1, coef_draws.shape[-1])
+        self._coef_mean = self._coef_draws.mean(axis=0)
+        self.coef_ = beta.reshape(-1, d).mean(axis=0)[None, :]
+        self.intercept_ = np.array([intercept.mean()])
+        posterior = {"beta": beta}
+        if self.fit_intercept:
+            posterior["intercept"] = intercept
+        if gamma_draws is not None:
+            posterior["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
+            self.gamma_ = float(posterior["gamma"].mean())
+        else:
+            self.gamma_ = params["gamma"]
+        names = getattr(self, "feature_names_in_", None)
+        features = list(names) if names is not None else [f"x{j}" for j in range(d)]
+        log_lik = None
+        if params["gamma0"] > 0:
+            f = np.einsum("np,cdp->cdn", design, coef_draws)
+            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
+        self.idata_ = to_inference_data(
+            posterior,
+            sample_stats=stats,
+            observed_data={"y": y},
+            log_likelihood=log_lik,
+            coords={"feature": features, "obs": np.arange(y.shape[0])},
+            dims={"beta": ["feature"], "y": ["obs"], "objective": ["em_iteration"]},
+            attrs={"model": "linear", "inference": params["inference"], "bayes_maxmargin_version": __version__},
+        )
+
+    # ------------------------------------------------------------------ Luts & Ormerod models
+    def _group_design_fit(self, groups: Any, n: int) -> np.ndarray | None:
+        """Validate ``groups`` and return the group indicator matrix Z (n, m), or None."""
+        if groups is None:
+            return None
+        g = np.asarray(groups, dtype=object) if not hasattr(groups, "to_numpy") else groups.to_numpy(dtype=object)
+        if g.ndim != 1 or g.shape[0] != n:
+            raise ValueError(f"groups has shape {g.shape}; expected one label per sample, shape ({n},)")
+        import pandas as pd
+
+        if pd.isna(g).any():
+            raise ValueError(f"groups contains missing (NaN / None) labels at rows {np.flatnonzero(pd.isna(g))[:10].tolist()}")
+        try:
+            labels = np.unique(np.asarray(g.tolist()))  # sorted labels
+        except TypeError:  # labels of mixed, unorderable types: first appearance
+            labels = np.asarray(pd.unique(g), dtype=object)
+        self.groups_ = labels
+        self._group_index = {lab: j for j, lab in enumerate(labels.tolist())}
+        codes = np.array([self._group_index[v] for v in g.tolist()])
+        return np.eye(len(self.groups_))[codes]
+
+    def _group_design_predict(self, groups: Any, n: int) -> np.ndarray:
+        """Indicators of the known groups; rows of unseen groups (or groups=None) are zero, i.e. the
+        population-level prediction (the random intercept at its prior mean 0)."""
+        m = len(self.groups_)
+        Z = np.zeros((n, m))
+        if groups is None:
+            return Z
+        g = np.asarray(groups, dtype=object)
+        if g.ndim != 1 or g.shape[0] != n:
+            raise ValueError(f"groups has shape {g.shape}; expected one label per sample, shape ({n},)")
+        for i, v in enumerate(g.tolist()):
+            j = self._group_index.get(v)
+            if j is not None:
+                Z[i, j] = 1.0
+        return Z
+
+    def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> None:
+        """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]."""
+        x64 = params["precision"] == "float64"
+        dtype = np.float64 if x64 else np.float32
+        n, d = X.shape
+        s_int = params["intercept_scale"]
+        sb2_int = 1e8 if s_int is None else s_int**2
+        vb = params["inference"] == "vb"
+        key = self._fit_key()
+        chains = params["num_chains"]
+        run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
+                   progress_bar=self.progress_bar, **params["run_io"])
+        tol, vb_kw = params["tol"], dict(max_iter=params["max_iter"], accelerate=params["accelerate"])
+        out: dict[str, Any] = {}
+        order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
+        with float_precision(x64):
+            yj = jnp.asarray(y, dtype)
+
+            def hyper(sigma_beta2):
+                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")))
+
+            if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
+                out.update(nan=nan, X=X)
+                obs = (~nan).astype(dtype)
+                data = MissingData(jnp.asarray(np.where(nan, 0.0, X), dtype), jnp.asarray(obs), yj)
+                imp = ImputationHyper(jnp.asarray(1e8, dtype), jnp.asarray(0.01 * np.eye(d), dtype),
+                                      jnp.asarray(max(3.0, float(d)), dtype))
+                h = hyper(sb2_int)
+                if vb:
+                    res = self._solve(vb_missing, data, h, imp, tol, **vb_kw)
+                    st = res.state
+                    nu_q = float(imp.nu) + n
+                    out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               X_imputed=np.asarray(st.D_mean), res=res, imputation_mean=np.asarray(st.mu_mean),
+                               imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
+                else:
+                    coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
+                    state = jax.vmap(init_missing, (0, None, None, None))(coef0, data, h, imp)
+                    r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
+                    s = r.samples
+                    out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
+                               n_iter=r.num_iterations, log_joint=s["log_joint"],
+                               imputation_mean=s["mu"].mean(axis=(0, 1)), imputation_cov=s["Sigma"].mean(axis=(0, 1)))
+            elif params["prior"] == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
+                data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
+                h = hyper(sb2_int)
+                if vb:
+                    res = self._solve(vb_laplace_zero, data, h, None, tol, **vb_kw)
+                    st = res.state
+                    g = np.r_[1.0, np.asarray(st.mu_gamma)]
+                    Om_g = np.diag(g * (1 - g)) + np.outer(g, g)
+                    mean = g * np.asarray(st.mean)
+                    cov = Om_g * (np.asarray(st.cov) + np.outer(st.mean, st.mean)) - np.outer(mean, mean)
+                    out.update(mean=mean[order], cov=cov[np.ix_(order, order)], inclusion=np.asarray(st.mu_gamma),
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               res=res)
+                else:
+                    v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
+                    state = jax.vmap(init_laplace_zero, (None, 0, None, None, None, None))(
+                        jnp.zeros(1, dtype), v0, jnp.ones(d, dtype), 1.0, data, h)
+                    r = self._solve(run_chains, build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
+                    s = r.samples
+                    out.update(draws=np.concatenate([s["u"], s["beta"]], axis=-1), inclusion_draws=s["gamma"],
+                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"])
+            elif params["prior"] == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
+                if Z is None:  # Example 1: X = 1, Z = features
+                    data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
+                    h = hyper(sb2_int)
+                    perm = order
+                else:  # Example 2: X = [features, 1], Z = group indicators
+                    data = MixedData(jnp.asarray(np.hstack([X, np.ones((n, 1))]), dtype), jnp.asarray(Z, dtype), yj)
+                    h = hyper(np.r_[np.full(d, params["sigma"] ** 2), sb2_int])
+                    perm = np.arange(d + 1 + Z.shape[1])
+                m = data.Z.shape[1]
+                if vb:
+                    res = self._solve(vb_penalty, data, h, tol, **vb_kw)
+                    st = res.state
+                    L = np.asarray(st.prec_chol, dtype=np.float64)
+                    half = np.linalg.solve(L, np.eye(L.shape[0]))  # small: (d + 1 + m) square
+                    cov = half.T @ half
+                    out.update(mean=np.asarray(st.mean)[perm], cov=cov[np.ix_(perm, perm)],
+                               sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
+                               res=res)
+                else:
+                    coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
+                    state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
+                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
+                    s = r.samples
+                    out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
+                               log_joint=s["log_joint"])
+            else:  # Algorithm 1: prior="gaussian", inference="vb"
+                design = self._design(X)
+                prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
+                res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol, **vb_kw)
+                st = res.state
+                L = np.asarray(st.prec_chol, dtype=np.float64)
+                half = np.linalg.solve(L, np.eye(L.shape[0]))
+                out.update(mean=np.asarray(st.mean), cov=half.T @ half, res=res)
+        self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
+
+    def _store_luts(self, out: dict[str, Any], y: np.ndarray, params, n_groups: int) -> None:
+        d = self.n_features_in_
+        names = getattr(self, "feature_names_in_", None)
+        features = list(names) if names is not None else [f"x{j}" for j in range(d)]
+        coords = {"feature": features, "obs": np.arange(y.shape[0])}
+        dims = {"beta": ["feature"], "y": ["obs"], "lower_bound": ["vb_iteration"], "inclusion": ["feature"]}
+        if n_groups:
+            coords["group"] = [str(g) for g in self.groups_]
+            dims["random_effects"] = ["group"]
+        stats: dict[str, np.ndarray] = {}
+        if "res" in out:  # VB: variational means, chain = draw = 1
+            res = out["res"]
+            self.n_iter_ = int(res.n_iter)
+            self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
+            if not np.all(np.isfinite(self.lower_bound_)):
+                raise NonFiniteStateError("VB produced a non-finite lower bound; check the data scale (or use float64).")
+            if self.n_iter_ == params["max_iter"]:
+                warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
+                              ConvergenceWarning, stacklevel=3)
+            mean = np.asarray(out["mean"], dtype=np.float64)
+            self._luts = {"mean": mean, "cov": np.asarray(out["cov"], dtype=np.float64)}
+            self.coef_cov_ = self._luts["cov"]
+            draws = mean[None, None]
+            stats = {"lower_bound": self.lower_bound_[None, None]}
+            inclusion = out.get("inclusion")
+            sigma_u2 = out.get("sigma_u2")
+        else:
+            self.n_iter_ = out["n_iter"]
+            draws = np.asarray(out["draws"], dtype=np.float64)
+            self._luts = {"draws": draws.reshape(-1, draws.shape[-1])}
+            mean = self._luts["draws"].mean(axis=0)
+            stats = {"log_joint": np.asarray(out["log_joint"])}
+            inclusion = out["inclusion_draws"].mean(axis=(0, 1)) if "inclusion_draws" in out else None
+            sigma_u2 = out.get("sigma_u2")
+        self._coef_mean = mean
+        self.coef_ = mean[None, :d]
+        self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
+        posterior = {"beta": draws[..., :d]}
+        if self.fit_intercept:
+            posterior["intercept"] = draws[..., d]
+        if n_groups:
+            self.random_effects_ = mean[d + 1 :]
+            posterior["random_effects"] = draws[..., d + 1 :]
+        if sigma_u2 is not None:
+            s2 = np.asarray(sigma_u2, dtype=np.float64)
+            self.sigma_u2_ = float(s2.mean())
+            posterior["sigma_u2"] = s2 if s2.ndim == 2 else s2.reshape(1, 1)
+        if inclusion is not None:
+            self.inclusion_probabilities_ = np.asarray(inclusion, dtype=np.float64)
+            posterior["inclusion"] = (
+                np.asarray(out["inclusion_draws"], dtype=np.float64) if "inclusion_draws" in out
+                else self.inclusion_probabilities_[None, None]
+            )
+        if "X_imputed" in out:
+            self.X_imputed_ = np.where(out["nan"], np.asarray(out["X_imputed"], dtype=np.float64), out["X"])
+            self.imputation_mean_ = np.asarray(out["imputation_mean"], dtype=np.float64)
+            self.imputation_cov_ = np.asarray(out["imputation_cov"], dtype=np.float64)
+        self.gamma_ = 1.0
+        self.idata_ = to_inference_data(
+            posterior, sample_stats=stats, observed_data={"y": y}, coords=coords, dims=dims,
+            attrs={"model": f"linear-{params['prior']}", "inference": params["inference"],
+                   "bayes_maxmargin_version": __version__},
+        )
+
+    # ------------------------------------------------------------------ prediction
+    def predict_latent(self, X: Any, groups: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior predictive mean and variance of f at ``X``; ``groups`` adds the random intercept
+        of known groups (unseen groups, or None: the population level).
+
+        After a fit with missing values (``missing="model"``), NaN entries of ``X`` are integrated
+        over the fitted imputation model: x_M | x_O ~ N(mu_M + S_MO S_OO^-1 (x_O - mu_O),
+        S_MM - S_MO S_OO^-1 S_OM) with (mu, S) the posterior means of (mu, Sigma); the mean of f
+        uses the conditional mean of x_M, its variance adds E[w_M' Cov(x_M | x_O) w_M].
+        """
+        X = self._predict_input(X, allow_nan=True)
+        if self._multiclass:
+            return self._multiclass_latent(X, groups)
+        nan = np.isnan(X)
+        if not nan.any():
+            return self._latent_moments(X, groups)
+        if not hasattr(self, "imputation_mean_"):
+            cols = np.flatnonzero(nan.any(axis=0)).tolist()
+            raise ValueError(
+                f"Input X contains NaN in column(s) {cols}; this model was fitted without missing values, so "
+                "it has no imputation model (fit with missing='model' on data with missing values)"
+            )
+        filled, extra = conditional_fill(X, self.imputation_mean_, self.imputation_cov_, self._weight_moment())
+        m, v = self._latent_moments(filled, groups)
+        return m, v + extra
+
+    def decision_function(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Probit-scale margin m / sqrt(1 + v) (see the base class): shape (n_samples,) for two
+        classes, (n_samples, n_classes) for more; ``groups`` as in ``predict_latent``."""
+        return probit_margin(*self.predict_latent(X, groups))
+
+    def predict_proba(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Class probabilities, columns as ``classes_``: Phi(m / sqrt(1 + v)) for two classes, the
+        normalised one-vs-rest probabilities for more (see the base class)."""
+        return self._probabilities(*self.predict_latent(X, groups))
+
+    def predict(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Class labels: ``classes_[1]`` where the posterior mean of f is positive (two classes),
+        the class of the largest one-vs-rest margin (more classes)."""
+        return self._labels(self.decision_function(X, groups))
+
+    def _design(self, X: np.ndarray) -> np.ndarray:
+        return np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
+
+    def _weight_moment(self) -> np.ndarray:
+        """E[w w'] of the feature weights under the posterior (VB: Sigma_q + mu mu'; MCMC: draws)."""
+        d = self.n_features_in_
+        luts = self._luts
+        if "cov" in luts:
+            m = luts["mean"][:d]
+            return luts["cov"][:d, :d] + np.outer(m, m)
+        W = luts["draws"][:, :d]
+        return W.T @ W / W.shape[0]
+
+    def _latent_moments(self, X: np.ndarray, groups: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        design = self._design(X)
+        luts = getattr(self, "_luts", None)
+        if luts is not None:
+            if hasattr(self, "groups_"):
+                design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
+            if "cov" in luts:
+                return design @ luts["mean"], np.sum((design @ luts["cov"]) * design, axis=1)
+            return latent_moments_from_draws(design, luts["draws"])
+        if self.inference in ("em", "svi"):
+            return gaussian_latent_moments(design, self._coef_mean, self._prec_chol)
+        return latent_moments_from_draws(design, self._coef_draws)

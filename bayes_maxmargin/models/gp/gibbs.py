@@ -1,0 +1,216 @@
+"""Conjugate Gibbs kernel of the GP Bayesian SVM at fixed kernel parameters (Henao et al. 2014, eq. 7).
+
+One sweep, with u = 1 - Y f, Lambda = diag(lambda), D = Lambda / gamma and B = K + D:
+
+1. 1 / lambda_n | f, gamma ~ IG(c / ``|u_n|``, gamma + 2 gamma0), c = sqrt(1 + 2 gamma0 / gamma);
+2. f | lambda, gamma ~ N(m, S), m = K B^-1 Y (1 + lambda), S = K B^-1 D, drawn exactly by the
+   perturbation ("Matheron") identity with one Cholesky of the scaled B (see :func:`sample_f`);
+3. gamma | f, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2), eps = u + lambda, when gamma has
+   a prior.
+
+The kernel targets the augmented program ``gp_bsvm(..., augmented=True)``; its ``log_joint``
+equals that program's log density (tested). Nowhere is K^-1 or B^-1 formed: K enters through its
+Cholesky factor (computed once per theta, :func:`gp_data`), B through the Cholesky factor of
+I + W^1/2 K W^1/2, W = D^-1, computed once per sweep.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpyro.distributions as dist
+from jax import Array
+from jax.scipy.linalg import cho_solve
+
+from bayes_maxmargin.core.augmentation import (
+    augmented_log_likelihood,
+    draw_gamma,
+    expected_inv_lambda,
+    log_lambda_prior,
+    sample_inv_lambda,
+)
+from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.linalg import mvn_logpdf_chol
+from bayes_maxmargin.models.gp.model import GPData, GPHyper
+
+__all__ = ["GPGibbsState", "alpha_from_factor", "build_gp_kernel", "gp_alpha", "gp_log_joint", "init_gp",
+           "pseudo_obs_scaled", "record_gp", "sample_f", "scaled_factor"]
+
+
+class GPGibbsState(NamedTuple):
+    """State of the GP Gibbs sampler (one chain).
+
+    Attributes
+    ----------
+    f : Array, shape (n,)
+        Latent function at the training inputs.
+    inv_lam : Array, shape (n,)
+        1 / lambda_n, the augmentation variables in the parametrisation the updates use.
+    gamma : Array
+        Hinge scale (constant when it has no prior).
+    log_joint : Array
+        Log density of the augmented joint at this state (with respect to lambda).
+    """
+
+    f: Array
+    inv_lam: Array
+    gamma: Array
+    log_joint: Array
+
+
+def gp_log_joint(
+    f: Array, inv_lam: Array, gamma: Array, data: GPData, hyper: GPHyper, sample_gamma: bool
+) -> Array:
+    """Log density of the augmented GP program at (f, lambda = 1 / inv_lam, gamma) (eq. 5-6).
+
+    log N(f | 0, K) + sum_n log N(u_n | -lambda_n, lambda_n / gamma) + sum_n log Exp(lambda_n | gamma0)
+    [+ log Ga(gamma | a0, b0)]; the flat prior on lambda (gamma0 = 0) adds 0, as NumPyro's
+    ``ImproperUniform`` does. The Gaussian term uses the Cholesky factor of K, never K^-1.
+    """
+    log_prior_f = mvn_logpdf_chol(f, data.chol)
+    u = 1.0 - data.y * f
+    log_lik = jnp.sum(augmented_log_likelihood(u, inv_lam, gamma))
+    lp = log_prior_f + log_lik + log_lambda_prior(inv_lam, hyper.gamma0)
+    if sample_gamma:
+        lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
+    return lp
+
+
+def scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
+    """s = W^1/2 = sqrt(gamma / lambda) and the Cholesky factor of I + diag(s) K diag(s).
+
+    B = K + D = W^-1/2 (I + W^1/2 K W^1/2) W^-1/2 with W = D^-1 = gamma Lambda^-1; the scaled
+    matrix has every eigenvalue >= 1, so a plain Cholesky succeeds however small lambda_n get.
+    """
+    s = jnp.sqrt(gamma * inv_lam)
+    scaled = jnp.eye(K.shape[-1], dtype=K.dtype) + s[:, None] * K * s[None, :]
+    return s, jnp.linalg.cholesky(scaled)
+
+
+def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
+    """W^1/2 t with t = Y (1 + lambda): y sqrt(gamma) (inv_lam^1/2 + inv_lam^-1/2), overflow-free."""
+    r = jnp.sqrt(inv_lam)
+    return y * jnp.sqrt(gamma) * (r + 1.0 / r)
+
+
+@jit
+def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) of Henao et al. (2014), eq. (12).
+
+    The conditional mean of eq. (7) is m = K alpha, and the predictive mean at new inputs is
+    K_*' alpha (eq. 11-12). Computed as W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t (see
+    :func:`sample_f`).
+    """
+    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
+    return alpha_from_factor(s, chol_b, data.y, inv_lam, gamma)
+
+
+def alpha_from_factor(s: Array, chol_b: Array, y: Array, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t from an existing :func:`scaled_factor`."""
+    return s * cho_solve((chol_b, True), pseudo_obs_scaled(y, inv_lam, gamma))
+
+
+def sample_f(key: Array, data: GPData, inv_lam: Array, gamma: Array) -> Array:
+    """Exact draw of f | lambda, gamma ~ N(m, S) of Henao et al. (2014), eq. (7).
+
+    Derivation. The augmented factor N(1 + lambda_n - y_n f_n | 0, lambda_n / gamma) of eq. (5)
+    is, since y_n^2 = 1, the Gaussian "observation" t_n = y_n (1 + lambda_n) = f_n + e_n with
+    e_n ~ N(0, lambda_n / gamma). So with D = Lambda / gamma and B = K + D, f | t is the GP
+    regression posterior
+
+        m = K B^-1 t = K (K + gamma^-1 Lambda)^-1 Y (1 + lambda),
+        S = K - K B^-1 K = K B^-1 (B - K) = K B^-1 D = gamma^-1 K (K + gamma^-1 Lambda)^-1 Lambda,
+
+    which is eq. (7): gamma S Y Lambda^-1 (1 + lambda) = K B^-1 Lambda Lambda^-1 Y (1 + lambda) = m.
+    A draw needs no square root of S: with f0 ~ N(0, K) and e ~ N(0, D) independent,
+
+        f = f0 + K B^-1 (t - f0 - e)
+
+    is Gaussian with mean K B^-1 t = m and, writing f - m = (I - K B^-1) f0 - K B^-1 e,
+    covariance (I - K B^-1) K (I - B^-1 K) + K B^-1 D B^-1 K
+    = K - 2 K B^-1 K + K B^-1 (K + D) B^-1 K = K - K B^-1 K = S (the perturbation or
+    "Matheron" identity). f0 = L_K z1 uses the fixed factor of K (:class:`GPData`).
+
+    Numerics. B is never factorised directly (as lambda_n -> 0 it tends to the possibly
+    near-singular K). With W = D^-1 = gamma Lambda^-1 and s = W^1/2,
+
+        B^-1 = diag(s) (I + diag(s) K diag(s))^-1 diag(s),
+
+    and I + diag(s) K diag(s) has every eigenvalue >= 1: its one Cholesky per sweep always
+    succeeds. Then s * (t - f0 - e) = s t - s f0 - z2 with e = z2 / s, z2 ~ N(0, I), and
+    s t = y sqrt(gamma) (inv_lam^1/2 + inv_lam^-1/2) stays finite for any lambda_n > 0.
+
+    Parameters
+    ----------
+    key : Array
+        PRNG key.
+    data : GPData
+        K, its Cholesky factor and the labels.
+    inv_lam : Array, shape (n,)
+        1 / lambda_n.
+    gamma : Array
+        Hinge scale.
+
+    Returns
+    -------
+    Array, shape (n,)
+        A draw of f.
+    """
+    k0, ke = jax.random.split(key)
+    n = data.y.shape[-1]
+    dtype = data.K.dtype
+    f0 = data.chol @ jax.random.normal(k0, (n,), dtype)
+    z2 = jax.random.normal(ke, (n,), dtype)
+    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
+    scaled_resid = pseudo_obs_scaled(data.y, inv_lam, gamma) - s * f0 - z2  # W^1/2 (t - f0 - e)
+    v = s * cho_solve((chol_b, True), scaled_resid)  # B^-1 (t - f0 - e)
+    return f0 + data.K @ v
+
+
+def init_gp(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool) -> GPGibbsState:
+    """A state at ``f`` with 1 / lambda at its conditional mean (eq. 8) and gamma at ``hyper.gamma``."""
+    f = jnp.asarray(f, data.K.dtype)
+    gamma = jnp.asarray(hyper.gamma, f.dtype)
+    u = 1.0 - data.y * f
+    inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)
+    return GPGibbsState(f, inv_lam, gamma, gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma))
+
+
+@functools.cache
+def build_gp_kernel(sample_gamma: bool):
+    """The Gibbs kernel of the GP Bayesian SVM at fixed theta, eq. (7) (cached: one per structure).
+
+    Parameters
+    ----------
+    sample_gamma : bool
+        Whether gamma has a Gamma(a0, b0) prior and is sampled (else it stays at its value).
+
+    Returns
+    -------
+    callable
+        ``kernel(rng_key, state, data, hyper) -> (state, None)``, pure and jit-able.
+    """
+
+    def kernel(
+        rng_key: Array, state: GPGibbsState, data: GPData, hyper: GPHyper
+    ) -> tuple[GPGibbsState, None]:
+        k_lam, k_f, k_gamma = jax.random.split(rng_key, 3)
+        gamma = state.gamma
+        u = 1.0 - data.y * state.f
+        inv_lam = sample_inv_lambda(k_lam, u, gamma, hyper.gamma0)
+        f = sample_f(k_f, data, inv_lam, gamma)
+        if sample_gamma:
+            u = 1.0 - data.y * f
+            gamma = draw_gamma(k_gamma, u, inv_lam, hyper.a0, hyper.b0)
+        log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma)
+        return GPGibbsState(f, inv_lam, gamma, log_joint), None
+
+    return kernel
+
+
+def record_gp(state: GPGibbsState) -> dict[str, Array]:
+    """What the driver keeps per draw of the GP sampler (lambda is not stored)."""
+    return {"f": state.f, "gamma": state.gamma, "log_joint": state.log_joint}

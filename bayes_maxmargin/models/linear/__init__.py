@@ -1,0 +1,1 @@
+"""The linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014): Gibbs, EM and stochastic VI."""

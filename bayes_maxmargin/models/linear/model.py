@@ -1,0 +1,145 @@
+"""The linear Bayesian SVM of Polson & Scott (2011) with Henao et al.'s (2014) skewed Laplace.
+
+    f_n = x_n' beta + b,     beta ~ N(0, sigma^2 I),     b ~ N(0, s_b^2) (or flat),
+    gamma fixed, or gamma ~ Ga(a0, b0)                              (Henao et al. 2014, eq. 6),
+    p(y_n | f_n) proportional to exp(-2 gamma max(1 - y_n f_n, 0))   (gamma0 = 0, eq. 3),
+    or the skewed Laplace sLa(1 - y_n f_n | gamma, gamma0)           (gamma0 > 0, eq. 4-5).
+
+The MAP of beta under the hinge is the SVM with C = 2 gamma sigma^2 (Polson & Scott 2011).
+
+Two forms of the same program:
+
+* marginal (``augmented=False``): lambda integrated out, the pseudo-likelihood entered with
+  ``numpyro.factor``; NUTS on this form is the reference posterior;
+* augmented (``augmented=True``): lambda_n an explicit sample site with a flat improper prior
+  (gamma0 = 0) or Exp(gamma0); the joint that the conjugate Gibbs and EM kernels target.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from jax import Array
+from numpyro.distributions import constraints
+
+from bayes_maxmargin.core.linalg import LOG_2PI
+from bayes_maxmargin.models.common import max_margin_likelihood
+
+__all__ = ["LinearData", "LinearHyper", "linear_bsvm", "log_prior", "prior_precision"]
+
+
+
+class LinearHyper(NamedTuple):
+    """Hyperparameters of the linear model, as arrays (changing them never recompiles a kernel).
+
+    Attributes
+    ----------
+    prior_prec : Array, shape (p,)
+        Prior precisions of the coefficients [beta, intercept]: 1 / sigma^2 for beta, 1 / s_b^2
+        for the intercept (0: flat prior).
+    gamma : Array
+        Hinge scale; the fixed value, or the initial value when gamma has a Gamma prior.
+    a0, b0 : Array
+        Shape and rate of the Gamma prior on gamma (unused when gamma is fixed).
+    gamma0 : Array
+        Rate of the exponential prior on lambda (0: the hinge).
+    """
+
+    prior_prec: Array
+    gamma: Array
+    a0: Array
+    b0: Array
+    gamma0: Array
+
+
+def prior_precision(
+    n_features: int, sigma: float, intercept_scale: float | None, fit_intercept: bool
+) -> Array:
+    """Prior precision vector of [beta, intercept] (the intercept last; 0 for a flat prior)."""
+    prec = [jnp.full((n_features,), 1.0 / sigma**2)]
+    if fit_intercept:
+        prec.append(jnp.array([0.0 if intercept_scale is None else 1.0 / intercept_scale**2]))
+    return jnp.concatenate(prec)
+
+
+def log_prior(coef: Array, gamma: Array, hyper: LinearHyper, sample_gamma: bool) -> Array:
+    """Log prior density of [beta, intercept] (and of gamma when it has a prior).
+
+    Zero prior precisions (a flat intercept) add 0, as NumPyro's ``ImproperUniform`` does.
+    """
+    prec = hyper.prior_prec
+    proper = prec > 0
+    log_norm = jnp.where(proper, 0.5 * (jnp.log(jnp.where(proper, prec, 1.0)) - LOG_2PI), 0.0)
+    lp = jnp.sum(log_norm - 0.5 * prec * coef**2)
+    if sample_gamma:
+        lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
+    return lp
+
+
+def linear_bsvm(
+    X: Array,
+    y: Array | None = None,
+    *,
+    sigma: float = 1.0,
+    intercept_scale: float | None = 10.0,
+    fit_intercept: bool = True,
+    gamma: float = 1.0,
+    gamma_prior: tuple[float, float] | None = None,
+    gamma0: float = 0.0,
+    augmented: bool = False,
+) -> Array:
+    """NumPyro program of the linear Bayesian SVM.
+
+    Parameters
+    ----------
+    X : Array, shape (n, d)
+        Features.
+    y : Array, shape (n,), optional
+        Labels coded +-1. Without labels the program returns the prior draw of f (the
+        pseudo-likelihood generates no labels).
+    sigma : float
+        Prior standard deviation of beta.
+    intercept_scale : float or None
+        Prior standard deviation of the intercept; None for a flat (improper) prior.
+    fit_intercept : bool
+        Whether f has an intercept.
+    gamma : float
+        Fixed hinge scale (ignored when ``gamma_prior`` is given).
+    gamma_prior : (a0, b0), optional
+        Shape and rate of a Gamma prior on gamma (Henao et al. 2014, eq. 6).
+    gamma0 : float
+        Rate of lambda's exponential prior; 0 is Polson & Scott's hinge (flat prior on lambda).
+    augmented : bool
+        If True, lambda is an explicit sample site (the joint of the Gibbs / EM kernels).
+
+    Returns
+    -------
+    Array
+        The linear predictor f at X.
+    """
+    d = X.shape[1]
+    beta = numpyro.sample("beta", dist.Normal(0.0, sigma).expand([d]).to_event(1))
+    intercept = 0.0
+    if fit_intercept:
+        prior = (
+            dist.ImproperUniform(constraints.real, (), ())
+            if intercept_scale is None
+            else dist.Normal(0.0, intercept_scale)
+        )
+        intercept = numpyro.sample("intercept", prior)
+    if gamma_prior is not None:
+        gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
+    f = X @ beta + intercept
+    if y is None:
+        return f
+    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
+    return f
+
+class LinearData(NamedTuple):
+    """Design matrix Phi = [X, 1] (n, p) and labels y in {-1, +1} (n,)."""
+
+    design: Array
+    y: Array

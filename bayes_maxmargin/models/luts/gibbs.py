@@ -1,0 +1,385 @@
+"""Gibbs samplers of Luts & Ormerod (2014), Appendices A-C, as kernels for :func:`run_chains`.
+
+Each kernel has the library's signature ``kernel(rng_key, state, data, hyper) -> (state, None)``
+and targets the augmented program of :mod:`bayes_maxmargin.models.luts.model` (its ``log_joint`` is that
+program's log density, tested). The updates shared with every other model come from
+:mod:`bayes_maxmargin.core.augmentation`:
+
+* a_i | rest ~ GIG(1/2, 1, (1 - y_i f_i)^2), drawn as 1 / a_i ~ Inverse-Gaussian(1 / ``|1 - y_i f_i|``, 1)
+  (:func:`~bayes_maxmargin.core.augmentation.sample_inv_lambda` with gamma = 1, gamma0 = 0);
+* the coefficients | rest ~ N(P^-1 C' Y (1 + a^-1), P^-1), P = C' diag(a^-1) C + prior precision
+  (:func:`~bayes_maxmargin.core.augmentation.gaussian_conditional`, one Cholesky of P).
+
+Appendix A (penalty / random effects): (beta, u), sigma_u^2 ~ IG(A_u + m/2, B_u + ||u||^2 / 2), a.
+Appendix B (Laplace-zero): (beta, v) with design C diag(gamma~), sigma_u^2, a,
+b_k ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1), and gamma_k one at a time (each given gamma_{-k}).
+Appendix C (missing predictors): (beta, u), sigma_u^2, a, mu, Sigma ~ IW, and the missing entries
+of each d_i from their Gaussian conditional given the observed ones.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpyro.distributions as dist
+from jax import Array
+from jax.scipy.linalg import cho_solve, solve_triangular
+
+from bayes_maxmargin.core.augmentation import (
+    GaussianConditional,
+    augmented_log_likelihood,
+    expected_inv_lambda,
+    gaussian_conditional,
+    margin_floor,
+    sample_gaussian,
+    sample_inv_lambda,
+)
+from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.distributions import InverseGaussian
+from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData
+from bayes_maxmargin.models.luts.vb import masked_gaussian
+
+__all__ = ["LaplaceZeroGibbsState", "MissingGibbsState", "MixedGibbsState", "build_laplace_zero_kernel",
+           "build_missing_kernel", "build_mixed_kernel", "init_laplace_zero", "init_missing", "init_mixed",
+           "laplace_zero_log_joint", "missing_log_joint", "mixed_log_joint", "record_laplace_zero",
+           "record_missing", "record_mixed"]
+
+
+# ============================================================================ shared pieces
+def _normal_logpdf(x: Array, var: Array) -> Array:
+    return jnp.sum(dist.Normal(0.0, jnp.sqrt(var)).log_prob(x))
+
+
+def _log_ig(x: Array, A: Array, B: Array) -> Array:
+    """log IG(x | A, B) (the paper's inverse gamma, shape A and scale B)."""
+    return jnp.sum(dist.InverseGamma(A, B).log_prob(x))
+
+
+def draw_inverse_gamma(key: Array, A: Array, B: Array) -> Array:
+    """One draw of IG(A, B): B / Gamma(A, 1)."""
+    return B / jax.random.gamma(key, A, dtype=jnp.result_type(B))
+
+
+def _hinge_aug(f: Array, y: Array, inv_lam: Array) -> Array:
+    return jnp.sum(augmented_log_likelihood(1.0 - y * f, inv_lam, 1.0))
+
+
+def _design(data: MixedData) -> Array:
+    return jnp.concatenate([data.X, data.Z], axis=1)
+
+
+# ============================================================================ Appendix A
+class MixedGibbsState(NamedTuple):
+    """State of the Appendix A sampler (one chain).
+
+    Attributes
+    ----------
+    coef : Array, shape (p + m,)
+        [beta, u].
+    inv_lam : Array, shape (n,)
+        1 / a_i.
+    sigma_u2 : Array
+        sigma_u^2.
+    log_joint : Array
+        Log density of the augmented program :func:`~bayes_maxmargin.models.luts.model.mixed_bsvm` here.
+    """
+
+    coef: Array
+    inv_lam: Array
+    sigma_u2: Array
+    log_joint: Array
+
+
+def mixed_log_joint(coef: Array, inv_lam: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) -> Array:
+    """Log density of ``mixed_bsvm(..., augmented=True)`` at (beta, u, sigma_u2, a = 1 / inv_lam)."""
+    p = data.X.shape[1]
+    f = _design(data) @ coef
+    return (
+        _normal_logpdf(coef[:p], hyper.sigma_beta2)
+        + _normal_logpdf(coef[p:], sigma_u2)
+        + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
+        + _hinge_aug(f, data.y, inv_lam)
+    )
+
+
+@jit
+def init_mixed(coef: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) -> MixedGibbsState:
+    """A state at (coef, sigma_u2) with 1 / a at its conditional mean."""
+    inv_lam = expected_inv_lambda(1.0 - data.y * (_design(data) @ coef), 1.0, 0.0)
+    sigma_u2 = jnp.asarray(sigma_u2, coef.dtype)
+    return MixedGibbsState(coef, inv_lam, sigma_u2, mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper))
+
+
+@functools.cache
+def build_mixed_kernel(overrelaxation: float = 0.0):
+    """The Gibbs kernel of Appendix A (Luts & Ormerod 2014) for model (5) with Sigma = sigma_u^2 I.
+
+    Parameters
+    ----------
+    overrelaxation : float
+        Adler overrelaxation of the (beta, u) draw (:func:`~bayes_maxmargin.core.augmentation.sample_gaussian`);
+        0 is the plain Gibbs draw of the appendix.
+    """
+
+    def kernel(rng_key: Array, state: MixedGibbsState, data: MixedData, hyper: LutsHyper):
+        k_lam, k_coef, k_s2 = jax.random.split(rng_key, 3)
+        C = _design(data)
+        p, m = data.X.shape[1], data.Z.shape[1]
+        dtype = C.dtype
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ state.coef), 1.0, 0.0)
+        prior_prec = jnp.concatenate(
+            [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / state.sigma_u2, dtype)]
+        )
+        cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
+        coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
+        u = coef[p:]
+        sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(u**2))
+        log_joint = mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper)
+        return MixedGibbsState(coef, inv_lam, sigma_u2, log_joint), None
+
+    return kernel
+
+
+def record_mixed(state: MixedGibbsState) -> dict[str, Array]:
+    """Per draw: coefficients, sigma_u^2 and the log joint (the a_i are not stored)."""
+    return {"coef": state.coef, "sigma_u2": state.sigma_u2, "log_joint": state.log_joint}
+
+
+# ============================================================================ Appendix B
+class LaplaceZeroGibbsState(NamedTuple):
+    """State of the Appendix B sampler (one chain).
+
+    Attributes
+    ----------
+    beta : Array, shape (p,)
+    v : Array, shape (m,)
+    gamma : Array, shape (m,)
+        Inclusion indicators (0.0 / 1.0); u = gamma * v.
+    b : Array, shape (m,)
+        Scale-mixture variables of the Laplace prior.
+    sigma_u2 : Array
+    inv_lam : Array, shape (n,)
+    log_joint : Array
+        Log density of ``laplace_zero_bsvm(..., augmented=True)`` here.
+    """
+
+    beta: Array
+    v: Array
+    gamma: Array
+    b: Array
+    sigma_u2: Array
+    inv_lam: Array
+    log_joint: Array
+
+
+def laplace_zero_log_joint(
+    beta: Array, v: Array, gamma: Array, b: Array, sigma_u2: Array, inv_lam: Array, data: MixedData, hyper: LutsHyper
+) -> Array:
+    """Log density of ``laplace_zero_bsvm(..., augmented=True)``."""
+    f = data.X @ beta + data.Z @ (gamma * v)
+    return (
+        _normal_logpdf(beta, hyper.sigma_beta2)
+        + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
+        + _log_ig(b, 1.0, 0.5)
+        + _normal_logpdf(v, sigma_u2 / b)
+        + jnp.sum(dist.Bernoulli(probs=hyper.rho).log_prob(gamma))
+        + _hinge_aug(f, data.y, inv_lam)
+    )
+
+
+@jit
+def init_laplace_zero(
+    beta: Array, v: Array, gamma: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper
+) -> LaplaceZeroGibbsState:
+    """A state at (beta, v, gamma, sigma_u2) with b and 1 / a at their conditional means."""
+    dtype = beta.dtype
+    sigma_u2 = jnp.asarray(sigma_u2, dtype)
+    gamma = jnp.asarray(gamma, dtype)
+    b = jnp.sqrt(sigma_u2) / jnp.maximum(jnp.abs(v), margin_floor(dtype))
+    f = data.X @ beta + data.Z @ (gamma * v)
+    inv_lam = expected_inv_lambda(1.0 - data.y * f, 1.0, 0.0)
+    lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
+    return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj)
+
+
+@functools.cache
+def build_laplace_zero_kernel():
+    """The Gibbs kernel of Appendix B (Luts & Ormerod 2014): Laplace-zero prior on the Z coefficients.
+
+    One sweep: a | rest; (beta, v) | rest with the design C diag(gamma~) (an excluded v_k is drawn
+    from its prior N(0, sigma_u^2 / b_k)); sigma_u^2 | rest ~ IG(A_u + m/2, B_u + v' diag(b) v / 2);
+    b_k | rest ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1); then gamma_k | rest ~ Bernoulli(expit(eta_k)),
+    k = 1..m in turn, with::
+
+        eta_k = logit(rho) - 1/2 Z_k' diag(a^-1) Z_k v_k^2 + v_k Z_k' diag(1 + a^-1) y
+                - v_k Z_k' diag(a^-1) (X beta + Z_-k diag(gamma_-k) v_-k).
+    """
+
+    def kernel(rng_key: Array, state: LaplaceZeroGibbsState, data: MixedData, hyper: LutsHyper):
+        k_lam, k_coef, k_s2, k_b, k_g = jax.random.split(rng_key, 5)
+        X, Z, y = data
+        p, m = X.shape[1], Z.shape[1]
+        dtype = X.dtype
+        f = X @ state.beta + Z @ (state.gamma * state.v)
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * f, 1.0, 0.0)
+        g = jnp.concatenate([jnp.ones((p,), dtype), state.gamma])
+        prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), state.b / state.sigma_u2])
+        C = _design(data)
+        CWC = C.T @ (C * inv_lam[:, None])  # C' diag(a^-1) C: the precision below and the eta_k terms
+        lin = C.T @ (y * (1.0 + inv_lam))
+        prec = CWC * jnp.outer(g, g) + jnp.diag(prior_prec)  # the design C diag(gamma~)
+        chol = jnp.linalg.cholesky(prec)
+        coef = sample_gaussian(k_coef, GaussianConditional(cho_solve((chol, True), g * lin), chol))
+        beta, v = coef[:p], coef[p:]
+        sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(state.b * v**2))
+        b = InverseGaussian(jnp.sqrt(sigma_u2) / jnp.maximum(jnp.abs(v), margin_floor(dtype)), 1.0).sample(k_b)
+        G = CWC[p:, p:]  # Z' diag(a^-1) Z
+        lin_y = lin[p:]  # Z' diag(1 + a^-1) y
+        zwx_beta = CWC[p:, :p] @ beta  # Z' diag(a^-1) X beta
+        logit_rho = jnp.log(hyper.rho) - jnp.log1p(-hyper.rho)
+
+        def update(k, carry):  # carry: gamma and G (gamma v), so that each step is O(m)
+            gamma, s = carry
+            cross = s[k] - G[k, k] * gamma[k] * v[k]  # Z_k' diag(a^-1) Z_-k diag(gamma_-k) v_-k
+            eta = logit_rho - 0.5 * G[k, k] * v[k] ** 2 + v[k] * lin_y[k] - v[k] * (zwx_beta[k] + cross)
+            gk = jax.random.bernoulli(jax.random.fold_in(k_g, k), jax.nn.sigmoid(eta)).astype(dtype)
+            return gamma.at[k].set(gk), s + G[:, k] * ((gk - gamma[k]) * v[k])
+
+        gamma, _ = jax.lax.fori_loop(0, m, update, (state.gamma, G @ (state.gamma * v)))
+        lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
+        return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj), None
+
+    return kernel
+
+
+def record_laplace_zero(state: LaplaceZeroGibbsState) -> dict[str, Array]:
+    """Per draw: beta, v, gamma, u = gamma v, sigma_u^2 and the log joint."""
+    return {
+        "beta": state.beta, "v": state.v, "gamma": state.gamma, "u": state.gamma * state.v,
+        "sigma_u2": state.sigma_u2, "log_joint": state.log_joint,
+    }
+
+
+# ============================================================================ Appendix C
+class MissingGibbsState(NamedTuple):
+    """State of the Appendix C sampler (one chain).
+
+    Attributes
+    ----------
+    coef : Array, shape (1 + d,)
+        [beta, u].
+    D : Array, shape (n, d)
+        Predictors with the current draws at the missing entries.
+    inv_lam : Array, shape (n,)
+    sigma_u2 : Array
+    mu : Array, shape (d,)
+    Sigma : Array, shape (d, d)
+    log_joint : Array
+        Log density of ``missing_bsvm(..., augmented=True)`` here.
+    """
+
+    coef: Array
+    D: Array
+    inv_lam: Array
+    sigma_u2: Array
+    mu: Array
+    Sigma: Array
+    log_joint: Array
+
+
+def missing_log_joint(
+    coef: Array, D: Array, inv_lam: Array, sigma_u2: Array, mu: Array, Sigma: Array,
+    data: MissingData, hyper: LutsHyper, imp: ImputationHyper,
+) -> Array:
+    """Log density of ``missing_bsvm(..., augmented=True)`` (D complete: observed and drawn entries)."""
+    d = D.shape[1]
+    f = coef[0] + D @ coef[1:]
+    return (
+        _normal_logpdf(mu, imp.sigma_mu2)
+        + dist.InverseWishart(imp.nu, scale_matrix=imp.Psi).log_prob(Sigma)
+        + jnp.sum(dist.MultivariateNormal(mu, Sigma).log_prob(D))
+        + _normal_logpdf(coef[0], hyper.sigma_beta2)
+        + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
+        + _normal_logpdf(coef[1:], jnp.full((d,), sigma_u2))
+        + _hinge_aug(f, data.y, inv_lam)
+    )
+
+
+@jit
+def init_missing(coef: Array, data: MissingData, hyper: LutsHyper, imp: ImputationHyper) -> MissingGibbsState:
+    """A state at ``coef`` with the missing entries at their column's observed mean, mu and Sigma
+    the observed means and (diagonal) variances, sigma_u^2 = 1 and 1 / a at its conditional mean."""
+    D, obs, y = data
+    count = jnp.sum(obs, axis=0)
+    col_mean = jnp.sum(obs * D, axis=0) / count
+    col_var = jnp.sum(obs * (D - col_mean) ** 2, axis=0) / count
+    Sigma = jnp.diag(jnp.where(col_var > 0, col_var, 1.0))
+    D = obs * D + (1.0 - obs) * col_mean
+    inv_lam = expected_inv_lambda(1.0 - y * (coef[0] + D @ coef[1:]), 1.0, 0.0)
+    s2 = jnp.ones((), coef.dtype)
+    lj = missing_log_joint(coef, D, inv_lam, s2, col_mean, Sigma, data, hyper, imp)
+    return MissingGibbsState(coef, D, inv_lam, s2, col_mean, Sigma, lj)
+
+
+@functools.cache
+def build_missing_kernel():
+    """The Gibbs kernel of Appendix C (Luts & Ormerod 2014): missing predictors, normal / IW imputation.
+
+    One sweep: a | rest; (beta, u) | rest with C = [1, D]; sigma_u^2 | rest ~ IG(A_u + d/2,
+    B_u + ||u||^2 / 2); mu | rest ~ N((n Sigma^-1 + sigma_mu^-2 I)^-1 n Sigma^-1 dbar, (...)^-1);
+    Sigma | rest ~ IW(Psi + sum_i (d_i - mu)(d_i - mu)', nu + n); then for every row with missing
+    entries, d_i,M_i | rest ~ N(G_MM^-1 P'(h - G Q Q' d_i), G_MM^-1) with
+    G = Sigma^-1 + a_i^-1 u u' and h = Sigma^-1 mu + y_i (1 + a_i^-1) u - a_i^-1 beta u.
+
+    The kernel's ``hyper`` argument is the pair ``(LutsHyper, ImputationHyper)``.
+    """
+
+    def kernel(rng_key: Array, state: MissingGibbsState, data: MissingData, hypers: tuple[LutsHyper, ImputationHyper]):
+        hyper, imp = hypers
+        k_lam, k_coef, k_s2, k_mu, k_sig, k_d = jax.random.split(rng_key, 6)
+        _, obs, y = data
+        D = state.D
+        n, d = D.shape
+        dtype = D.dtype
+        C = jnp.concatenate([jnp.ones((n, 1), dtype), D], axis=1)
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (C @ state.coef), 1.0, 0.0)
+        prior_prec = jnp.concatenate(
+            [jnp.full((1,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((d,), 1.0 / state.sigma_u2, dtype)]
+        )
+        coef = sample_gaussian(k_coef, gaussian_conditional(C, y, inv_lam, 1.0, prior_prec))
+        beta, u = coef[0], coef[1:]
+        sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * d, hyper.B_u + 0.5 * jnp.sum(u**2))
+        eye = jnp.eye(d, dtype=dtype)
+        K = cho_solve((jnp.linalg.cholesky(state.Sigma), True), eye)  # Sigma^-1 (enters a precision sum)
+        prec_mu = n * K + eye / imp.sigma_mu2
+        L_mu = jnp.linalg.cholesky(prec_mu)
+        mean_mu = cho_solve((L_mu, True), K @ jnp.sum(D, axis=0))
+        mu = mean_mu + solve_triangular(L_mu, jax.random.normal(k_mu, (d,), dtype), lower=True, trans="T")
+        resid = D - mu
+        Sigma = dist.InverseWishart(imp.nu + n, scale_matrix=imp.Psi + resid.T @ resid).sample(k_sig)
+        Sigma = 0.5 * (Sigma + Sigma.T)
+        K = cho_solve((jnp.linalg.cholesky(Sigma), True), eye)
+
+        def one_row(key, d_i, obs_i, w_i, y_i):
+            G = K + w_i * jnp.outer(u, u)
+            h = K @ mu + y_i * (1.0 + w_i) * u - w_i * beta * u
+            mean_i, chol_i = masked_gaussian(G, h, d_i, obs_i)
+            z = jax.random.normal(key, (d,), dtype)
+            return mean_i + (1.0 - obs_i) * solve_triangular(chol_i, z, lower=True, trans="T")
+
+        D = jax.vmap(one_row)(jax.random.split(k_d, n), D, obs, inv_lam, y)
+        lj = missing_log_joint(coef, D, inv_lam, sigma_u2, mu, Sigma, data, hyper, imp)
+        return MissingGibbsState(coef, D, inv_lam, sigma_u2, mu, Sigma, lj), None
+
+    return kernel
+
+
+def record_missing(state: MissingGibbsState) -> dict[str, Array]:
+    """Per draw: coefficients, sigma_u^2, mu, Sigma, the completed D and the log joint."""
+    return {
+        "coef": state.coef, "sigma_u2": state.sigma_u2, "mu": state.mu, "Sigma": state.Sigma,
+        "D": state.D, "log_joint": state.log_joint,
+    }
