@@ -44,12 +44,12 @@ noise), SE kernel k = exp(-||x - x'||^2 / theta^2) at the fixed theta = 1 (ampli
     reported too. ``max_z`` = max over f of |mean_Gibbs - mean_NUTS| / sqrt(MCSE_G^2 + MCSE_N^2)
     checks that both sample the same posterior. Target: ratio >= 10.
 ``fitc``
-    FITC ECM (``fitc_ecm``, max_iter = 200, mlii_every = 20, the library's defaults otherwise, i.e.
+    FITC ECM (``gp_ecm_mlii`` with pseudo-inputs, max_iter = 200, mlii_every = 20, the library's defaults otherwise, i.e.
     its ML-II optimiser and steps per round, recorded in the JSON; gamma = 1, gamma0 = 0, ML-II over
     theta and the pseudo-inputs) on USPS 4 vs non-4, the N = 7291 training split, M = 100 k-means
     pseudo-inputs, SE kernel with theta^2 initialised at the median squared distance. Each measurement runs in a fresh subprocess: a baseline that imports
     jax and the package, loads the data and initialises the backend, and the fit, which calls
-    ``fitc_ecm`` twice (compile + run, then run only) and predicts the 2007 test digits, and a
+    it twice (compile + run, then run only) and predicts the 2007 test digits, and a
     third that only compiles the same fit ahead of time (its peak RSS, and XLA's temporary buffer
     size from ``memory_analysis``, separate the compiler's share of the peak from the run's). Peak
     memory is the child's peak RSS (``getrusage``: the child's RUSAGE_SELF, checked against the
@@ -107,7 +107,7 @@ def synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def gp_problem(n: int, dtype=jnp.float64, gamma0: float = 0.1, a0: float = 1.0, b0: float = 1.0, seed: int = 0):
     """(X, y, GPData, GPHyper) of the synthetic problem at the fixed theta."""
-    from bayes_maxmargin.models.gp.model import gp_data
+    from bayes_maxmargin.models.gp.covariance import gp_data
 
     X, y = synthetic(n, seed)
     K = prior_covariance(jnp.asarray(X, dtype), "rbf", KP, JITTER)
@@ -237,7 +237,8 @@ def breakdown(data, hyper) -> dict[str, float]:
     as the kernel calls it, and ``lax.linalg.cholesky(symmetrize_input=False)``) split stage 2.
     """
     from bayes_maxmargin.core.augmentation import sample_inv_lambda
-    from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, sample_f, scaled_factor
+    from bayes_maxmargin.models.gp.covariance import scaled_factor
+    from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, sample_f
 
     n, dtype = data.y.shape[0], data.K.dtype
     kernel = build_gp_kernel(False)
@@ -478,7 +479,7 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
     jnp.zeros(1).block_until_ready()  # initialise the backend
     if mode in ("fit", "compile"):
         from bayes_maxmargin.core.predict import probit_predictive
-        from bayes_maxmargin.models.gp.fitc import fitc_ecm, fitc_predict
+        from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
         from bayes_maxmargin.models.gp.model import init_inducing
 
         M = 20 if quick else 100
@@ -495,7 +496,7 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
         out["rss_before_fit_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
         def fit(X, y, V0):
-            return fitc_ecm(X, y, V0, params0, hyper, max_iter=max_iter, mlii_every=every)
+            return gp_ecm_mlii(X, y, params0, hyper, V0=V0, max_iter=max_iter, mlii_every=every)
 
         if mode == "compile":  # compilation alone (ahead of time) and XLA's buffer sizes
             t0 = time.perf_counter()
@@ -512,9 +513,9 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 res = jax.block_until_ready(fit(X, y, V0))
                 out[label] = time.perf_counter() - t0
-            mean, var = fitc_predict(X, jnp.asarray(Xte), y, res.V, res.inv_lam, res.gamma, res.params)
+            mean, var = gp_predict(X, jnp.asarray(Xte), y, res.inv_lam, res.gamma, res.params, V=res.V)
             prob = probit_predictive(np.asarray(mean), np.asarray(var))
-            defaults = {k: v.default for k, v in inspect.signature(fitc_ecm).parameters.items()
+            defaults = {k: v.default for k, v in inspect.signature(gp_ecm_mlii).parameters.items()
                         if k in ("mlii_steps", "optimizer", "learning_rate", "tol", "optimize_inducing")}
             out.update({
                 "fitc_ecm_defaults": defaults,

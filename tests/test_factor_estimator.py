@@ -107,3 +107,16 @@ def test_constant_column_and_nan(data):
     Xn[4, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         FactorBSVM(n_factors=2).fit(Xn, y)
+
+
+@pytest.mark.parametrize("n_blocks", [2, None])
+def test_elliptical_slice_subiterations_reach_sample_stats(data, n_blocks):
+    """The GP classifier's score update reports its elliptical slice sub-iterations per draw: at least
+    one per block (or per score with n_blocks=None), and a whole number."""
+    X, y = data
+    X, y = X[:24], y[:24]
+    clf = FactorBSVM(n_factors=2, classifier="gp", **{**SMALL, "num_warmup": 4, "num_samples": 4, "thin": 1,
+                                                      "n_blocks": n_blocks}).fit(X, y)
+    sub = clf.idata_.sample_stats["ess_subiterations"].values
+    assert sub.shape == (clf.num_chains, 4)
+    assert np.all(sub >= (n_blocks or len(X))) and np.issubdtype(sub.dtype, np.integer)

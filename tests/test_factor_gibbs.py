@@ -27,7 +27,7 @@ from bayes_maxmargin.models.factor.gibbs import (
     score_loglik,
 )
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, factor_bsvm
-from bayes_maxmargin.models.gp.gibbs import pseudo_obs_scaled
+from bayes_maxmargin.models.gp.covariance import pseudo_obs_scaled
 
 from ._posterior import assert_posteriors_agree
 from .reference import FACTOR_GAMMA0 as GAMMA0

@@ -8,16 +8,9 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin.core.kernels import SEParams
-from bayes_maxmargin.models.gp.ecm import gp_ecm, gp_predict, gp_predict_proba
-from bayes_maxmargin.models.gp.fitc import (
-    _fitc_ecm,
-    fitc_ecm,
-    fitc_factors,
-    fitc_log_marginal,
-    fitc_predict,
-    fitc_predict_proba,
-)
-from bayes_maxmargin.models.gp.model import gp_data, init_inducing, prior_covariance
+from bayes_maxmargin.models.gp.covariance import fitc_factors, gp_data
+from bayes_maxmargin.models.gp.ecm import gp_ecm, gp_ecm_mlii, gp_log_marginal, gp_predict, gp_predict_proba
+from bayes_maxmargin.models.gp.model import init_inducing, prior_covariance
 
 from ._gp_problems import KP, finite, make_hyper
 
@@ -37,14 +30,14 @@ def test_full_rank_fitc_matches_full_gp(sine, gamma0):
             jnp.zeros(len(y)), gp_data(prior_covariance(X, "rbf", KP, jitter=jit), y), make_hyper(gamma0),
             1e-12, max_iter=100, estimate_gamma=False,
         )
-        sp = fitc_ecm(X, y, X, KP, make_hyper(gamma0), 1e-12, max_iter=100, mlii_every=0, jitter=jit)
+        sp = gp_ecm_mlii(X, y, KP, make_hyper(gamma0), 1e-12, V0=X, max_iter=100, mlii_every=0, jitter=jit)
         np.testing.assert_allclose(np.asarray(sp.f), np.asarray(full.f), atol=1e-4)
         m1, v1 = gp_predict(X, Xt, y, full.inv_lam, full.gamma, KP, jitter=jit)
-        m2, v2 = fitc_predict(X, Xt, y, X, sp.inv_lam, sp.gamma, KP, jitter=jit, chunk=16)
+        m2, v2 = gp_predict(X, Xt, y, sp.inv_lam, sp.gamma, KP, V=X, jitter=jit, chunk=16)
         np.testing.assert_allclose(np.asarray(m2), np.asarray(m1), atol=1e-4)
         np.testing.assert_allclose(np.asarray(v2), np.asarray(v1), atol=1e-4)
         p1 = gp_predict_proba(X, Xt, y, full.inv_lam, full.gamma, KP, jitter=jit)
-        p2 = fitc_predict_proba(X, Xt, y, X, sp.inv_lam, sp.gamma, KP, jitter=jit)
+        p2 = gp_predict_proba(X, Xt, y, sp.inv_lam, sp.gamma, KP, V=X, jitter=jit)
         np.testing.assert_allclose(p2, p1, atol=1e-4)
 
 
@@ -53,7 +46,8 @@ def test_objective_monotone_sparse(sine, estimate_gamma):
     X, y = sine
     V = init_inducing(X, 8, "kmeans", random_state=0)
     with jax.enable_x64(True):
-        res = fitc_ecm(X, y, V, KP, make_hyper(0.3), 1e-12, max_iter=200, mlii_every=0, estimate_gamma=estimate_gamma)
+        res = gp_ecm_mlii(X, y, KP, make_hyper(0.3), 1e-12, V0=V, max_iter=200, mlii_every=0,
+                          estimate_gamma=estimate_gamma)
         trace = finite(res.objective[0])
         assert len(trace) > 5
         assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
@@ -67,7 +61,7 @@ def test_mlii_increases_log_z_and_moves_inducing(sine):
     V0 = init_inducing(X, 6, "random", random_state=1)
     p0 = SEParams(lengthscale=2.0, amplitude=0.5)
     with jax.enable_x64(True):
-        res = fitc_ecm(X, y, V0, p0, make_hyper(0.0), 1e-10, max_iter=30, mlii_every=10, mlii_steps=30)
+        res = gp_ecm_mlii(X, y, p0, make_hyper(0.0), 1e-10, V0=V0, max_iter=30, mlii_every=10, mlii_steps=30)
         log_z = np.asarray(res.log_z)
         assert log_z.shape == (3, 2)
         assert np.all(np.isfinite(log_z)) and np.all(log_z[:, 1] >= log_z[:, 0])
@@ -80,7 +74,7 @@ def test_mlii_increases_log_z_and_moves_inducing(sine):
         for leaf in (res.f, res.inv_lam, res.V, res.params.lengthscale, res.params.amplitude):
             assert np.all(np.isfinite(np.asarray(leaf)))
         # log Z of eq. (10) at the returned (theta, V) and omega is finite
-        assert np.isfinite(float(fitc_log_marginal(res.params, res.V, X, y, res.inv_lam, res.gamma)))
+        assert np.isfinite(float(gp_log_marginal(res.params, X, y, res.inv_lam, res.gamma, V=res.V)))
 
 
 def _shapes(jaxpr) -> list[tuple[int, ...]]:
@@ -108,11 +102,11 @@ def test_large_n_no_n_by_n():
     kw = dict(kernel="rbf", max_iter=20, mlii_every=10, mlii_steps=5, optimizer="lbfgs", learning_rate=0.05,
               estimate_gamma=False, optimize_inducing=True, jitter=1e-6, fixed=())
     X32, y32, V32 = (jnp.asarray(a, jnp.float32) for a in (X, y, V))
-    jaxpr = jax.make_jaxpr(lambda a, b, c: _fitc_ecm(a, b, c, KP, make_hyper(0.0), 1e-8, **kw))(X32, y32, V32)
+    jaxpr = jax.make_jaxpr(lambda a, b, c: gp_ecm_mlii(a, b, KP, make_hyper(0.0), 1e-8, V0=c, **kw))(X32, y32, V32)
     shapes = _shapes(jaxpr.jaxpr)
     assert shapes and not any(sum(d >= n for d in s) >= 2 for s in shapes)
-    res = fitc_ecm(X32, y32, V32, KP, make_hyper(0.0), 1e-8, **kw)
-    mean, var = fitc_predict(X32, X32[:3000], y32, res.V, res.inv_lam, res.gamma, res.params, chunk=1024)
+    res = gp_ecm_mlii(X32, y32, KP, make_hyper(0.0), 1e-8, V0=V32, **kw)
+    mean, var = gp_predict(X32, X32[:3000], y32, res.inv_lam, res.gamma, res.params, V=res.V, chunk=1024)
     assert res.f.shape == (n,) and res.V.shape == (m, 2) and mean.shape == var.shape == (3000,)
     assert np.all(np.isfinite(np.asarray(res.f))) and np.all(np.isfinite(np.asarray(mean)))
     assert np.all(np.asarray(var) > -1e-3)
@@ -128,7 +122,7 @@ def test_bad_num_inducing(sine, m):
     if m > 0:
         V = np.tile(X[:1], (m, 1))
         with pytest.raises(ValueError, match="num_inducing"):
-            fitc_ecm(X, y, V, KP, make_hyper(0.0), max_iter=2, mlii_every=0)
+            gp_ecm_mlii(X, y, KP, make_hyper(0.0), V0=V, max_iter=2, mlii_every=0)
 
 
 def test_init_inducing(sine):

@@ -9,6 +9,7 @@ import pytest
 
 from bayes_maxmargin import LinearBSVM
 from bayes_maxmargin.core.kernels import SEParams, se
+from bayes_maxmargin.models.gp.covariance import gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
     gp_ecm,
     gp_ecm_mlii,
@@ -18,8 +19,7 @@ from bayes_maxmargin.models.gp.ecm import (
     mlii_update,
     support_vector_mask,
 )
-from bayes_maxmargin.models.gp.gibbs import gp_alpha
-from bayes_maxmargin.models.gp.model import gp_data, prior_covariance
+from bayes_maxmargin.models.gp.model import prior_covariance
 
 from ._gp_problems import KP, finite, make_hyper
 

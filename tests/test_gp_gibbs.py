@@ -12,8 +12,9 @@ from numpyro.infer.util import log_density
 from bayes_maxmargin.core.kernels import ARDParams, SEParams
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.engine.nuts import run_nuts
-from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, gp_alpha, init_gp, record_gp, sample_f
-from bayes_maxmargin.models.gp.model import GPData, GPHyper, gp_bsvm, gp_data, prior_covariance
+from bayes_maxmargin.models.gp.covariance import GPData, gp_alpha, gp_data
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp, sample_f
+from bayes_maxmargin.models.gp.model import GPHyper, gp_bsvm, prior_covariance
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import GP_FIXED, gp_tiny, load_reference

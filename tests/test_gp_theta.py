@@ -19,6 +19,7 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
     gp_theta_log_joint,
     init_gp_theta,
     pack_log_theta,
+    slice_1d,
     slice_sweep,
     unpack_log_theta,
 )
@@ -125,7 +126,7 @@ def test_slice_sweep_leaves_a_gaussian_invariant():
 
         def chain(key):
             def step(x, k):
-                x, _ = slice_sweep(k, logdensity, x, 1.0)
+                x, _, _ = slice_sweep(k, logdensity, x, 1.0)
                 return x, x
 
             return jax.lax.scan(step, jnp.zeros(2), jax.random.split(key, 3000))[1]
@@ -186,3 +187,35 @@ def test_gibbs_with_theta_agrees_with_nuts(wave):
     assert ref.diverging == 0
     assert_posteriors_agree(gp_theta_statistics(X, gibbs), ref.draws, ["log_theta", "f", "log_prior_f"],
                             z=4.0, sd_rtol=0.15)
+
+
+def test_slice_info_counts_every_density_evaluation():
+    """slice_1d reports each evaluation of the log density (stepping out and shrinkage)."""
+    calls = []
+
+    def logdensity(x):
+        jax.debug.callback(lambda: calls.append(1))
+        return -0.5 * x**2
+
+    x0 = jnp.asarray(0.3)
+    _, _, info = slice_1d(jax.random.PRNGKey(4), logdensity, x0, logdensity(x0), jnp.asarray(1.0))
+    jax.effects_barrier()
+    assert int(info.num_evaluations) == len(calls) - 1 >= 1  # the first call was lp0's
+    assert int(info.num_stalled) == 0
+
+
+def test_slice_statistics_reach_sample_stats():
+    """A GPBSVM Gibbs fit that samples theta keeps each draw's slice evaluations and stalled updates."""
+    from bayes_maxmargin import GPBSVM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    clf = GPBSVM(inference="gibbs", num_chains=2, num_warmup=5, num_samples=6, progress_bar=False,
+                 random_state=0).fit(X, y)
+    stats = clf.idata_.sample_stats
+    n_theta = sum(name in clf.idata_.posterior for name in ("lengthscale", "amplitude"))
+    assert n_theta >= 1
+    assert stats["slice_evaluations"].shape == (2, 6)
+    assert np.all(stats["slice_evaluations"].values >= 2 * n_theta)  # stepping out ends and one draw each
+    assert np.all((stats["slice_stalled"].values >= 0) & (stats["slice_stalled"].values <= n_theta))

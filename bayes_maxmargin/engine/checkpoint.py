@@ -34,6 +34,8 @@ __all__ = ["Checkpoint", "CheckpointError", "checkpoint_folder", "flat_state", "
            "restore_state", "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
+#: Prefix of a kernel's Info among the recorded arrays of a run (:func:`~bayes_maxmargin.engine.mcmc.run_chains`).
+INFO_PREFIX = "info:"
 VERSION = 1
 
 
@@ -146,8 +148,11 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
 
     if not kept or not next(iter(kept.values())).shape[0]:
         return
-    posterior = {k: np.swapaxes(v, 0, 1) for k, v in kept.items()}
-    idata = az.from_dict(posterior=posterior, attrs={"iterations_done": int(iterations), "complete": int(complete)})
+    draws = {k: np.swapaxes(v, 0, 1) for k, v in kept.items()}
+    posterior = {k: v for k, v in draws.items() if not k.startswith(INFO_PREFIX)}
+    stats = {k[len(INFO_PREFIX):]: v for k, v in draws.items() if k.startswith(INFO_PREFIX)}
+    idata = az.from_dict(posterior=posterior, sample_stats=stats or None,
+                         attrs={"iterations_done": int(iterations), "complete": int(complete)})
     with atomic_path(Path(folder) / "idata.nc") as tmp:
         idata.to_netcdf(str(tmp))
 

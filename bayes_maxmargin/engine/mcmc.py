@@ -35,6 +35,7 @@ from jax import Array
 
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine.checkpoint import (
+    INFO_PREFIX,
     Checkpoint,
     checkpoint_folder,
     fingerprint,
@@ -91,11 +92,15 @@ class ChainResult(NamedTuple):
         The states of all chains after the last iteration (leading chain axis).
     num_iterations : int
         Iterations run per chain, warm-up included.
+    info : dict of str to ndarray
+        The kernel's Info (the second output of ``kernel``, a dict of arrays) of the iteration that
+        produced each kept draw, laid out (chain, draw, ...); empty for a kernel whose Info is None.
     """
 
     samples: dict[str, np.ndarray]
     final_state: Any
     num_iterations: int
+    info: dict[str, np.ndarray] = {}
 
 
 def _first_nonfinite(state: Any) -> tuple[Array, Array]:
@@ -113,14 +118,17 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
     rather than skipped by a branch, which on an accelerator would cost a device-to-host copy per
     block; the loops are unrolled by ``unroll``."""
     step = jax.vmap(kernel, in_axes=(0, 0, None, None))
+    # the Info of the latest iteration rides in the carry, so that each block records its own
+    info_shape = jax.eval_shape(step, chain_keys, state, data, hyper)[1]
+    info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
 
     def one_iteration(i, carry):
-        state, (bad_iter, bad_field) = carry
+        state, _, (bad_iter, bad_field) = carry
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, i)
-        state, _ = step(keys, state, data, hyper)
+        state, info = step(keys, state, data, hyper)
         ok, field = _first_nonfinite(state)
         new = (bad_iter < 0) & ~ok
-        return state, (
+        return state, info, (
             jnp.where(new, i, bad_iter).astype(bad_iter.dtype),
             jnp.where(new, field, bad_field).astype(bad_field.dtype),
         )
@@ -129,9 +137,12 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
         first = start + b * thin
         new = jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), carry, unroll=min(unroll, thin))
         carry = jax.tree_util.tree_map(lambda a, old: jnp.where(b < n_active, a, old), new, carry)
-        return carry, jax.vmap(record)(carry[0])
+        records = jax.vmap(record)(carry[0])
+        return carry, {**records, **{INFO_PREFIX + k: v for k, v in (carry[1] or {}).items()}}
 
-    (state, bad), records = jax.lax.scan(one_block, (state, bad), jnp.arange(n_blocks), unroll=min(unroll, n_blocks))
+    (state, _, bad), records = jax.lax.scan(
+        one_block, (state, info, bad), jnp.arange(n_blocks), unroll=min(unroll, n_blocks)
+    )
     return state, bad, records
 
 
@@ -251,7 +262,9 @@ def run_chains(
     run_chunk = _run_chunk_fusion_emitters if fusion_emitters else _run_chunk
 
     def draws_so_far() -> dict[str, np.ndarray]:
-        return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0]} if kept else {}
+        # a checkpoint written before kernels reported their Info has none: keep what every chunk has
+        names = set.intersection(*(set(c) for c in kept)) if kept else set()
+        return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0] if k in names} if kept else {}
 
     with sigterm_as_interrupt():
         try:
@@ -288,4 +301,5 @@ def run_chains(
             if folder is not None:
                 write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
     samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}
-    return ChainResult(samples, state, total_blocks * thin)
+    info = {k[len(INFO_PREFIX):]: samples.pop(k) for k in [k for k in samples if k.startswith(INFO_PREFIX)]}
+    return ChainResult(samples, state, total_blocks * thin, info)

@@ -15,15 +15,9 @@ from sklearn.utils.validation import check_is_fitted
 from bayes_maxmargin.core.augmentation import log_pseudo_likelihood
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import float_precision
-from bayes_maxmargin.core.predict import (
-    probit_margin,
-    probit_predictive,
-)
+from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
-from bayes_maxmargin.data.parameters import (
-    InvalidParameterError,
-    check_scalar_param,
-)
+from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_param
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
 from bayes_maxmargin.engine.nuts import nuts_chains, to_host
 from bayes_maxmargin.estimators import multiclass as _mc

@@ -52,8 +52,7 @@ from bayes_maxmargin.estimators.multiclass import register_batched
 from bayes_maxmargin.models.factor.gibbs import build_factor_kernel, init_factor, record_factor
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
 from bayes_maxmargin.models.factor.vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
-from bayes_maxmargin.models.gp.gibbs import gp_alpha
-from bayes_maxmargin.models.gp.model import gp_data
+from bayes_maxmargin.models.gp.covariance import gp_alpha, gp_data
 
 __all__ = ["FactorBSVM"]
 
@@ -338,7 +337,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         if structure == "linear":
             post["beta"] = s["coef"][..., :-1]
             post["intercept"] = s["coef"][..., -1]
-        self.idata_ = to_inference_data(post, attrs={"model": "FactorBSVM", "inference": "gibbs"})
+        self.idata_ = to_inference_data(post, sample_stats=res.info,
+                                        attrs={"model": "FactorBSVM", "inference": "gibbs"})
         self._y = y
 
     def _fit_vbem(self, X: np.ndarray, y: np.ndarray) -> None:

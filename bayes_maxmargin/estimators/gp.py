@@ -36,6 +36,7 @@ from bayes_maxmargin.estimators.base import (
     _check_gamma_prior,
     _pointwise_log_lik,
 )
+from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
     gp_ecm,
@@ -45,8 +46,7 @@ from bayes_maxmargin.models.gp.ecm import (
     gp_predict_from_theta_draws,
     support_vectors,
 )
-from bayes_maxmargin.models.gp.fitc import fitc_alpha, fitc_ecm, fitc_factors, fitc_predict
-from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, gp_alpha, init_gp, record_gp
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
 from bayes_maxmargin.models.gp.gibbs_theta import (
     build_gp_theta_kernel,
     build_gp_theta_record,
@@ -57,7 +57,6 @@ from bayes_maxmargin.models.gp.model import (
     GPHyper,
     default_kernel_params,
     gp_bsvm,
-    gp_data,
     init_inducing,
     kernel_prior,
     prior_covariance,
@@ -536,8 +535,8 @@ class GPBSVM(_BayesianSVMClassifier):
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
         learns = len(fixed) < len(free_fields(theta0)) or self.optimize_inducing
         res = self._solve(
-            fitc_ecm,
-            X, y, jnp.asarray(V0, X.dtype), theta0, hyper, jnp.asarray(params["tol"], X.dtype),
+            gp_ecm_mlii,
+            X, y, theta0, hyper, jnp.asarray(params["tol"], X.dtype), V0=jnp.asarray(V0, X.dtype),
             kernel=params["kernel"], max_iter=params["max_iter"],
             mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
             optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
@@ -591,7 +590,7 @@ class GPBSVM(_BayesianSVMClassifier):
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"]})
+        return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"], **result.info})
 
     def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
         sample_theta = not fixed and bool(free_fields(theta0))
@@ -698,8 +697,8 @@ class GPBSVM(_BayesianSVMClassifier):
                 var = kernel_diag(kfn, p["theta"], X) - jnp.sum(half**2, axis=0)
             elif self.inference == "fitc":
                 p = self._point
-                mean, var = fitc_predict(X_train, X, y, p["V"], p["inv_lam"], p["gamma"], p["theta"],
-                                         kernel=kernel, jitter=jitter)
+                mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], V=p["V"], kernel=kernel,
+                                       jitter=jitter)
             elif self._theta_draws is not None:
                 theta = jax.tree.map(lambda a: jnp.asarray(a, dtype), self._theta_draws)
                 mean, var = gp_predict_from_theta_draws(

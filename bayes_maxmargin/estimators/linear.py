@@ -13,16 +13,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.linalg import float_precision
-from bayes_maxmargin.core.predict import (
-    gaussian_latent_moments,
-    latent_moments_from_draws,
-    probit_margin,
-)
-from bayes_maxmargin.data.parameters import (
-    InvalidParameterError,
-    check_option,
-    check_scalar_param,
-)
+from bayes_maxmargin.core.predict import gaussian_latent_moments, latent_moments_from_draws, probit_margin
+from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine import svi as _svi
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
@@ -47,7 +39,13 @@ from bayes_maxmargin.models.luts.gibbs import (
     record_missing,
     record_mixed,
 )
-from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData, conditional_fill
+from bayes_maxmargin.models.luts.model import (
+    ImputationHyper,
+    LutsHyper,
+    MissingData,
+    MixedData,
+    conditional_fill,
+)
 from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 
 __all__ = ["LinearBSVM"]
@@ -406,7 +404,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"]}
+        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info}
 
     def _fit_svi(self, design, y, params, dtype):
         """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from

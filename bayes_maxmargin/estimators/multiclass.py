@@ -275,8 +275,9 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
     for k in range(K):
         rows = slice(k * C, (k + 1) * C)
         samples = {name: v[rows] for name, v in res.samples.items()}
+        info = {name: v[rows] for name, v in res.info.items()}
         final = inner_type(*(getattr(res.final_state, f)[rows] for f in inner_type._fields))
-        out.append(ChainResult(samples, final, res.num_iterations))
+        out.append(ChainResult(samples, final, res.num_iterations, info))
     return out
 
 

@@ -30,7 +30,7 @@ settings, so the fixtures must be written under the same ones as the tests that 
 ``--check`` runs the comparisons of ``tests/test_golden.py`` (:func:`check_saved`, :func:`check_refit`)
 in this fresh process and writes their results to a JSON report: the tests run them so, because the
 bits also depend on the XLA options the package settles at its first compiled call in a process
-(``bayes_maxmargin.compilation``), which an earlier test of the same pytest worker may have settled
+(``bayes_maxmargin.core.compilation``), which an earlier test of the same pytest worker may have settled
 under another setting (the ``xla_optimized`` tests of ``tests/test_distributions.py``).
 """
 
@@ -297,18 +297,29 @@ def _environment() -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- checks
-def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str) -> None:
-    """Exactly the same arrays: same keys, and per key the same values, shape and dtype (no tolerance)."""
+#: Refits whose sampler reports kernel Info (slice evaluations, elliptical slice sub-iterations) in
+#: ``sample_stats``: carrying the Info through the compiled chunk changes how XLA fuses the loop body, and
+#: with it the last bits of the floating-point results (1e-13 relative after these short runs). Their
+#: stored files still load bit for bit; their refits are compared to this relative tolerance.
+INFO_RTOL = {"GPBSVM-gibbs-theta": 1e-9, "GPBSVM-gibbs-theta-ard": 1e-9, "FactorBSVM-gibbs-gp": 1e-9}
+
+
+def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str, rtol: float = 0.0) -> None:
+    """The same arrays: same keys, and per key the same shape, dtype and values (exactly, unless ``rtol``)."""
     assert sorted(got) == sorted(expected), f"{what}: outputs {sorted(got)}, golden {sorted(expected)}"
     for key in expected:
-        np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{what}: {key}", strict=True)
+        if rtol and np.issubdtype(expected[key].dtype, np.floating):
+            np.testing.assert_allclose(got[key], expected[key], rtol=rtol, atol=0, err_msg=f"{what}: {key}", strict=True)
+        else:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{what}: {key}", strict=True)
 
 
-def compare(est: Any, name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any]) -> None:
+def compare(est: Any, name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any],
+            rtol: float = 0.0) -> None:
     """The outputs and posterior draws of ``est`` are the golden ones of case ``name``."""
     expected_outputs, expected_posterior = golden_arrays(arrays, name)
-    assert_same(outputs(est, meta["cases"][name], data), expected_outputs, f"{name} outputs")
-    assert_same(posterior(est), expected_posterior, f"{name} posterior")
+    assert_same(outputs(est, meta["cases"][name], data), expected_outputs, f"{name} outputs", rtol)
+    assert_same(posterior(est), expected_posterior, f"{name} posterior", rtol)
 
 
 def check_saved(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any]) -> None:
@@ -326,8 +337,9 @@ def check_saved(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], 
 
 
 def check_refit(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any]) -> None:
-    """The case refitted from its golden.json entry gives exactly the golden draws and outputs."""
-    compare(fit(meta["cases"][name], data), name, meta, arrays, data)
+    """The case refitted from its golden.json entry gives exactly the golden draws and outputs (to
+    :data:`INFO_RTOL` for the samplers that report kernel Info)."""
+    compare(fit(meta["cases"][name], data), name, meta, arrays, data, INFO_RTOL.get(name, 0.0))
 
 
 CHECKS = {"load": check_saved, "refit": check_refit}

@@ -70,8 +70,8 @@ from bayes_maxmargin.core.augmentation import (
 from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.kernels import get_kernel
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, score_conditional
-from bayes_maxmargin.models.gp.gibbs import pseudo_obs_scaled, sample_f
-from bayes_maxmargin.models.gp.model import gp_data
+from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
+from bayes_maxmargin.models.gp.gibbs import sample_f
 
 __all__ = ["FactorState", "build_factor_kernel", "draw_inv_scale", "ess_step", "init_factor",
            "log_marginal_z", "record_factor"]
@@ -198,8 +198,9 @@ def ess_step(
 def _draw_scores_gp(
     key: Array, data: FactorData, kernel_fn, A: Array, psi: Array, W: Array, inv_lam: Array, gamma: Array,
     n_blocks: int,
-) -> Array:
-    """Blocked elliptical slice update of W | A, psi, lambda, gamma, f marginalised (eq. 14)."""
+) -> tuple[Array, Array]:
+    """Blocked elliptical slice update of W | A, psi, lambda, gamma, f marginalised (eq. 14); also
+    returns the elliptical slice sub-iterations (likelihood evaluations) summed over the blocks."""
     mean, chol = score_conditional(data.X, A, psi)
     z = (W - mean) @ chol  # z_n = L'(w_n - m_n)
 
@@ -215,11 +216,11 @@ def _draw_scores_gp(
 
     def body(carry, j):
         zz, ll = carry
-        zz, ll, _ = ess_step(jax.random.fold_in(k_ess, j), zz, block == j, loglik, ll)
-        return (zz, ll), None
+        zz, ll, subiter = ess_step(jax.random.fold_in(k_ess, j), zz, block == j, loglik, ll)
+        return (zz, ll), subiter
 
-    (z, _), _ = jax.lax.scan(body, (z, loglik(z)), jnp.arange(n_blocks))
-    return to_w(z)
+    (z, _), subiter = jax.lax.scan(body, (z, loglik(z)), jnp.arange(n_blocks))
+    return to_w(z), jnp.sum(subiter)
 
 
 def q_solve(P: Array, j: Array, x: Array) -> Array:
@@ -269,8 +270,9 @@ def replace_score_inverse(P: Array, j: Array, var: Array, qc: Array) -> Array:
 
 def _draw_scores_gp_single(
     key: Array, data: FactorData, kernel_fn, A: Array, psi: Array, W: Array, inv_lam: Array, gamma: Array
-) -> Array:
-    """The paper's update of W (eq. 14): one elliptical slice step per score w_n, in random order.
+) -> tuple[Array, Array]:
+    """The paper's update of W (eq. 14): one elliptical slice step per score w_n, in random order;
+    also returns the elliptical slice sub-iterations summed over the scores.
 
     Each likelihood evaluation is the O(n^2) conditional term of :func:`score_loglik` instead of an
     O(n^3) factorisation of K(W) + Lambda / gamma; the sweep factorises B = I + diag(s) K diag(s)
@@ -288,7 +290,7 @@ def _draw_scores_gp_single(
     order = jax.random.permutation(k_perm, n)
 
     def update_one(i, carry):
-        W, P = carry
+        W, P, total = carry
         j = order[i]
 
         def to_w(z):
@@ -302,13 +304,13 @@ def _draw_scores_gp_single(
         import blackjax
 
         algo = blackjax.elliptical_slice(loglik, mean=jnp.zeros((), W.dtype), cov=jnp.ones(Kf, W.dtype))
-        new, _ = algo.step(jax.random.fold_in(k_ess, i), algo.init(chol.T @ (W[j] - mean[j])))
+        new, info = algo.step(jax.random.fold_in(k_ess, i), algo.init(chol.T @ (W[j] - mean[j])))
         w = to_w(new.position)
         _, var, qc = score_loglik(w, j, W, P, v, s, st, data, kernel_fn)
-        return W.at[j].set(w), replace_score_inverse(P, j, var, qc)
+        return W.at[j].set(w), replace_score_inverse(P, j, var, qc), total + info.subiter.astype(total.dtype)
 
-    W, _ = jax.lax.fori_loop(0, n, update_one, (W, P))
-    return W
+    W, _, total = jax.lax.fori_loop(0, n, update_one, (W, P, jnp.zeros((), jnp.int32)))
+    return W, total
 
 
 def _draw_scores_prior(key: Array, X: Array, A: Array, psi: Array) -> Array:
@@ -370,7 +372,9 @@ def build_factor_kernel(
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, None)``.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)``; with the GP classifier ``info``
+        holds ``"ess_subiterations"``, the elliptical slice sub-iterations of the score update
+        (likelihood evaluations: one per step plus one per shrinkage of the bracket), else it is empty.
     """
     kernel_fn = get_kernel(kernel)
 
@@ -384,6 +388,7 @@ def build_factor_kernel(
             state.W, state.coef, state.f, state.inv_lam, state.gamma, state.inv_g
         )
         Kf = W.shape[1]
+        info = {}
         if classifier == "none":
             W = _draw_scores_prior(keys[3], X, A, psi)
         elif classifier == "linear":
@@ -401,16 +406,17 @@ def build_factor_kernel(
         elif classifier == "gp":
             inv_lam = sample_inv_lambda(keys[3], 1.0 - y * f, gamma, hyper.gamma0)
             if n_blocks is None:
-                W = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
+                W, subiter = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
             else:
-                W = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
+                W, subiter = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
+            info = {"ess_subiterations": subiter}
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
             f = sample_f(keys[5], gp_data(K, y), inv_lam, gamma)
         else:
             raise ValueError(f"classifier must be 'linear', 'gp' or 'none', got {classifier!r}")
         if sample_gamma and classifier != "none":
             gamma = draw_gamma(keys[7], 1.0 - y * f, inv_lam, hyper.a0, hyper.b0)
-        return FactorState(A, inv_phi, psi, W, coef, f, inv_lam, gamma, inv_g), None
+        return FactorState(A, inv_phi, psi, W, coef, f, inv_lam, gamma, inv_g), info
 
     return step
 

@@ -29,8 +29,22 @@ alpha_n = y_n gamma (1 + sign(u_n)) away from the margin (eq. 13 with c = 1): 2 
 the margin, 0 outside, so the predictor is sparse in the support vectors.
 
 Nowhere is K^-1 or B^-1 formed: B enters through the Cholesky factor of the scaled matrix
-I + W^1/2 K W^1/2, W = gamma Omega (:func:`~bayes_maxmargin.models.gp.gibbs.scaled_factor`),
+I + W^1/2 K W^1/2, W = gamma Omega (:func:`~bayes_maxmargin.models.gp.covariance.scaled_factor`),
 K through its (jittered) Cholesky factor.
+
+Under the FITC prior of Snelson & Ghahramani (2006), the paper's Sec. 3 "Speeding up inference"
+(eq. 10), the same ECM, ML-II and predictions run with K replaced by Kf. With M pseudo-inputs
+V (M x d), f_m ~ N(0, K_mm) and f | f_m independent across n,
+
+    f ~ N(0, Kf),   Kf = Q_nn + diag(K_nn - Q_nn),   Q_nn = K_nm K_mm^-1 K_mn.
+
+Write K_mm = L L' (jittered Cholesky), U = K_nm L^-T (n x M), so Q_nn = U U', and
+dq = diag(K_nn - Q_nn) (:func:`~bayes_maxmargin.models.gp.covariance.fitc_factors`). Every matrix
+that enters, Kf and Kf + Lambda / gamma = diag(dq + lambda / gamma) + U U', is diagonal plus rank M,
+handled by Woodbury with M x M Cholesky factors only: O(N M^2) time, O(N M) memory, nothing N x N
+is formed. ML-II (eq. 10) moves the pseudo-inputs with theta; the FITC predictive is
+q_* = Q_*n alpha, v_* = k_** - Q_*n (Kf + Lambda / gamma)^-1 Q_n*. Pass ``V0`` to
+:func:`gp_ecm_mlii` and ``V`` to :func:`gp_predict`.
 """
 
 from __future__ import annotations
@@ -61,11 +75,25 @@ from bayes_maxmargin.core.kernels import (
     kernel_diag,
     to_unconstrained,
 )
-from bayes_maxmargin.core.linalg import gaussian_log_density, jittered_cholesky, mvn_logpdf_chol
+from bayes_maxmargin.core.linalg import jittered_cholesky, woodbury_solve
 from bayes_maxmargin.core.predict import probit_predictive
 from bayes_maxmargin.engine.fixed_point import ecm_loop
-from bayes_maxmargin.models.gp.gibbs import alpha_from_factor, gp_alpha, pseudo_obs_scaled, scaled_factor
-from bayes_maxmargin.models.gp.model import GPData, GPHyper, gp_data, prior_covariance
+from bayes_maxmargin.models.gp.covariance import (
+    Covariance,
+    GPData,
+    alpha,
+    alpha_from_factor,
+    as_2d,
+    chol_mm,
+    fitc_factors,
+    gp_data,
+    log_marginal,
+    log_prior,
+    prior_matvec,
+    pseudo_obs,
+    scaled_factor,
+)
+from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_covariance
 
 __all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLIIResult", "alternate_ecm_mlii", "f_update",
            "gp_ecm", "gp_ecm_mlii", "gp_log_marginal", "gp_objective", "gp_predict", "gp_predict_from_draws",
@@ -99,27 +127,27 @@ class GPECMResult(NamedTuple):
     n_iter: Array
 
 
-def gp_objective(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_gamma: bool) -> Array:
+def gp_objective(f: Array, gamma: Array, cov: Covariance, hyper: GPHyper, estimate_gamma: bool) -> Array:
     """Log posterior of (f, gamma) with lambda integrated out, the quantity ECM increases.
 
     log N(f | 0, K) + sum_n log_pseudo_likelihood(u_n) (eq. 4-6) [+ log Ga(gamma | a0, b0)], with
-    u = 1 - Y f; the Gaussian term through the Cholesky factor of K (``data.chol``).
+    u = 1 - Y f and K in either representation (:func:`~bayes_maxmargin.models.gp.covariance.log_prior`).
     """
-    return marginal_log_posterior(mvn_logpdf_chol(f, data.chol), f, data.y, gamma, hyper, estimate_gamma)
+    return marginal_log_posterior(log_prior(cov, f), f, cov.y, gamma, hyper, estimate_gamma)
 
 
 def marginal_log_posterior(
     log_prior_f: Array, f: Array, y: Array, gamma: Array, hyper: GPHyper, estimate_gamma: bool
 ) -> Array:
-    """log p(f) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) [+ log Ga(gamma | a0, b0)]: the ECM
-    objective of any GP prior (full or FITC) given its log density ``log_prior_f`` at f."""
+    """log p(f) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) [+ log Ga(gamma | a0, b0)] given the
+    prior's log density ``log_prior_f`` at f."""
     lp = log_prior_f + jnp.sum(log_pseudo_likelihood(1.0 - y * f, gamma, hyper.gamma0))
     if estimate_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
     return lp
 
 
-def f_update(data: GPData, inv_lam: Array, gamma: Array) -> Array:
+def f_update(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
     """CM-step for f: f = K (K + Lambda / gamma)^-1 Y (1 + lambda), lambda = 1 / omega.
 
     Derivation (Henao et al. 2014, eq. 5-8). The expected complete-data log posterior, with the
@@ -139,27 +167,29 @@ def f_update(data: GPData, inv_lam: Array, gamma: Array) -> Array:
 
         f = K (K + D)^-1 t,   D = Lambda / gamma = (gamma Omega)^-1,
 
-    the update after eq. (8). Computed as K alpha, alpha = :func:`gp_alpha` (the scaled Cholesky of
-    I + W^1/2 K W^1/2, W = gamma Omega; no inverse of K or of B = K + D is formed).
+    the update after eq. (8), for any prior covariance: computed as K alpha with alpha from
+    :func:`~bayes_maxmargin.models.gp.covariance.alpha` (the scaled Cholesky of I + W^1/2 K W^1/2,
+    W = gamma Omega, for the dense K; Woodbury on diag(dq + lambda / gamma) + U U' under FITC, eq. 10).
     """
-    return data.K @ gp_alpha(data, inv_lam, gamma)
+    return prior_matvec(cov, alpha(cov, inv_lam, gamma))
 
 
-def _ecm_step(f: Array, gamma: Array, data: GPData, hyper: GPHyper, estimate_gamma: bool):
-    u = 1.0 - data.y * f
+def _ecm_step(f: Array, gamma: Array, cov: Covariance, hyper: GPHyper, estimate_gamma: bool):
+    u = 1.0 - cov.y * f
     inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)  # E-step, eq. (8)
-    f = f_update(data, inv_lam, gamma)  # CM-step for f
+    f = f_update(cov, inv_lam, gamma)  # CM-step for f
     if estimate_gamma:  # CM-step for gamma, expectations from the E-step
-        u_new = 1.0 - data.y * f
+        u_new = 1.0 - cov.y * f
         gamma = gamma_cm_step(u_new, u, inv_lam, gamma, hyper.gamma0, hyper.a0, hyper.b0)
     return f, gamma
 
 
 @partial(jit, static_argnames=("max_iter", "estimate_gamma"))
 def gp_ecm(
-    f0: Array, data: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int, estimate_gamma: bool
+    f0: Array, cov: Covariance, hyper: GPHyper, tol: ArrayLike, *, max_iter: int, estimate_gamma: bool
 ) -> GPECMResult:
-    """ECM for the MAP of (f, gamma) at fixed kernel parameters (Henao et al. 2014, Sec. 3, eq. 8).
+    """ECM for the MAP of (f, gamma) at fixed kernel parameters (Henao et al. 2014, Sec. 3, eq. 8),
+    under the dense prior or its FITC approximation (eq. 10).
 
     Iterates E-step (eq. 8), :func:`f_update` and, with ``estimate_gamma``, the gamma CM-step,
     until the relative change of :func:`gp_objective` is at most ``tol``.
@@ -168,8 +198,10 @@ def gp_ecm(
     ----------
     f0 : Array, shape (n,)
         Initial latent function (zeros is a good default).
-    data : GPData
-        K (jitter included), its Cholesky factor and the +-1 labels (:func:`gp_data`).
+    cov : GPData or FITCFactors
+        The prior covariance with the +-1 labels: K (jitter included) and its Cholesky factor
+        (:func:`~bayes_maxmargin.models.gp.covariance.gp_data`), or the FITC factors
+        (:func:`~bayes_maxmargin.models.gp.covariance.fitc_factors`).
     hyper : GPHyper
         Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
     tol : ArrayLike
@@ -183,13 +215,13 @@ def gp_ecm(
     -------
     GPECMResult
     """
-    dtype = data.K.dtype
+    dtype = cov.y.dtype
     f, gamma, _, trace, n_iter = ecm_loop(
-        lambda f, g: (*_ecm_step(f, g, data, hyper, estimate_gamma), None),
-        lambda f, g: gp_objective(f, g, data, hyper, estimate_gamma),
+        lambda f, g: (*_ecm_step(f, g, cov, hyper, estimate_gamma), None),
+        lambda f, g: gp_objective(f, g, cov, hyper, estimate_gamma),
         jnp.asarray(f0, dtype), jnp.asarray(hyper.gamma, dtype), None, tol, max_iter,
     )
-    inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
+    inv_lam = expected_inv_lambda(1.0 - cov.y * f, gamma, hyper.gamma0)
     return GPECMResult(f, gamma, inv_lam, trace, n_iter)
 
 
@@ -201,15 +233,15 @@ def gp_log_marginal(
     inv_lam: ArrayLike,
     gamma: ArrayLike,
     *,
+    V: ArrayLike | None = None,
     kernel: str | KernelFn = "rbf",
     jitter: float = 1e-6,
 ) -> Array:
-    """ML-II objective log Z = log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma), eq. (9).
+    """ML-II objective log Z = log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma): eq. (9) with the
+    dense K_theta, eq. (10) with its FITC form on the pseudo-inputs ``V``.
 
-    With lambda = 1 / omega, W = gamma Omega, s = W^1/2 and B = K + W^-1 = S^-1 (I + S K S) S^-1:
-    log det B = log det(I + S K S) - 2 sum log s and t' B^-1 t = ||L^-1 (s t)||^2 with
-    L L' = I + S K S (:func:`~bayes_maxmargin.models.gp.gibbs.scaled_factor`). Differentiable
-    in ``params``.
+    :func:`~bayes_maxmargin.models.gp.covariance.log_marginal` at theta (and V); differentiable in
+    ``params`` and ``V``.
 
     Parameters
     ----------
@@ -223,23 +255,22 @@ def gp_log_marginal(
         omega = 1 / lambda.
     gamma : ArrayLike
         Hinge scale.
+    V : ArrayLike, shape (M, d), optional
+        FITC pseudo-inputs; None for the dense prior.
     kernel : str or callable
         Covariance function.
     jitter : float
         Diagonal jitter of the prior covariance (as in
-        :func:`~bayes_maxmargin.models.gp.model.prior_covariance`).
+        :func:`~bayes_maxmargin.models.gp.model.prior_covariance`; absolute jitter of K_mm and K_nn
+        under FITC).
     """
-    X = jnp.asarray(X)
-    if X.ndim == 1:
-        X = X[:, None]
-    K = prior_covariance(X, kernel, params, jitter)
-    y = jnp.asarray(y, K.dtype)
-    inv_lam = jnp.asarray(inv_lam, K.dtype)
-    gamma = jnp.asarray(gamma, K.dtype)
-    s, chol_b = scaled_factor(K, inv_lam, gamma)
-    white = solve_triangular(chol_b, pseudo_obs_scaled(y, inv_lam, gamma), lower=True)
-    logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_b))) - 2.0 * jnp.sum(jnp.log(s))
-    return gaussian_log_density(jnp.sum(white**2), logdet, y.shape[-1])
+    X = as_2d(X)
+    if V is None:
+        K = prior_covariance(X, kernel, params, jitter)
+        cov = GPData(K, jnp.asarray(y, K.dtype), None)  # log Z needs no factor of K itself
+    else:
+        cov = fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+    return log_marginal(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
 
 
 class MLIIResult(NamedTuple):
@@ -249,11 +280,14 @@ class MLIIResult(NamedTuple):
     ----------
     params : NamedTuple
         Updated kernel parameters (the best iterate of the optimiser).
+    V : Array or None
+        Updated FITC pseudo-inputs (None for the dense prior).
     log_z_before, log_z_after : Array
-        log Z of eq. (9) at the initial and at the returned parameters (after >= before).
+        log Z of eq. (9) / (10) at the initial and at the returned parameters (after >= before).
     """
 
     params: Any
+    V: Array | None
     log_z_before: Array
     log_z_after: Array
 
@@ -264,7 +298,10 @@ def hold_fixed(raw: dict[str, Array], fixed: tuple[str, ...]) -> dict[str, Array
     return {k: jax.lax.stop_gradient(v) if k in fixed else v for k, v in raw.items()}
 
 
-@partial(jit, static_argnames=("kernel", "steps", "optimizer", "learning_rate", "jitter", "fixed"))
+@partial(
+    jit,
+    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "fixed"),
+)
 def mlii_update(
     params: Any,
     X: Array,
@@ -272,19 +309,22 @@ def mlii_update(
     inv_lam: Array,
     gamma: Array,
     *,
+    V: Array | None = None,
     kernel: str | KernelFn = "rbf",
     steps: int = 10,
     optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
+    optimize_inducing: bool = True,
     jitter: float = 1e-6,
     fixed: tuple[str, ...] = (),
 ) -> MLIIResult:
-    """One ML-II step: move theta uphill on log Z of eq. (9) at fixed lambda = 1 / omega, gamma
-    (:func:`gp_ecm_mlii` passes omega = 1 / E[lambda]).
+    """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
+    (:func:`gp_log_marginal`) at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
+    omega = 1 / E[lambda]).
 
     ``steps`` Optax iterations (:func:`ml2_ascent`, in a ``lax.scan``) on the unconstrained
-    parameters (:func:`~bayes_maxmargin.core.kernels.to_unconstrained`); the best iterate seen is
-    returned, so log Z never decreases.
+    parameters (:func:`~bayes_maxmargin.core.kernels.to_unconstrained`) and V; the best iterate seen
+    is returned, so log Z never decreases.
 
     Parameters
     ----------
@@ -293,9 +333,11 @@ def mlii_update(
     X, y : Array
         Training inputs (n, d) and +-1 labels (n,).
     inv_lam : Array, shape (n,)
-        omega = 1 / lambda at which eq. (9) is evaluated.
+        omega = 1 / lambda at which log Z is evaluated.
     gamma : Array
         Hinge scale.
+    V : Array, shape (M, d), optional
+        Current FITC pseudo-inputs; None for the dense prior.
     kernel : str or callable
         Covariance function (static).
     steps : int
@@ -304,19 +346,30 @@ def mlii_update(
         Optax optimiser (:data:`ML2_OPTIMIZERS`).
     learning_rate : float
         Adam step size in the unconstrained space (L-BFGS chooses its own by line search).
+    optimize_inducing : bool
+        Whether V moves with theta (FITC only).
     jitter : float
         Diagonal jitter of K.
     fixed : tuple of str
         Kernel fields held at their current values (e.g. ``("amplitude",)``).
     """
-    def log_z(raw):
-        return gp_log_marginal(
-            from_unconstrained(hold_fixed(raw, fixed), params), X, y, inv_lam, gamma, kernel=kernel,
-            jitter=jitter,
-        )
+    def theta_of(raw):
+        return from_unconstrained(hold_fixed(raw, fixed), params)
 
-    best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate)
-    return MLIIResult(from_unconstrained(best_raw, params), before, after)
+    if V is None:
+        def log_z(raw):
+            return gp_log_marginal(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
+
+        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate)
+        return MLIIResult(theta_of(best_raw), None, before, after)
+
+    def log_z_sparse(raw):
+        Vr = raw["V"] if optimize_inducing else jax.lax.stop_gradient(V)
+        return gp_log_marginal(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
+
+    raw0 = {"theta": to_unconstrained(params), "V": V}
+    best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate)
+    return MLIIResult(theta_of(best_raw["theta"]), best_raw["V"] if optimize_inducing else V, before, after)
 
 
 def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
@@ -413,12 +466,15 @@ class GPECMMLIIResult(NamedTuple):
         Final ECM state at the final kernel parameters (as in :class:`GPECMResult`).
     params : NamedTuple
         Final kernel parameters theta.
+    V : Array or None
+        Final FITC pseudo-inputs (None for the dense prior).
     objective : Array, shape (n_rounds + 1, max(max_iter, mlii_every) + 1)
         ECM objective traces: row r is the ECM run of round r at the theta of that round (start
         value first, NaN after early convergence); the last row is the final run at the final
         theta. The objective never decreases within a row; it jumps between rows as theta moves.
+        Without ML-II one row, the one ECM run.
     log_z : Array, shape (n_rounds, 2)
-        log Z of eq. (9) before and after each ML-II step.
+        log Z of eq. (9) / (10) before and after each ML-II step.
     params_trace : NamedTuple of arrays, leading axis n_rounds
         Kernel parameters after each ML-II step.
     """
@@ -427,6 +483,7 @@ class GPECMMLIIResult(NamedTuple):
     gamma: Array
     inv_lam: Array
     params: Any
+    V: Array | None
     objective: Array
     log_z: Array
     params_trace: Any
@@ -442,6 +499,7 @@ class GPECMMLIIResult(NamedTuple):
         "optimizer",
         "learning_rate",
         "estimate_gamma",
+        "optimize_inducing",
         "jitter",
         "fixed",
     ),
@@ -453,6 +511,7 @@ def gp_ecm_mlii(
     hyper: GPHyper,
     tol: ArrayLike = 1e-10,
     *,
+    V0: Array | None = None,
     kernel: str | KernelFn = "rbf",
     max_iter: int = 200,
     mlii_every: int = 20,
@@ -460,23 +519,26 @@ def gp_ecm_mlii(
     optimizer: str = "lbfgs",
     learning_rate: float = 0.05,
     estimate_gamma: bool = False,
+    optimize_inducing: bool = True,
     jitter: float = 1e-6,
     fixed: tuple[str, ...] = (),
 ) -> GPECMMLIIResult:
-    """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3).
+    """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3),
+    under the dense prior or, given pseudo-inputs ``V0``, its FITC form (eq. 10).
 
-    ``max_iter // mlii_every`` rounds, in a ``lax.scan``: K_theta is recomputed and factorised,
-    :func:`gp_ecm` runs for at most ``mlii_every`` iterations (warm-started from the previous f
-    and gamma), then :func:`mlii_update` moves theta uphill on log Z (eq. 9) at the E-step's
-    <lambda> = E[lambda | f, gamma] at the round's final f
-    (:func:`~bayes_maxmargin.core.augmentation.inv_mean_lambda`). That is the paper's <lambda_n>, also
-    in its supplement's U = K + <gamma^-1> <Lambda>. The reciprocal 1 / E[1 / lambda], the
-    lambda of the f-step, leaves margin points nearly noise-free in eq. (9), and ML-II then
-    over-smooths: on USPS 3 vs 5 (7291 / 2007 split) the length-scale went from 14.5 to 28.0 and
-    the test error to 7.1 %, against 15.3 and 4.9 % here. A last ECM run at the final theta, to
-    convergence (``tol``) or at most ``max_iter`` iterations, gives the returned f, gamma and omega,
-    so that they are an ECM fixed point (where the alpha structure of eq. 13 holds). The paper's
-    setting is ``max_iter = 200``, ``mlii_every = 20``.
+    ``max_iter // mlii_every`` rounds, in a ``lax.scan``: the prior covariance is rebuilt (K_theta
+    factorised, or the FITC factors of (theta, V)), :func:`gp_ecm` runs for at most ``mlii_every``
+    iterations (warm-started from the previous f and gamma), then :func:`mlii_update` moves theta
+    (and V) uphill on log Z (eq. 9 / 10) at the E-step's <lambda> = E[lambda | f, gamma] at the
+    round's final f (:func:`~bayes_maxmargin.core.augmentation.inv_mean_lambda`). That is the
+    paper's <lambda_n>, also in its supplement's U = K + <gamma^-1> <Lambda>. The reciprocal
+    1 / E[1 / lambda], the lambda of the f-step, leaves margin points nearly noise-free in eq. (9),
+    and ML-II then over-smooths: on USPS 3 vs 5 (7291 / 2007 split) the length-scale went from 14.5
+    to 28.0 and the test error to 7.1 %, against 15.3 and 4.9 % here. A last ECM run at the final
+    theta, to convergence (``tol``) or at most ``max_iter`` iterations, gives the returned f, gamma
+    and omega, so that they are an ECM fixed point (where the alpha structure of eq. 13 holds). The
+    paper's setting is ``max_iter = 200``, ``mlii_every = 20``. With ``mlii_every = 0`` (or
+    ``mlii_steps = 0``) no ML-II is done: one ECM run of ``max_iter`` iterations at fixed theta.
 
     Parameters
     ----------
@@ -490,6 +552,9 @@ def gp_ecm_mlii(
         Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
     tol : ArrayLike
         Relative-change tolerance of each ECM run.
+    V0 : Array, shape (M, d), optional
+        Initial FITC pseudo-inputs, 1 <= M <= n (:func:`~bayes_maxmargin.models.gp.model.init_inducing`);
+        None for the dense prior.
     kernel : str or callable
         Covariance function (static).
     max_iter, mlii_every, mlii_steps : int
@@ -498,38 +563,62 @@ def gp_ecm_mlii(
     optimizer : {"lbfgs", "adam"}
         Optax optimiser of the ML-II steps.
     learning_rate : float
-        Adam step size on the unconstrained kernel parameters.
+        Adam step size on the unconstrained kernel parameters (and V).
     estimate_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and its CM-step is run.
+    optimize_inducing : bool
+        Whether ML-II also moves V (FITC only).
     jitter : float
-        Diagonal jitter of K.
+        Diagonal jitter of K (absolute jitter of K_mm and K_nn under FITC).
     fixed : tuple of str
         Kernel fields ML-II leaves at their initial values.
     """
-    X = jnp.asarray(X)
-    if X.ndim == 1:
-        X = X[:, None]
-    kfn = get_kernel(kernel)
-    y = jnp.asarray(y, X.dtype)
-    n_rounds = max(max_iter // mlii_every, 1)
+    X = as_2d(X)
+    sparse = V0 is not None
+    if sparse:
+        V0 = as_2d(V0)
+        if V0.ndim != 2 or V0.shape[1] != X.shape[1]:
+            raise ValueError(f"V0 must have shape (num_inducing, {X.shape[1]}), got {V0.shape}")
+        check_num_inducing(V0.shape[0], X.shape[0])
+    dtype = X.dtype
+    y = jnp.asarray(y, dtype)
+    params0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), params0)
+    theta0 = (params0, jnp.asarray(V0, dtype)) if sparse else params0
 
-    def run_ecm(params, f, gamma, iters):
-        data = gp_data(prior_covariance(X, kfn, params, jitter), y)
-        return gp_ecm(f, data, hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma)
+    def prior(theta) -> Covariance:
+        if sparse:
+            params, V = theta
+            return fitc_factors(params, X, V, y, kernel, jitter)
+        return gp_data(prior_covariance(X, kernel, theta, jitter), y)
 
-    def mlii(params, inv_lam, gamma):
-        return mlii_update(
-            params, X, y, inv_lam, gamma, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
-            learning_rate=learning_rate, jitter=jitter, fixed=fixed,
+    def run_ecm(theta, f, gamma, iters):
+        return gp_ecm(f, prior(theta), hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma)
+
+    def split(theta):
+        return theta if sparse else (theta, None)
+
+    f_init = jnp.zeros(X.shape[0], dtype)
+    gamma_init = jnp.asarray(hyper.gamma, dtype)
+    if mlii_every <= 0 or mlii_steps <= 0:  # ECM only, at fixed theta (and V)
+        res = run_ecm(theta0, f_init, gamma_init, max_iter)
+        no_rounds = jax.tree.map(lambda a: jnp.zeros((0,) + a.shape, a.dtype), params0)
+        return GPECMMLIIResult(res.f, res.gamma, res.inv_lam, *split(theta0), res.objective[None],
+                               jnp.zeros((0, 2), dtype), no_rounds)
+
+    def mlii(theta, inv_lam, gamma):
+        params, V = split(theta)
+        ml = mlii_update(
+            params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
+            learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, fixed=fixed,
         )
+        return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
 
-    params0 = jax.tree.map(lambda a: jnp.asarray(a, X.dtype), params0)
-    f_init = jnp.zeros(X.shape[0], X.dtype)
-    final, params, objective, log_z, params_trace = alternate_ecm_mlii(
-        run_ecm, mlii, params0, f_init, jnp.asarray(hyper.gamma, X.dtype), n_rounds, mlii_every, max_iter,
+    final, theta, objective, log_z, theta_trace = alternate_ecm_mlii(
+        run_ecm, mlii, theta0, f_init, gamma_init, max(max_iter // mlii_every, 1), mlii_every, max_iter,
         gamma0=hyper.gamma0,
     )
-    return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, params, objective, log_z, params_trace)
+    params_trace = theta_trace[0] if sparse else theta_trace
+    return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, *split(theta), objective, log_z, params_trace)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -542,16 +631,20 @@ def gp_predict(
     gamma: Array,
     params: Any,
     *,
+    V: Array | None = None,
     kernel: str | KernelFn = "rbf",
     jitter: float = 1e-6,
     chunk: int = 1024,
 ) -> tuple[Array, Array]:
-    """Predictive mean and variance of f_* (Henao et al. 2014, eq. 11-12).
+    """Predictive mean and variance of f_* (Henao et al. 2014, eq. 11-12), under the dense prior or,
+    given pseudo-inputs ``V``, its FITC form (eq. 10).
 
-    mean = k_*' alpha with alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) (:func:`gp_alpha`,
-    eq. 12), var = k(x_*, x_*) - k_*' (K + Lambda / gamma)^-1 k_* = k(x_*, x_*) - ||L^-1 (s k_*)||^2,
-    where L L' = I + S K S, s = sqrt(gamma omega) (eq. 11). Test rows are processed ``chunk`` at a
-    time (``lax.map``), bounding memory by n x chunk.
+    Dense: mean = k_*' alpha with alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) (eq. 12),
+    var = k(x_*, x_*) - k_*' (K + Lambda / gamma)^-1 k_* = k(x_*, x_*) - ||L^-1 (s k_*)||^2, where
+    L L' = I + S K S, s = sqrt(gamma omega) (eq. 11). FITC: with a_* = L^-1 k_m* (L L' = K_mm),
+    Q_*n = a_*' U', so mean = Q_*n alpha = a_*' (U' alpha) and var = k_** - a_*' P a_* with
+    P = U' (Kf + Lambda / gamma)^-1 U (M x M, one Woodbury solve with M right-hand sides). Test rows
+    are processed ``chunk`` at a time (``lax.map``), bounding memory by n x chunk (M x chunk).
 
     Parameters
     ----------
@@ -567,10 +660,12 @@ def gp_predict(
         Final gamma.
     params : NamedTuple
         Kernel parameters theta.
+    V : Array, shape (M, d), optional
+        FITC pseudo-inputs of the fit; None for the dense prior.
     kernel : str or callable
         Covariance function (static).
     jitter : float
-        Diagonal jitter of the training K (as in the fit); not added to k(x_*, x_*).
+        Diagonal jitter of the fit; not added to k(x_*, x_*).
     chunk : int
         Test rows per block.
 
@@ -578,29 +673,37 @@ def gp_predict(
     -------
     mean, var : Array, shape (m,)
     """
-    X_train = jnp.asarray(X_train)
-    X_test = jnp.asarray(X_test, X_train.dtype)
-    if X_train.ndim == 1:
-        X_train = X_train[:, None]
-    if X_test.ndim == 1:
-        X_test = X_test[:, None]
+    X_train = as_2d(X_train)
+    X_test = jnp.asarray(as_2d(X_test), X_train.dtype)
     kfn = get_kernel(kernel)
-    K = prior_covariance(X_train, kfn, params, jitter)
-    y = jnp.asarray(y, K.dtype)
-    inv_lam = jnp.asarray(inv_lam, K.dtype)
-    gamma = jnp.asarray(gamma, K.dtype)
-    s, chol_b = scaled_factor(K, inv_lam, gamma)
-    alpha = alpha_from_factor(s, chol_b, y, inv_lam, gamma)
+    inv_lam = jnp.asarray(inv_lam, X_train.dtype)
+    gamma = jnp.asarray(gamma, X_train.dtype)
+    if V is None:
+        K = prior_covariance(X_train, kfn, params, jitter)
+        s, chol_b = scaled_factor(K, inv_lam, gamma)
+        alpha = alpha_from_factor(s, chol_b, jnp.asarray(y, K.dtype), inv_lam, gamma)
 
+        def one_block(Xb):
+            Kb = kfn(params, X_train, Xb)  # (n, chunk)
+            half = solve_triangular(chol_b, s[:, None] * Kb, lower=True)
+            return Kb.T @ alpha, kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
 
-    def one_block(Xb):
-        Kb = kfn(params, X_train, Xb)  # (n, chunk)
-        half = solve_triangular(chol_b, s[:, None] * Kb, lower=True)
-        mean = Kb.T @ alpha
-        var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
-        return mean, var
+        return map_row_chunks(one_block, X_test, chunk)
 
-    return map_row_chunks(one_block, X_test, chunk)
+    V = jnp.asarray(as_2d(V), X_train.dtype)
+    fac = fitc_factors(params, X_train, V, y, kernel, jitter)
+    L = chol_mm(kfn, params, V, jitter)
+    g = fac.dq + 1.0 / (gamma * inv_lam)
+    # one Woodbury solve for both right-hand sides: [alpha, (Kf + Lambda / gamma)^-1 U]
+    rhs = jnp.column_stack([pseudo_obs(fac.y, inv_lam), fac.U])
+    sol = fac.U.T @ woodbury_solve(g, fac.U, jnp.eye(fac.U.shape[1], dtype=fac.U.dtype), rhs)  # (M, 1 + M)
+    Ua, P = sol[:, 0], 0.5 * (sol[:, 1:] + sol[:, 1:].T)
+
+    def one_block_fitc(Xb):
+        A = solve_triangular(L, kfn(params, V, Xb), lower=True)  # (M, chunk)
+        return A.T @ Ua, kernel_diag(kfn, params, Xb) - jnp.sum(A * (P @ A), axis=0)
+
+    return map_row_chunks(one_block_fitc, X_test, chunk)
 
 
 @partial(jit, static_argnames=("kernel", "jitter", "chunk"))
@@ -709,6 +812,7 @@ def gp_predict_proba(
     gamma: ArrayLike,
     params: Any,
     *,
+    V: ArrayLike | None = None,
     kernel: str | KernelFn = "rbf",
     jitter: float = 1e-6,
     chunk: int = 1024,
@@ -716,7 +820,7 @@ def gp_predict_proba(
     """P(y_* = +1) = Phi(m / sqrt(1 + v)) from :func:`gp_predict` (eq. 11; the paper drops the
     square root, :func:`~bayes_maxmargin.core.predict.probit_predictive` keeps it)."""
     mean, var = gp_predict(
-        X_train, X_test, y, inv_lam, gamma, params, kernel=kernel, jitter=jitter, chunk=chunk
+        X_train, X_test, y, inv_lam, gamma, params, V=V, kernel=kernel, jitter=jitter, chunk=chunk
     )
     return probit_predictive(np.asarray(mean), np.asarray(var))
 

@@ -32,12 +32,11 @@ from bayes_maxmargin.core.augmentation import (
     log_lambda_prior,
     sample_inv_lambda,
 )
-from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import mvn_logpdf_chol
-from bayes_maxmargin.models.gp.model import GPData, GPHyper
+from bayes_maxmargin.models.gp.covariance import GPData, pseudo_obs_scaled, scaled_factor
+from bayes_maxmargin.models.gp.model import GPHyper
 
-__all__ = ["GPGibbsState", "alpha_from_factor", "build_gp_kernel", "gp_alpha", "gp_log_joint", "init_gp",
-           "pseudo_obs_scaled", "record_gp", "sample_f", "scaled_factor"]
+__all__ = ["GPGibbsState", "build_gp_kernel", "gp_log_joint", "init_gp", "record_gp", "sample_f"]
 
 
 class GPGibbsState(NamedTuple):
@@ -77,40 +76,6 @@ def gp_log_joint(
     if sample_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
     return lp
-
-
-def scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
-    """s = W^1/2 = sqrt(gamma / lambda) and the Cholesky factor of I + diag(s) K diag(s).
-
-    B = K + D = W^-1/2 (I + W^1/2 K W^1/2) W^-1/2 with W = D^-1 = gamma Lambda^-1; the scaled
-    matrix has every eigenvalue >= 1, so a plain Cholesky succeeds however small lambda_n get.
-    """
-    s = jnp.sqrt(gamma * inv_lam)
-    scaled = jnp.eye(K.shape[-1], dtype=K.dtype) + s[:, None] * K * s[None, :]
-    return s, jnp.linalg.cholesky(scaled)
-
-
-def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
-    """W^1/2 t with t = Y (1 + lambda): y sqrt(gamma) (inv_lam^1/2 + inv_lam^-1/2), overflow-free."""
-    r = jnp.sqrt(inv_lam)
-    return y * jnp.sqrt(gamma) * (r + 1.0 / r)
-
-
-@jit
-def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
-    """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) of Henao et al. (2014), eq. (12).
-
-    The conditional mean of eq. (7) is m = K alpha, and the predictive mean at new inputs is
-    K_*' alpha (eq. 11-12). Computed as W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t (see
-    :func:`sample_f`).
-    """
-    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
-    return alpha_from_factor(s, chol_b, data.y, inv_lam, gamma)
-
-
-def alpha_from_factor(s: Array, chol_b: Array, y: Array, inv_lam: Array, gamma: Array) -> Array:
-    """alpha = W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t from an existing :func:`scaled_factor`."""
-    return s * cho_solve((chol_b, True), pseudo_obs_scaled(y, inv_lam, gamma))
 
 
 def sample_f(key: Array, data: GPData, inv_lam: Array, gamma: Array) -> Array:

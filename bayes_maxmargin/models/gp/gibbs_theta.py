@@ -73,11 +73,12 @@ from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
+from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
-from bayes_maxmargin.models.gp.model import GPData, GPHyper, KernelPrior, gp_data, positive_fields, prior_covariance
+from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, positive_fields, prior_covariance
 
-__all__ = ["GPThetaData", "GPThetaState", "build_gp_theta_kernel", "build_gp_theta_record", "gp_theta_data",
+__all__ = ["GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel", "build_gp_theta_record", "gp_theta_data",
            "gp_theta_log_joint", "init_gp_theta", "log_theta_prior", "pack_field_values", "pack_log_theta",
            "slice_1d", "slice_sweep", "theta_log_conditional", "unpack_log_theta"]
 
@@ -287,7 +288,7 @@ _LEFT, _RIGHT, _SHRINK, _DONE = 0, 1, 2, 3
 
 class _SliceCarry(NamedTuple):
     """Loop state of :func:`slice_1d`: the bracket, the stepping-out budgets left on each side, the
-    phase, the number of shrinkage draws so far and the last accepted point."""
+    phase, the number of shrinkage draws and of density evaluations so far and the last accepted point."""
 
     left: Array
     right: Array
@@ -295,8 +296,25 @@ class _SliceCarry(NamedTuple):
     budget_right: Array
     phase: Array
     n_shrink: Array
+    n_eval: Array
     x: Array
     lp: Array
+
+
+class SliceInfo(NamedTuple):
+    """What slice updates did (:func:`slice_1d` for one coordinate, :func:`slice_sweep` summed).
+
+    Attributes
+    ----------
+    num_evaluations : Array
+        Evaluations of the log density: stepping-out steps and shrinkage draws (sub-iterations).
+    num_stalled : Array
+        Updates that accepted no point within :data:`MAX_SHRINK` shrinkage draws and kept the
+        current one.
+    """
+
+    num_evaluations: Array
+    num_stalled: Array
 
 
 def _skip_spent(phase: Array, budget_left: Array, budget_right: Array) -> Array:
@@ -307,7 +325,7 @@ def _skip_spent(phase: Array, budget_left: Array, budget_right: Array) -> Array:
 
 def slice_1d(
     key: Array, logdensity: LogDensity, x0: Array, lp0: Array, width: Array, max_steps: int = 8
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, SliceInfo]:
     """One univariate slice-sampling update: stepping out, then shrinkage (Neal 2003, Fig. 3, 5).
 
     With a height log y = log p(x0) - Exp(1), a bracket of width w placed at random around x0 is
@@ -336,6 +354,8 @@ def slice_1d(
     x, lp : Array
         New point and its log density (x0 and lp0 if no point was accepted within
         :data:`MAX_SHRINK` draws).
+    info : SliceInfo
+        The number of density evaluations, and whether the update stalled (1) or not (0).
     """
     # every uniform the update can use, drawn at once: height, bracket offset, budget split, and
     # one per shrinkage draw (no random-number generation inside the loop)
@@ -371,21 +391,21 @@ def slice_1d(
         phase = _skip_spent(phase, budget_left, budget_right)
         accept = shrinking & inside
         return _SliceCarry(
-            left, right, budget_left, budget_right, phase, c.n_shrink + shrinking,
+            left, right, budget_left, budget_right, phase, c.n_shrink + shrinking, c.n_eval + 1,
             jnp.where(accept, point, c.x), jnp.where(accept, lp, c.lp),
         )
 
     init = _SliceCarry(
         left, left + width, budget_left, budget_right,
-        _skip_spent(jnp.asarray(_LEFT), budget_left, budget_right), jnp.asarray(0), x0, lp0,
+        _skip_spent(jnp.asarray(_LEFT), budget_left, budget_right), jnp.asarray(0), jnp.asarray(0), x0, lp0,
     )
     out = lax.while_loop(cond, body, init)
-    return out.x, out.lp
+    return out.x, out.lp, SliceInfo(out.n_eval, (out.phase != _DONE).astype(out.n_eval.dtype))
 
 
 def slice_sweep(
     key: Array, logdensity: LogDensity, x: Array, width: ArrayLike, max_steps: int = 8
-) -> tuple[Array, Array]:
+) -> tuple[Array, Array, SliceInfo]:
     """Univariate slice updates (:func:`slice_1d`) of every coordinate of ``x`` in turn (``lax.scan``).
 
     Parameters
@@ -407,6 +427,8 @@ def slice_sweep(
         The new point.
     lp : Array
         ``logdensity`` at it.
+    info : SliceInfo
+        Density evaluations and stalled updates, summed over the coordinates.
     """
     p = x.shape[-1]
     widths = jnp.broadcast_to(jnp.asarray(width, x.dtype), (p,))
@@ -415,11 +437,11 @@ def slice_sweep(
         x, lp = carry
         i, k, w = inputs
         along = lambda t: logdensity(x.at[i].set(t))  # noqa: E731
-        xi, lp = slice_1d(k, along, x[i], lp, w, max_steps)
-        return (x.at[i].set(xi), lp), None
+        xi, lp, info = slice_1d(k, along, x[i], lp, w, max_steps)
+        return (x.at[i].set(xi), lp), info
 
-    (x, lp), _ = lax.scan(one, (x, logdensity(x)), (jnp.arange(p), jax.random.split(key, p), widths))
-    return x, lp
+    (x, lp), info = lax.scan(one, (x, logdensity(x)), (jnp.arange(p), jax.random.split(key, p), widths))
+    return x, lp, SliceInfo(*(jnp.sum(v) for v in info))
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -474,8 +496,10 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, None)`` on :class:`GPThetaState`,
-        :class:`GPThetaData` and :class:`~bayes_maxmargin.models.gp.model.GPHyper`; pure and jit-able.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)`` on :class:`GPThetaState`,
+        :class:`GPThetaData` and :class:`~bayes_maxmargin.models.gp.model.GPHyper`; pure and
+        jit-able. ``info`` holds the sweep's :class:`SliceInfo` as ``{"slice_evaluations",
+        "slice_stalled"}``.
     """
     return _build_kernel(get_kernel(kernel), _freeze(params_like), bool(sample_gamma))
 
@@ -492,13 +516,14 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool):
         def target(log_theta: Array) -> Array:  # p(log theta | lambda, gamma), eq. (9)
             return theta_log_conditional(log_theta, inv_lam, gamma, data, kernel_fn, params_like)
 
-        log_theta, _ = slice_sweep(k_theta, target, state.log_theta, data.slice_width)
+        log_theta, _, sliced = slice_sweep(k_theta, target, state.log_theta, data.slice_width)
         gdata = gp_data(_covariance(log_theta, data, kernel_fn, params_like), data.y)
         f = sample_f(k_f, gdata, inv_lam, gamma)  # f | theta, lambda, gamma, eq. (7)
         if sample_gamma:
             gamma = draw_gamma(k_gamma, 1.0 - data.y * f, inv_lam, hyper.a0, hyper.b0)
         log_joint = _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper, params_like, sample_gamma)
-        return GPThetaState(f, inv_lam, gamma, log_theta, log_joint), None
+        info = {"slice_evaluations": sliced.num_evaluations, "slice_stalled": sliced.num_stalled}
+        return GPThetaState(f, inv_lam, gamma, log_theta, log_joint), info
 
     return step
 

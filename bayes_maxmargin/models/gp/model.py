@@ -52,11 +52,10 @@ from bayes_maxmargin.core.kernels import (
     polynomial,
     se,
 )
-from bayes_maxmargin.core.linalg import jittered_cholesky
 from bayes_maxmargin.models.common import max_margin_likelihood
 
-__all__ = ["GPData", "GPHyper", "KernelPrior", "default_kernel_params", "default_kernel_prior", "gp_bsvm",
-           "gp_data", "init_inducing", "kernel_prior", "positive_fields", "prior_covariance",
+__all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
+           "gp_bsvm", "init_inducing", "kernel_prior", "positive_fields", "prior_covariance",
            "sample_kernel_params"]
 
 
@@ -280,40 +279,9 @@ def gp_bsvm(
     max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
     return f
 
-class GPData(NamedTuple):
-    """The data of the GP sampler at fixed kernel parameters.
-
-    Attributes
-    ----------
-    K : Array, shape (n, n)
-        Prior covariance of f at the training inputs, jitter included (the covariance of the
-        program's site ``"f"``, :func:`~bayes_maxmargin.models.gp.model.prior_covariance`).
-    y : Array, shape (n,)
-        Labels coded +-1.
-    chol : Array, shape (n, n)
-        Lower Cholesky factor of K (used for the prior draw f0 ~ N(0, K) and for log N(f | 0, K)).
-    """
-
-    K: Array
-    y: Array
-    chol: Array
-
-
-def gp_data(K: ArrayLike, y: ArrayLike) -> GPData:
-    """:class:`GPData` from the prior covariance K and labels y, factorising K once.
-
-    The factor comes from :func:`~bayes_maxmargin.core.linalg.jittered_cholesky`: when K factorises as
-    is (always, in float64, with the program's default jitter) the target is exactly the
-    program's; otherwise the sampler targets the prior N(0, K + delta I) with the small relative
-    jitter delta that made the factorisation succeed.
-    """
-    K = jnp.asarray(K)
-    chol, _ = jittered_cholesky(K)
-    return GPData(K, jnp.asarray(y, K.dtype), chol)
-
 
 # --------------------------------------------------------------------------- pseudo-inputs
-def _check_num_inducing(num_inducing: int, n: int) -> None:
+def check_num_inducing(num_inducing: int, n: int) -> None:
     if not 1 <= int(num_inducing) <= n:
         raise ValueError(f"num_inducing must be between 1 and N = {n}, got num_inducing={num_inducing}")
 
@@ -354,7 +322,7 @@ def init_inducing(
         X = X[:, None]
     if isinstance(num_inducing, bool) or int(num_inducing) != num_inducing:
         raise ValueError(f"num_inducing must be an integer, got num_inducing={num_inducing!r}")
-    _check_num_inducing(num_inducing, X.shape[0])
+    check_num_inducing(num_inducing, X.shape[0])
     M = int(num_inducing)
     if method == "kmeans":
         from sklearn.cluster import KMeans, MiniBatchKMeans

@@ -1,0 +1,244 @@
+"""The two representations of the GP prior covariance that ECM, ML-II and prediction work on.
+
+* Dense (:class:`GPData`): K itself with its Cholesky factor, O(N^3) to factorise (Henao et al.
+  2014, Sec. 3).
+* FITC (:class:`FITCFactors`): low rank plus diagonal, Kf = diag(K_nn - Q_nn) + Q_nn with
+  Q_nn = K_nm K_mm^-1 K_mn from M pseudo-inputs (Snelson & Ghahramani 2006; the paper's eq. 10),
+  O(N M^2).
+
+Every operation the ECM needs is written once per representation and dispatched on the type:
+:func:`alpha` (alpha = (K + Lambda / gamma)^-1 Y (1 + lambda), eq. 12), :func:`prior_matvec` (K a),
+:func:`log_prior` (log N(f | 0, K)) and :func:`log_marginal` (log Z of eq. 9 / 10 at fixed lambda and
+gamma). Nowhere is K^-1 or (K + Lambda / gamma)^-1 formed: the dense form uses the Cholesky factor of
+the scaled matrix I + W^1/2 K W^1/2 (W = gamma Lambda^-1, every eigenvalue >= 1), the FITC form
+Woodbury on M x M factors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+from jax import Array
+from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.typing import ArrayLike
+
+from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.kernels import KernelFn, get_kernel, kernel_diag
+from bayes_maxmargin.core.linalg import (
+    gaussian_log_density,
+    jittered_cholesky,
+    mvn_logpdf_chol,
+    woodbury_logdet,
+    woodbury_solve,
+)
+
+__all__ = ["Covariance", "FITCFactors", "GPData", "alpha", "alpha_from_factor", "as_2d", "chol_mm",
+           "fitc_factors", "gp_alpha", "gp_data", "log_marginal", "log_prior", "prior_matvec", "pseudo_obs",
+           "pseudo_obs_scaled", "scaled_factor"]
+
+
+# --------------------------------------------------------------------------- dense
+class GPData(NamedTuple):
+    """The data of the GP sampler at fixed kernel parameters.
+
+    Attributes
+    ----------
+    K : Array, shape (n, n)
+        Prior covariance of f at the training inputs, jitter included (the covariance of the
+        program's site ``"f"``, :func:`~bayes_maxmargin.models.gp.model.prior_covariance`).
+    y : Array, shape (n,)
+        Labels coded +-1.
+    chol : Array, shape (n, n)
+        Lower Cholesky factor of K (used for the prior draw f0 ~ N(0, K) and for log N(f | 0, K)).
+    """
+
+    K: Array
+    y: Array
+    chol: Array
+
+
+def gp_data(K: ArrayLike, y: ArrayLike) -> GPData:
+    """:class:`GPData` from the prior covariance K and labels y, factorising K once.
+
+    The factor comes from :func:`~bayes_maxmargin.core.linalg.jittered_cholesky`: when K factorises as
+    is (always, in float64, with the program's default jitter) the target is exactly the
+    program's; otherwise the sampler targets the prior N(0, K + delta I) with the small relative
+    jitter delta that made the factorisation succeed.
+    """
+    K = jnp.asarray(K)
+    chol, _ = jittered_cholesky(K)
+    return GPData(K, jnp.asarray(y, K.dtype), chol)
+
+
+def scaled_factor(K: Array, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
+    """s = W^1/2 = sqrt(gamma / lambda) and the Cholesky factor of I + diag(s) K diag(s).
+
+    B = K + D = W^-1/2 (I + W^1/2 K W^1/2) W^-1/2 with W = D^-1 = gamma Lambda^-1; the scaled
+    matrix has every eigenvalue >= 1, so a plain Cholesky succeeds however small lambda_n get.
+    """
+    s = jnp.sqrt(gamma * inv_lam)
+    scaled = jnp.eye(K.shape[-1], dtype=K.dtype) + s[:, None] * K * s[None, :]
+    return s, jnp.linalg.cholesky(scaled)
+
+
+def pseudo_obs_scaled(y: Array, inv_lam: Array, gamma: Array) -> Array:
+    """W^1/2 t with t = Y (1 + lambda): y sqrt(gamma) (inv_lam^1/2 + inv_lam^-1/2), overflow-free."""
+    r = jnp.sqrt(inv_lam)
+    return y * jnp.sqrt(gamma) * (r + 1.0 / r)
+
+
+@jit
+def gp_alpha(data: GPData, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda) of Henao et al. (2014), eq. (12).
+
+    The conditional mean of eq. (7) is m = K alpha, and the predictive mean at new inputs is
+    K_*' alpha (eq. 11-12). Computed as W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t (see
+    :func:`sample_f`).
+    """
+    s, chol_b = scaled_factor(data.K, inv_lam, gamma)
+    return alpha_from_factor(s, chol_b, data.y, inv_lam, gamma)
+
+
+def alpha_from_factor(s: Array, chol_b: Array, y: Array, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = W^1/2 (I + W^1/2 K W^1/2)^-1 W^1/2 t from an existing :func:`scaled_factor`."""
+    return s * cho_solve((chol_b, True), pseudo_obs_scaled(y, inv_lam, gamma))
+
+
+# --------------------------------------------------------------------------- FITC
+# --------------------------------------------------------------------------- FITC prior
+class FITCFactors(NamedTuple):
+    """Low-rank-plus-diagonal form of the FITC prior covariance Kf = diag(dq) + U U' (eq. 10).
+
+    Attributes
+    ----------
+    U : Array, shape (n, M)
+        K_nm L^-T with L L' = K_mm + jitter I, so that Q_nn = U U'.
+    dq : Array, shape (n,)
+        diag(K_nn - Q_nn), K_nn with the absolute jitter (clipped at >= jitter).
+    y : Array, shape (n,)
+        Labels coded +-1.
+    """
+
+    U: Array
+    dq: Array
+    y: Array
+
+
+def as_2d(X: ArrayLike) -> Array:
+    """Inputs as a floating (n, d) array (a 1-D ``X`` is one feature)."""
+    X = jnp.asarray(X)
+    if not jnp.issubdtype(X.dtype, jnp.floating):
+        X = X.astype(jnp.result_type(float))
+    return X[:, None] if X.ndim == 1 else X
+
+
+def chol_mm(kfn: KernelFn, params: Any, V: Array, jitter: float) -> Array:
+    """Cholesky factor of K_mm + jitter I (M x M)."""
+    Kmm = kfn(params, V, V)
+    Kmm = 0.5 * (Kmm + Kmm.T) + jitter * jnp.eye(V.shape[0], dtype=Kmm.dtype)
+    return jnp.linalg.cholesky(Kmm)
+
+
+def fitc_factors(
+    params: Any, X: Array, V: Array, y: Array, kernel: str | KernelFn = "rbf", jitter: float = 1e-6
+) -> FITCFactors:
+    """Build U = K_nm L^-T and dq = diag(K_nn - Q_nn) of the FITC prior (eq. 10), O(N M^2).
+
+    The full GP's convention K + jitter I is kept on the diagonal of K_nn, and K_mm gets the same
+    jitter; with V = X (M = N) this gives Kf = K + jitter I up to O(jitter) off the diagonal.
+
+    Parameters
+    ----------
+    params : NamedTuple
+        Kernel parameters theta.
+    X : Array, shape (n, d)
+        Training inputs.
+    V : Array, shape (M, d)
+        Pseudo-inputs.
+    y : Array, shape (n,)
+        Labels coded +-1.
+    kernel : str or callable
+        Covariance function.
+    jitter : float
+        Absolute diagonal jitter of K_mm and K_nn.
+
+    Returns
+    -------
+    FITCFactors
+    """
+    kfn = get_kernel(kernel)
+    L = chol_mm(kfn, params, V, jitter)
+    Knm = kfn(params, X, V)  # (n, M)
+    U = solve_triangular(L, Knm.T, lower=True).T  # K_nm L^-T
+    knn = kernel_diag(kfn, params, X) + jitter
+    dq = jnp.maximum(knn - jnp.sum(U**2, axis=1), jitter)
+    return FITCFactors(U, dq, jnp.asarray(y, U.dtype))
+
+
+def _eye_like(U: Array) -> Array:
+    return jnp.eye(U.shape[1], dtype=U.dtype)
+
+
+def pseudo_obs(y: Array, inv_lam: Array) -> Array:
+    """t = Y (1 + lambda) with lambda = 1 / omega."""
+    return y * (1.0 + 1.0 / inv_lam)
+
+
+def fitc_alpha(fac: FITCFactors, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = (Kf + Lambda / gamma)^-1 Y (1 + lambda), Woodbury on diag(g) + U U'."""
+    g = fac.dq + 1.0 / (gamma * inv_lam)
+    return woodbury_solve(g, fac.U, _eye_like(fac.U), pseudo_obs(fac.y, inv_lam))
+
+
+def _kf_matvec(fac: FITCFactors, a: Array) -> Array:
+    """Kf a = U (U' a) + dq a, O(N M)."""
+    return fac.U @ (fac.U.T @ a) + fac.dq * a
+
+
+# --------------------------------------------------------------------------- either
+#: A prior covariance in either representation.
+Covariance = GPData | FITCFactors
+
+
+def alpha(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
+    """alpha = (K + Lambda / gamma)^-1 Y (1 + lambda), lambda = 1 / ``inv_lam`` (eq. 12).
+
+    The ECM's f-step is f = K alpha (:func:`prior_matvec`), the predictive mean k_*' alpha.
+    """
+    return fitc_alpha(cov, inv_lam, gamma) if isinstance(cov, FITCFactors) else gp_alpha(cov, inv_lam, gamma)
+
+
+def prior_matvec(cov: Covariance, a: Array) -> Array:
+    """K a: the dense product, or U (U' a) + dq a in O(N M) under FITC."""
+    return _kf_matvec(cov, a) if isinstance(cov, FITCFactors) else cov.K @ a
+
+
+def log_prior(cov: Covariance, f: Array) -> Array:
+    """log N(f | 0, K): through the Cholesky factor of K, or by Woodbury on the FITC factors."""
+    if isinstance(cov, FITCFactors):
+        eye = _eye_like(cov.U)
+        quad = f @ woodbury_solve(cov.dq, cov.U, eye, f)
+        return gaussian_log_density(quad, woodbury_logdet(cov.dq, cov.U, eye), f.shape[-1])
+    return mvn_logpdf_chol(f, cov.chol)
+
+
+def log_marginal(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
+    """log Z = log N(Y (1 + lambda) | 0, K + Lambda / gamma), the ML-II objective of eq. (9) (dense)
+    and eq. (10) (FITC) at fixed lambda = 1 / ``inv_lam`` and gamma.
+
+    Dense, with W = gamma Omega, s = W^1/2 and B = K + W^-1 = S^-1 (I + S K S) S^-1:
+    log det B = log det(I + S K S) - 2 sum log s and t' B^-1 t = ||L^-1 (s t)||^2 with
+    L L' = I + S K S (:func:`scaled_factor`); ``cov.chol`` is not used. FITC: Woodbury solve and
+    log-determinant of diag(dq + lambda / gamma) + U U' (M x M factors only).
+    """
+    if isinstance(cov, FITCFactors):
+        g = cov.dq + 1.0 / (gamma * inv_lam)
+        eye = _eye_like(cov.U)
+        t = pseudo_obs(cov.y, inv_lam)
+        quad = t @ woodbury_solve(g, cov.U, eye, t)
+        return gaussian_log_density(quad, woodbury_logdet(g, cov.U, eye), t.shape[-1])
+    s, chol_b = scaled_factor(cov.K, inv_lam, gamma)
+    white = solve_triangular(chol_b, pseudo_obs_scaled(cov.y, inv_lam, gamma), lower=True)
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_b))) - 2.0 * jnp.sum(jnp.log(s))
+    return gaussian_log_density(jnp.sum(white**2), logdet, cov.y.shape[-1])
