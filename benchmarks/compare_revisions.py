@@ -5,7 +5,7 @@ Each workload runs through the public API only, so the same code runs on any lay
 * ``linear-gibbs``: ``LinearBSVM(inference="gibbs")``, 4 chains, on the (500, 10) problem of
   ``gibbs_vs_nuts.py``; ``linear-nuts``: the same with NUTS;
 * ``gp-gibbs``: ``GPBSVM(inference="gibbs")`` at N = 1000 (the ``henao_speed.py --part gibbs_time`` size);
-* ``gp-ecm``: ``GPBSVM(inference="ecm")`` and ``gp-svi``: S-BSVM (``inference="svi"``) on 1000 rows.
+* ``gp-ecm``: ``GPBSVM(inference="ecm")`` on 400 rows and ``gp-svi``: S-BSVM (``inference="svi"``) on 1000.
 
 Every workload runs in a fresh process per revision (so the first fit pays compilation), fits twice
 and reports both times and a SHA-256 of the posterior draws and the predictive probabilities. The
@@ -47,7 +47,9 @@ def gp(n, seed=0):
     X = rng.uniform(-3, 3, size=(n, 2))
     return X, (np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
 
-name = sys.argv[1]
+name, tree = sys.argv[1], sys.argv[2]
+import bayes_maxmargin
+assert bayes_maxmargin.__file__.startswith(tree), f"imported {bayes_maxmargin.__file__}, not the tree {tree}"
 from bayes_maxmargin import GPBSVM, LinearBSVM
 if name == "linear-gibbs":
     X, y = linear(500, 10); make = lambda: LinearBSVM(inference="gibbs", num_chains=4, num_warmup=500, num_samples=1000, random_state=0)
@@ -56,7 +58,7 @@ elif name == "linear-nuts":
 elif name == "gp-gibbs":
     X, y = gp(1000); make = lambda: GPBSVM(inference="gibbs", num_chains=2, num_warmup=100, num_samples=200, random_state=0)
 elif name == "gp-ecm":
-    X, y = gp(1000); make = lambda: GPBSVM(inference="ecm", random_state=0)
+    X, y = gp(400); make = lambda: GPBSVM(inference="ecm", random_state=0)
 elif name == "gp-svi":
     X, y = gp(1000); make = lambda: GPBSVM(inference="svi", random_state=0)
 else:
@@ -79,7 +81,7 @@ WORKLOADS = ("linear-gibbs", "linear-nuts", "gp-gibbs", "gp-ecm", "gp-svi")
 
 def run(tree: Path, workload: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    proc = subprocess.run([sys.executable, "-c", WORKLOAD, workload], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", WORKLOAD, workload, str(tree)], capture_output=True, text=True, env=env,
                           cwd=tempfile.gettempdir(), check=False)
     if proc.returncode:
         raise RuntimeError(f"{workload} at {tree} failed:\n{proc.stderr[-3000:]}")
