@@ -77,10 +77,12 @@ def _registry() -> dict[str, type]:
         from bayes_maxmargin.engine import svi
         from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
         from bayes_maxmargin.models.factor import vbem
+        from bayes_maxmargin.models.gp import posterior
 
         register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
-                 svi.NatParams, svi.SVIState, vbem.VBState)
+                 svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
+                 posterior.DrawsPosterior, posterior.SVIPosterior)
         _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})
     return _TYPES
 

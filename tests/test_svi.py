@@ -396,7 +396,7 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
     X, y = _moons(300, seed=3)
     kw = dict(inference="svi", num_inducing=12, batch_size=30, max_iter=40, mlii_every=10, random_state=0)
     clf = GPBSVM(kernel_params={"lengthscale": 0.7}, **kw).fit(X, y)
-    state, problem = clf._svi
+    state, problem = clf._posterior
     spec = problem.features.spec
     with jax.enable_x64(True):  # the fit's float64 (and on a GPU no reduced-precision matmul)
         chol, _ = gp_svi.gp_factors(state.hyper, spec)

@@ -420,8 +420,11 @@ def _free_fields(params_type: type) -> tuple[str, ...]:
 
 
 def free_fields(params: KernelParams) -> tuple[str, ...]:
-    """Names of the positive fields of ``params``: the keys of :func:`to_unconstrained`, without
-    computing it (no device work).
+    """Names of the positive fields of ``params``, in declaration order: the keys of
+    :func:`to_unconstrained` (without computing it, no device work), the fields ML-II learns and the
+    theta sampler samples. ``("lengthscale", "amplitude")`` for :class:`SEParams`,
+    ``("lengthscales", "amplitude")`` for :class:`ARDParams`, ``("offset",)`` for the polynomial
+    kernel (its degree is fixed) and ``("variance",)`` for the linear kernel.
 
     Raises
     ------

@@ -17,7 +17,6 @@ from bayes_maxmargin.core.kernels import (
     SEParams,
     free_fields,
     get_kernel,
-    kernel_diag,
     params_dict,
 )
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision
@@ -28,7 +27,6 @@ from bayes_maxmargin.data.parameters import (
     check_scalar_param,
 )
 from bayes_maxmargin.diagnostics import to_inference_data
-from bayes_maxmargin.engine import svi as _svi
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
@@ -41,9 +39,6 @@ from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
     gp_ecm,
     gp_ecm_mlii,
-    gp_predict,
-    gp_predict_from_draws,
-    gp_predict_from_theta_draws,
     support_vectors,
 )
 from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
@@ -61,6 +56,7 @@ from bayes_maxmargin.models.gp.model import (
     kernel_prior,
     prior_covariance,
 )
+from bayes_maxmargin.models.gp.posterior import DrawsPosterior, ModePosterior, SVIPosterior, VIPosterior
 from bayes_maxmargin.models.gp.svi import GPSpec, gp_problem, inducing_posterior, svi_gp
 from bayes_maxmargin.models.gp.vi import batch_vi, batch_vi_factor
 
@@ -421,10 +417,8 @@ class GPBSVM(_BayesianSVMClassifier):
                 self._check_kernel_matrix(Xj, theta0, params)
             fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts,
                    "vi": self._fit_vi}
-            posterior, stats = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
-        self._X_fit = X
-        self._y_fit = y
-        self._store(posterior, stats, y, params)
+            posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
+        self._store(posterior, stats, X, y, params)
         return self
 
     def _fit_vi(self, key, X, y, theta0, fixed, hyper, params):
@@ -439,14 +433,12 @@ class GPBSVM(_BayesianSVMClassifier):
             )
         self.elbo_ = elbo
         self.n_iter_ = int(res.n_iter)
-        self._theta = theta0
         sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
-        self._point = {"theta": theta0, "sw": sw, "LB": LB}
         self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
         posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta0).items()
                           if k != "degree"})
-        return posterior, {"elbo": elbo[None, None, :]}
+        return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params["kernel"])
 
     def _fit_svi(self, X, y, theta0, fixed, params):
         """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
@@ -470,7 +462,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
                 f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
             )
-        self._svi = (state, problem)
+        self._posterior = SVIPosterior(state, problem)
         theta, Z, mean_u, cov_u = inducing_posterior(state, problem.features.spec)
         self.variational_mean_ = np.asarray(mean_u, dtype=np.float64)
         self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
@@ -524,10 +516,10 @@ class GPBSVM(_BayesianSVMClassifier):
                 estimate_gamma=estimate_gamma, jitter=params["jitter"], fixed=fixed,
             )
             objective, log_z, theta = res.objective, res.log_z, res.params
-        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": theta}
         self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
                                           res.inv_lam, res.gamma), dtype=np.float64)
-        return self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma)
+        mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
+        return (*self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma), mode)
 
     def _fit_fitc(self, key, X, y, theta0, fixed, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
@@ -542,11 +534,11 @@ class GPBSVM(_BayesianSVMClassifier):
             optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
             optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], fixed=fixed,
         )
-        self._point = {"inv_lam": res.inv_lam, "gamma": res.gamma, "theta": res.params, "V": res.V}
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
         fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
         self.alpha_ = np.asarray(fitc_alpha(fac, res.inv_lam, res.gamma), dtype=np.float64)
-        return self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma)
+        mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params["kernel"], params["jitter"])
+        return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
 
     def _point_estimate(self, f, gamma, theta, objective, log_z, estimate_gamma):
         objective = np.asarray(objective, dtype=np.float64)
@@ -560,7 +552,6 @@ class GPBSVM(_BayesianSVMClassifier):
         self.objective_ = finite
         self.log_z_ = np.asarray(log_z, dtype=np.float64)
         self.n_iter_ = int(finite.size - objective.shape[0])  # one start value per ECM run
-        self._theta = theta
         posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
         if estimate_gamma:
             posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
@@ -590,7 +581,7 @@ class GPBSVM(_BayesianSVMClassifier):
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        return self._draws(s, sample_gamma, theta0, {"log_joint": s["log_joint"], **result.info})
+        return self._draws(X, s, sample_gamma, theta0, {"log_joint": s["log_joint"], **result.info}, params)
 
     def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
         sample_theta = not fixed and bool(free_fields(theta0))
@@ -603,42 +594,40 @@ class GPBSVM(_BayesianSVMClassifier):
             params,
         )
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
-        return self._draws(samples, "gamma" in samples, theta0, stats)
+        return self._draws(X, samples, "gamma" in samples, theta0, stats, params)
 
-    def _draws(self, samples, sample_gamma, theta, stats):
+    def _draws(self, X, samples, sample_gamma, theta, stats, params):
         """Posterior draws for idata_, and what prediction needs: the draws of f and, when theta
         was sampled, its draws (at most ``_PREDICT_THETA_DRAWS`` of them, evenly spaced)."""
         f = np.asarray(samples["f"], dtype=np.float64)
-        self._f_draws = f.reshape(-1, f.shape[-1])
+        f_draws = f.reshape(-1, f.shape[-1])
         posterior = {"f": f}
         if sample_gamma:
             posterior["gamma"] = np.asarray(samples["gamma"], dtype=np.float64)
         sampled = [name for name in free_fields(theta) if name in samples]
-        self._theta_draws = None
+        theta_draws = None
         if sampled:
             draws = {k: np.asarray(samples[k], dtype=np.float64) for k in sampled}
             posterior.update(draws)
-            keep = np.unique(np.linspace(0, self._f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
-            self._f_draws = self._f_draws[keep]
-            self._theta_draws = theta._replace(
-                **{k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()}
-            )
+            keep = np.unique(np.linspace(0, f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
+            f_draws = f_draws[keep]
+            theta_draws = theta._replace(**{k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()})
             theta = theta._replace(**{k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
-        self._theta = theta
-        return posterior, stats
+        return posterior, stats, DrawsPosterior(X, f_draws, theta, theta_draws, params["kernel"], params["jitter"])
 
-    def _store(self, posterior, stats, y, params) -> None:
+    def _store(self, posterior, stats, X, y, params) -> None:
         f = posterior["f"]
+        theta = self._posterior.theta
         self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
         self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
-        self.kernel_params_ = params_dict(self._theta)  # the posterior mean when theta is sampled
+        self.kernel_params_ = params_dict(theta)  # the posterior mean when theta is sampled
         if params["inference"] in ("gibbs", "nuts"):
             with float_precision(self._x64):
-                K = prior_covariance(jnp.asarray(self._X_fit), params["kernel"], self._theta, params["jitter"])
+                K = prior_covariance(jnp.asarray(X), params["kernel"], theta, params["jitter"])
                 chol, _ = cholesky_or_raise(K)
                 self.alpha_ = np.asarray(cho_solve((chol, True), jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
         self.support_ = support_vectors(self.f_, y)
-        self.support_vectors_ = self._X_fit[self.support_]
+        self.support_vectors_ = X[self.support_]
         self.dual_coef_ = self.alpha_[self.support_][None, :]
         log_lik = None
         if params["gamma0"] > 0:
@@ -659,54 +648,46 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _saved_state(self) -> dict[str, Any]:
         state = super()._saved_state()
-        if "_svi" in state:  # the compiled problem is rebuilt on load; optimiser states are not needed
-            svi_state, problem = state["_svi"]
-            like = problem.features.spec.like
-            state["_svi"] = (svi_state._replace(nat_opt=None, hyper_opt=None), like)
+        post = state.get("_posterior")
+        if isinstance(post, SVIPosterior):  # the compiled problem is rebuilt on load; optimiser states are not needed
+            state["_posterior"] = SVIPosterior(post.state._replace(nat_opt=None, hyper_opt=None),
+                                               post.problem.features.spec.like)
         return state
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
-        if "_svi" in state:
-            svi_state, like = state["_svi"]
-            spec = GPSpec(get_kernel(self.kernel), like, float(self.jitter))
+        if {"_point", "_svi", "_f_draws"} & set(state):  # a file written before the typed posteriors
+            state = _posterior_from_point(state, self)
+        post = state.get("_posterior")
+        if isinstance(post, SVIPosterior):
+            spec = GPSpec(get_kernel(self.kernel), post.problem, float(self.jitter))
             with float_precision(state["_x64"]):
-                problem = gp_problem(spec, svi_state.whiten.shape[0], svi_state.whiten.dtype, False)
-            state["_svi"] = (svi_state, problem)
+                problem = gp_problem(spec, post.state.whiten.shape[0], post.state.whiten.dtype, False)
+            state["_posterior"] = SVIPosterior(post.state, problem)
         super()._restore_saved(state)
 
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        kernel, jitter = self.kernel, self.jitter
-        if self.inference == "svi":
-            with float_precision(self._x64):
-                mean, var = _svi.predict_moments(*self._svi, X)
-            return mean.astype(np.float64), var.astype(np.float64)
         with float_precision(self._x64):
-            dtype = jnp.float64 if self._x64 else jnp.float32
-            X_train, X = jnp.asarray(self._X_fit, dtype), jnp.asarray(X, dtype)
-            y = jnp.asarray(self._y_fit, dtype)
-            if self.inference == "ecm":
-                p = self._point
-                mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], kernel=kernel, jitter=jitter)
-            elif self.inference == "vi":  # K^-1 mu and K - K W^1/2 B^-1 W^1/2 K at the test inputs
-                p = self._point
-                kfn = get_kernel(kernel)
-                Ks = kfn(p["theta"], X_train, X)
-                half = jax.scipy.linalg.solve_triangular(p["LB"], p["sw"][:, None] * Ks, lower=True)
-                mean = Ks.T @ jnp.asarray(self.alpha_, dtype)
-                var = kernel_diag(kfn, p["theta"], X) - jnp.sum(half**2, axis=0)
-            elif self.inference == "fitc":
-                p = self._point
-                mean, var = gp_predict(X_train, X, y, p["inv_lam"], p["gamma"], p["theta"], V=p["V"], kernel=kernel,
-                                       jitter=jitter)
-            elif self._theta_draws is not None:
-                theta = jax.tree.map(lambda a: jnp.asarray(a, dtype), self._theta_draws)
-                mean, var = gp_predict_from_theta_draws(
-                    X_train, X, jnp.asarray(self._f_draws, dtype), theta, kernel=kernel, jitter=jitter
-                )
-            else:
-                mean, mean_sq, cond_var = gp_predict_from_draws(
-                    X_train, X, jnp.asarray(self._f_draws, dtype), self._theta, kernel=kernel, jitter=jitter
-                )
-                var = cond_var + jnp.maximum(mean_sq - mean**2, 0.0)
+            mean, var = self._posterior.latent_moments(X, jnp.float64 if self._x64 else jnp.float32)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+
+
+def _posterior_from_point(state: dict[str, Any], est: GPBSVM) -> dict[str, Any]:
+    """The typed posterior of a fit saved before there were typed posteriors (its ``_point`` dict,
+    ``_svi`` tuple or ``_f_draws`` / ``_theta_draws``, with ``_X_fit``, ``_y_fit`` and ``_theta``)."""
+    state = dict(state)
+    X, y = state.pop("_X_fit", None), state.pop("_y_fit", None)
+    point, theta = state.pop("_point", None), state.pop("_theta", None)
+    f_draws, theta_draws = state.pop("_f_draws", None), state.pop("_theta_draws", None)
+    svi = state.pop("_svi", None)
+    if svi is not None:
+        post = SVIPosterior(*svi)
+    elif point is not None and "LB" in point:
+        post = VIPosterior(X, point["theta"], point["sw"], point["LB"], state["alpha_"], est.kernel)
+    elif point is not None:
+        post = ModePosterior(X, y, point["inv_lam"], point["gamma"], point["theta"], point.get("V"), est.kernel,
+                             est.jitter)
+    else:
+        post = DrawsPosterior(X, f_draws, theta, theta_draws, est.kernel, est.jitter)
+    state["_posterior"] = post
+    return state

@@ -72,11 +72,11 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
-from bayes_maxmargin.core.kernels import KernelFn, get_kernel
+from bayes_maxmargin.core.kernels import KernelFn, free_fields, get_kernel
 from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
-from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, positive_fields, prior_covariance
+from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
 
 __all__ = ["GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel", "build_gp_theta_record", "gp_theta_data",
            "gp_theta_log_joint", "init_gp_theta", "log_theta_prior", "pack_field_values", "pack_log_theta",
@@ -150,10 +150,10 @@ class GPThetaState(NamedTuple):
 
 # --------------------------------------------------------------------------- theta <-> log theta
 def pack_log_theta(params: Any) -> Array:
-    """log of the positive fields of ``params`` (:func:`~bayes_maxmargin.models.gp.model.positive_fields`),
+    """log of the positive fields of ``params`` (:func:`~bayes_maxmargin.core.kernels.free_fields`),
     raveled and concatenated: the vector ``log_theta`` of :class:`GPThetaState`."""
     return jnp.concatenate(
-        [jnp.ravel(jnp.log(jnp.asarray(getattr(params, name), float))) for name in positive_fields(params)]
+        [jnp.ravel(jnp.log(jnp.asarray(getattr(params, name), float))) for name in free_fields(params)]
     )
 
 
@@ -164,7 +164,7 @@ def unpack_log_theta(log_theta: Array, params_like: Any) -> Any:
     (the polynomial degree) come from ``params_like``.
     """
     values, start = {}, 0
-    for name in positive_fields(params_like):
+    for name in free_fields(params_like):
         shape = np.shape(getattr(params_like, name))
         size = math.prod(shape)
         values[name] = jnp.exp(log_theta[start : start + size]).reshape(shape)
@@ -186,7 +186,7 @@ def pack_field_values(values: dict[str, ArrayLike], params_like: Any) -> Array:
     return jnp.concatenate(
         [
             jnp.ravel(jnp.broadcast_to(values[name], np.shape(getattr(params_like, name))))
-            for name in positive_fields(params_like)
+            for name in free_fields(params_like)
         ]
     )
 
@@ -448,7 +448,7 @@ def slice_sweep(
 def _freeze(params_like: Any) -> tuple:
     """A hashable description of ``params_like``: its type, the shapes of its positive fields and
     the values of its fixed fields (what the kernel needs to rebuild theta from log theta)."""
-    positive = positive_fields(params_like)
+    positive = free_fields(params_like)
     fields = []
     for name in params_like._fields:
         value = getattr(params_like, name)
@@ -537,7 +537,7 @@ def build_gp_theta_record(params_like: Any):
 @functools.cache
 def _build_record(frozen: tuple):
     params_like = _thaw(frozen)
-    names = positive_fields(params_like)
+    names = free_fields(params_like)
 
     def record(state: GPThetaState) -> dict[str, Array]:
         theta = unpack_log_theta(state.log_theta, params_like)

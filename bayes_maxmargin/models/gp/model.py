@@ -45,8 +45,8 @@ from bayes_maxmargin.core.kernels import (
     LinearParams,
     PolyParams,
     SEParams,
-    _free_fields,
     ard_se,
+    free_fields,
     get_kernel,
     linear,
     polynomial,
@@ -55,7 +55,7 @@ from bayes_maxmargin.core.kernels import (
 from bayes_maxmargin.models.common import max_margin_likelihood
 
 __all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
-           "gp_bsvm", "init_inducing", "kernel_prior", "positive_fields", "prior_covariance",
+           "gp_bsvm", "init_inducing", "kernel_prior", "prior_covariance",
            "sample_kernel_params"]
 
 
@@ -99,23 +99,13 @@ class KernelPrior(NamedTuple):
     ----------
     loc : dict of str to Array
         Mean of log theta for every positive field of the kernel's parameter container (keys as in
-        :func:`positive_fields`), each broadcast to the field's shape (``(d,)`` for ARD).
+        :func:`~bayes_maxmargin.core.kernels.free_fields`), each broadcast to the field's shape (``(d,)`` for ARD).
     scale : dict of str to Array
         Standard deviation of log theta, same keys and shapes.
     """
 
     loc: dict[str, Array]
     scale: dict[str, Array]
-
-
-def positive_fields(params: Any) -> tuple[str, ...]:
-    """The positive (sampled) fields of a kernel parameter container, in declaration order.
-
-    ``("lengthscale", "amplitude")`` for :class:`~bayes_maxmargin.core.kernels.SEParams`,
-    ``("lengthscales", "amplitude")`` for ARD, ``("offset",)`` for the polynomial kernel (its degree
-    is fixed) and ``("variance",)`` for the linear kernel.
-    """
-    return _free_fields(type(params))
 
 
 def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
@@ -135,7 +125,7 @@ def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
         ``loc`` and ``scale`` per positive field, broadcast to the field's shape.
     """
     loc, sd = {}, {}
-    for name in positive_fields(params):
+    for name in free_fields(params):
         value = jnp.asarray(getattr(params, name), dtype=jnp.result_type(float))
         loc[name] = jnp.log(value)
         sd[name] = jnp.broadcast_to(jnp.asarray(scale, value.dtype), value.shape)
@@ -165,7 +155,7 @@ def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
     e.g. the polynomial degree, are kept).
     """
     sampled = {}
-    for name in positive_fields(params):
+    for name in free_fields(params):
         loc, scale = jnp.asarray(prior.loc[name]), jnp.asarray(prior.scale[name])
         sampled[name] = numpyro.sample(name, dist.LogNormal(loc, scale).to_event(loc.ndim))
     return params._replace(**sampled)

@@ -1,0 +1,169 @@
+"""Fitted posteriors of the GP Bayesian SVM: one typed object per kind of fit, each with one
+predictive method, :meth:`latent_moments`, the mean and variance of f_* at new inputs.
+
+* :class:`ModePosterior`: the ECM fixed point under the dense prior or its FITC form, with the
+  predictive of eq. (11)-(12) (:func:`~bayes_maxmargin.models.gp.ecm.gp_predict`);
+* :class:`VIPosterior`: the full-batch variational posterior q(f) = N(mu, Sigma) of the B-BSVM
+  (Wenzel et al. 2017, Sec. 4.1);
+* :class:`DrawsPosterior`: MCMC draws of f (Gibbs or NUTS), at one theta or with joint draws of theta,
+  whose predictive is the mixture over draws (eq. 11 averaged over the draws);
+* :class:`SVIPosterior`: the S-BSVM's q(u) on the inducing points (Wenzel et al. 2017, Sec. 4.4).
+
+Each holds what its predictive needs (the training inputs, the kernel's name and jitter included),
+so that ``posterior.latent_moments(X, dtype)`` is all a prediction takes.
+
+Example
+-------
+>>> import numpy as np
+>>> from bayes_maxmargin import GPBSVM
+>>> from bayes_maxmargin.core.linalg import float_precision
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(40, 2)); y = (X[:, 0] > 0).astype(int)
+>>> clf = GPBSVM(learn_kernel=False, max_iter=20).fit(X, y)
+>>> type(clf._posterior).__name__
+'ModePosterior'
+>>> with float_precision(True):  # the fit's float64
+...     mean, var = clf._posterior.latent_moments(X[:3], np.float64)
+>>> np.allclose(mean, clf.predict_latent(X[:3])[0])
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
+from bayes_maxmargin.engine.svi import Problem, SVIState, predict_moments
+from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
+
+__all__ = ["DrawsPosterior", "ModePosterior", "SVIPosterior", "VIPosterior"]
+
+
+class ModePosterior(NamedTuple):
+    """The ECM fixed point (Henao et al. 2014, eq. 8-9), under the dense prior or its FITC form (eq. 10).
+
+    Attributes
+    ----------
+    X, y : Array
+        Training inputs (n, d) and +-1 labels (n,).
+    inv_lam, gamma : Array
+        omega = E[1 / lambda] and gamma at the fixed point.
+    theta : NamedTuple
+        Kernel parameters.
+    V : Array or None
+        FITC pseudo-inputs (M, d); None for the dense prior.
+    kernel : str
+        Covariance function.
+    jitter : float
+        Diagonal jitter of the fit.
+    """
+
+    X: Array
+    y: Array
+    inv_lam: Array
+    gamma: Array
+    theta: Any
+    V: Array | None
+    kernel: str
+    jitter: float
+
+    def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
+        """Predictive mean and variance of f_* at ``X`` (eq. 11-12), computed in ``dtype``."""
+        return gp_predict(jnp.asarray(self.X, dtype), jnp.asarray(X, dtype), jnp.asarray(self.y, dtype),
+                          self.inv_lam, self.gamma, self.theta, V=self.V, kernel=self.kernel, jitter=self.jitter)
+
+
+class VIPosterior(NamedTuple):
+    """The B-BSVM's q(f) = N(mu, Sigma) at fixed theta (Wenzel et al. 2017, Sec. 4.1).
+
+    Attributes
+    ----------
+    X : Array
+        Training inputs (n, d).
+    theta : NamedTuple
+        Kernel parameters.
+    sw, LB : Array
+        W^1/2 and the Cholesky factor of I + W^1/2 K W^1/2 at the final q(lambda), so that
+        Sigma = K - K W^1/2 B^-1 W^1/2 K.
+    alpha : Array
+        K^-1 mu (n,).
+    kernel : str
+        Covariance function.
+    """
+
+    X: Array
+    theta: Any
+    sw: Array
+    LB: Array
+    alpha: Array
+    kernel: str
+
+    def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
+        """Mean k_*' K^-1 mu and variance k_** - k_*' W^1/2 B^-1 W^1/2 k_* of f_* at ``X``."""
+        kfn = get_kernel(self.kernel)
+        X = jnp.asarray(X, dtype)
+        Ks = kfn(self.theta, jnp.asarray(self.X, dtype), X)
+        half = jax.scipy.linalg.solve_triangular(self.LB, self.sw[:, None] * Ks, lower=True)
+        return Ks.T @ jnp.asarray(self.alpha, dtype), kernel_diag(kfn, self.theta, X) - jnp.sum(half**2, axis=0)
+
+
+class DrawsPosterior(NamedTuple):
+    """Posterior draws of f (Gibbs or NUTS), at one theta or with joint draws of theta.
+
+    Attributes
+    ----------
+    X : Array
+        Training inputs (n, d).
+    f_draws : Array
+        Draws of f at the training inputs (S, n), chains pooled.
+    theta : NamedTuple
+        The kernel parameters (their posterior mean when they were sampled).
+    theta_draws : NamedTuple or None
+        The kernel parameters of each draw (leading axis S) when they were sampled, else None.
+    kernel : str
+        Covariance function.
+    jitter : float
+        Diagonal jitter of the fit.
+    """
+
+    X: Array
+    f_draws: Array
+    theta: Any
+    theta_draws: Any
+    kernel: str
+    jitter: float
+
+    def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
+        """Mean and variance of the mixture over draws of the GP conditionals f_* | f (eq. 11)."""
+        X_train, X, F = jnp.asarray(self.X, dtype), jnp.asarray(X, dtype), jnp.asarray(self.f_draws, dtype)
+        if self.theta_draws is not None:
+            theta = jax.tree.map(lambda a: jnp.asarray(a, dtype), self.theta_draws)
+            return gp_predict_from_theta_draws(X_train, X, F, theta, kernel=self.kernel, jitter=self.jitter)
+        mean, mean_sq, cond_var = gp_predict_from_draws(X_train, X, F, self.theta, kernel=self.kernel,
+                                                        jitter=self.jitter)
+        return mean, cond_var + jnp.maximum(mean_sq - mean**2, 0.0)
+
+
+class SVIPosterior(NamedTuple):
+    """The S-BSVM's q(u) = N(mu, zeta) on the inducing points (Wenzel et al. 2017, Sec. 4.4).
+
+    Attributes
+    ----------
+    state : SVIState
+        The final state of the run (natural parameters, kernel parameters, inducing points).
+    problem : Problem
+        The compiled features of the GP (:func:`~bayes_maxmargin.models.gp.svi.gp_problem`).
+    """
+
+    state: SVIState
+    problem: Problem
+
+    def latent_moments(self, X: Any, dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """K_*m K_mm^-1 mu and K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, in the
+        state's precision (``dtype`` is not used: the data stay on the host, chunk by chunk)."""
+        return predict_moments(self.state, self.problem, X)
