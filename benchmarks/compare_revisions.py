@@ -4,7 +4,8 @@ Each workload runs through the public API only, so the same code runs on any lay
 
 * ``linear-gibbs``: ``LinearBSVM(inference="gibbs")``, 4 chains, on the (500, 10) problem of
   ``gibbs_vs_nuts.py``; ``linear-nuts``: the same with NUTS;
-* ``gp-gibbs``: ``GPBSVM(inference="gibbs")`` at N = 1000 (the ``henao_speed.py --part gibbs_time`` size);
+* ``gp-gibbs``: ``GPBSVM(inference="gibbs", learn_kernel=False)`` at N = 1000 (the fixed-theta sampler
+  of ``henao_speed.py --part gibbs_time``, at its size);
 * ``gp-ecm``: ``GPBSVM(inference="ecm")`` on 400 rows and ``gp-svi``: S-BSVM (``inference="svi"``) on 1000.
 
 Every workload runs in a fresh process per revision (so the first fit pays compilation), fits twice
@@ -56,7 +57,8 @@ if name == "linear-gibbs":
 elif name == "linear-nuts":
     X, y = linear(500, 10); make = lambda: LinearBSVM(inference="nuts", num_chains=4, num_warmup=300, num_samples=300, random_state=0)
 elif name == "gp-gibbs":
-    X, y = gp(1000); make = lambda: GPBSVM(inference="gibbs", num_chains=2, num_warmup=100, num_samples=200, random_state=0)
+    X, y = gp(1000); make = lambda: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=2, num_warmup=100,
+                                           num_samples=200, random_state=0)
 elif name == "gp-ecm":
     X, y = gp(400); make = lambda: GPBSVM(inference="ecm", random_state=0)
 elif name == "gp-svi":
@@ -112,6 +114,7 @@ def main() -> None:
                     order = ("base", "head") if r % 2 == 0 else ("head", "base")
                     for side in order:
                         results[w][side].append(run(trees[side], w))
+                        print(f"repeat {r}: {w} at {side}: {results[w][side][-1]}", flush=True)
         finally:
             for side in ("base", "head"):
                 if trees[side] != ROOT:
