@@ -82,7 +82,7 @@ def _registry() -> dict[str, type]:
         register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
                  svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
-                 posterior.DrawsPosterior, posterior.SVIPosterior)
+                 posterior.DrawsPosterior)
         _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})
     return _TYPES
 

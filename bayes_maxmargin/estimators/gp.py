@@ -649,20 +649,14 @@ class GPBSVM(_BayesianSVMClassifier):
     def _saved_state(self) -> dict[str, Any]:
         state = super()._saved_state()
         post = state.get("_posterior")
-        if isinstance(post, SVIPosterior):  # the compiled problem is rebuilt on load; optimiser states are not needed
-            state["_posterior"] = SVIPosterior(post.state._replace(nat_opt=None, hyper_opt=None),
-                                               post.problem.features.spec.like)
+        if isinstance(post, SVIPosterior):  # saved as (state, kernel parameters): the compiled problem is
+            del state["_posterior"]  # rebuilt on load, and the optimiser states are not needed
+            state["_svi"] = (post.state._replace(nat_opt=None, hyper_opt=None), post.problem.features.spec.like)
         return state
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
-        if {"_point", "_svi", "_f_draws"} & set(state):  # a file written before the typed posteriors
+        if {"_point", "_svi", "_f_draws"} & set(state):  # SVI fits, and fits written before the typed posteriors
             state = _posterior_from_point(state, self)
-        post = state.get("_posterior")
-        if isinstance(post, SVIPosterior):
-            spec = GPSpec(get_kernel(self.kernel), post.problem, float(self.jitter))
-            with float_precision(state["_x64"]):
-                problem = gp_problem(spec, post.state.whiten.shape[0], post.state.whiten.dtype, False)
-            state["_posterior"] = SVIPosterior(post.state, problem)
         super()._restore_saved(state)
 
     # ------------------------------------------------------------------ prediction
@@ -673,15 +667,20 @@ class GPBSVM(_BayesianSVMClassifier):
 
 
 def _posterior_from_point(state: dict[str, Any], est: GPBSVM) -> dict[str, Any]:
-    """The typed posterior of a fit saved before there were typed posteriors (its ``_point`` dict,
-    ``_svi`` tuple or ``_f_draws`` / ``_theta_draws``, with ``_X_fit``, ``_y_fit`` and ``_theta``)."""
+    """The typed posterior of a saved SVI fit (its ``_svi`` tuple of state and kernel parameters, from
+    which the compiled problem is rebuilt), or of a fit saved before there were typed posteriors (its
+    ``_point`` dict or ``_f_draws`` / ``_theta_draws``, with ``_X_fit``, ``_y_fit`` and ``_theta``)."""
     state = dict(state)
     X, y = state.pop("_X_fit", None), state.pop("_y_fit", None)
     point, theta = state.pop("_point", None), state.pop("_theta", None)
     f_draws, theta_draws = state.pop("_f_draws", None), state.pop("_theta_draws", None)
     svi = state.pop("_svi", None)
     if svi is not None:
-        post = SVIPosterior(*svi)
+        svi_state, like = svi
+        with float_precision(state["_x64"]):
+            problem = gp_problem(GPSpec(get_kernel(est.kernel), like, float(est.jitter)), svi_state.whiten.shape[0],
+                                 svi_state.whiten.dtype, False)
+        post = SVIPosterior(svi_state, problem)
     elif point is not None and "LB" in point:
         post = VIPosterior(X, point["theta"], point["sw"], point["LB"], state["alpha_"], est.kernel)
     elif point is not None:
