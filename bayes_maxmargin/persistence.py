@@ -81,6 +81,8 @@ def _registry() -> dict[str, type]:
 
         register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
+                 kernels.SumParams, kernels.ProductParams, kernels.ScaledParams, kernels.RBF, kernels.ARD,
+                 kernels.Polynomial, kernels.Linear, kernels.Sum, kernels.Product, kernels.Scaled,
                  svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
                  posterior.DrawsPosterior)
         _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})

@@ -19,8 +19,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayes_maxmargin.data import (
     BinaryLabelEncoder,
-    Dataset,
     DataDirNotSetError,
+    Dataset,
     InvalidParameterError,
     check_array_2d,
     check_n_features,

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bayes_maxmargin.experiments import EXPERIMENTS
-from bayes_maxmargin.experiments import wenzel2017
+from bayes_maxmargin.experiments import EXPERIMENTS, wenzel2017
 from bayes_maxmargin.experiments.wenzel2017 import METHODS, PAPER_TABLE1, table1, table1_markdown
 
 DATA_DIR = os.environ.get("BMM_DATA_DIR")

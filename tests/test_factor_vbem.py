@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.core.kernels import SEParams, from_unconstrained, se, to_unconstrained
+from bayes_maxmargin.core.kernels import SEParams, se
+from bayes_maxmargin.core.parameters import from_unconstrained, to_unconstrained
 from bayes_maxmargin.models.factor.vbem import (
     VBHyper,
     e_step,

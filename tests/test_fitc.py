@@ -100,7 +100,7 @@ def test_large_n_no_n_by_n():
     y = np.where(X[:, 0] + 0.5 * np.sin(2 * X[:, 1]) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     V = init_inducing(X, m, "random", random_state=0)
     kw = dict(kernel="rbf", max_iter=20, mlii_every=10, mlii_steps=5, optimizer="lbfgs", learning_rate=0.05,
-              estimate_gamma=False, optimize_inducing=True, jitter=1e-6, fixed=())
+              estimate_gamma=False, optimize_inducing=True, jitter=1e-6)
     X32, y32, V32 = (jnp.asarray(a, jnp.float32) for a in (X, y, V))
     jaxpr = jax.make_jaxpr(lambda a, b, c: gp_ecm_mlii(a, b, KP, make_hyper(0.0), 1e-8, V0=c, **kw))(X32, y32, V32)
     shapes = _shapes(jaxpr.jaxpr)

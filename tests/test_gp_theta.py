@@ -10,6 +10,7 @@ import pytest
 from numpyro.infer.util import log_density
 
 from bayes_maxmargin.core.kernels import ARDParams, PolyParams, SEParams
+from bayes_maxmargin.core.parameters import pack, unpack
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.models.gp.gibbs_theta import (
     GPThetaState,
@@ -18,10 +19,8 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
     gp_theta_data,
     gp_theta_log_joint,
     init_gp_theta,
-    pack_log_theta,
     slice_1d,
     slice_sweep,
-    unpack_log_theta,
 )
 from bayes_maxmargin.models.gp.model import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior
 
@@ -64,12 +63,12 @@ def test_log_joint_is_the_augmented_program(wave, kernel, params, gamma0, gamma_
     with jax.enable_x64(True):
         prior = kernel_prior(params, 0.7)
         data = gp_theta_data(X, y, prior, jitter=jitter)
-        theta = unpack_log_theta(pack_log_theta(params) + 0.3 * rng.normal(size=pack_log_theta(params).shape), params)
+        theta = unpack(pack(params) + 0.3 * rng.normal(size=pack(params).shape), params)
         f = jnp.asarray(rng.normal(size=N))
         inv_lam = jnp.asarray(np.exp(rng.uniform(-3.0, 3.0, N)))
         gamma = jnp.asarray(1.7)
         sample_gamma = gamma_prior is not None
-        actual = gp_theta_log_joint(f, inv_lam, gamma, pack_log_theta(theta), data, _hyper(gamma0), kernel=kernel,
+        actual = gp_theta_log_joint(f, inv_lam, gamma, pack(theta), data, _hyper(gamma0), kernel=kernel,
                                     params_like=params, sample_gamma=sample_gamma)
         sites = {"f": f, "lam": 1.0 / inv_lam, **{k: getattr(theta, k) for k in prior.loc}}
         if sample_gamma:
@@ -105,9 +104,9 @@ def test_kernel_state_is_the_augmented_program(wave):
 
 def test_pack_unpack_round_trip():
     params = ARDParams(jnp.array([0.5, 2.0]), 1.5)
-    log_theta = pack_log_theta(params)
+    log_theta = pack(params)
     np.testing.assert_allclose(log_theta, np.log([0.5, 2.0, 1.5]))
-    back = unpack_log_theta(log_theta, params)
+    back = unpack(log_theta, params)
     np.testing.assert_allclose(back.lengthscales, [0.5, 2.0])
     np.testing.assert_allclose(back.amplitude, 1.5)
     assert set(default_kernel_prior("ard", 2).loc) == {"lengthscales", "amplitude"}

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin.core import kernels as K
+from bayes_maxmargin.core import parameters as P
 
 DTYPES = ["float32", "float64"]
 N1, N2, D = 7, 5, 3
@@ -178,11 +179,11 @@ def test_param_gradients_finite(name: str, make_params: Callable[[], Any], ref: 
     with precision(dtype) as dt:
         k = K.get_kernel(name)
         params = make_params()
-        raw = K.to_unconstrained(params)
+        raw = P.to_unconstrained(params)
         Zj = jnp.asarray(Z, dt)
 
         def loss(r: dict[str, jax.Array]) -> jax.Array:
-            return jnp.sum(k(K.from_unconstrained(r, like=params), Zj, Zj) ** 2)
+            return jnp.sum(k(P.from_unconstrained(r, like=params), Zj, Zj) ** 2)
 
         grads = jax.jit(jax.grad(loss))(raw)
     assert set(grads) == set(raw)
@@ -277,8 +278,8 @@ def test_registry_and_get_kernel() -> None:
 def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
     with jax.enable_x64(True):
         params = make_params()
-        raw = K.to_unconstrained(params)
-        back = K.from_unconstrained(raw, like=params)
+        raw = P.to_unconstrained(params)
+        back = P.from_unconstrained(raw, like=params)
         assert type(back) is type(params)
         for name in raw:
             np.testing.assert_allclose(
@@ -288,7 +289,7 @@ def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
             assert set(raw) == {"offset"} and back.degree == params.degree
         # any real raw value maps to a positive parameter
         shifted = jax.tree_util.tree_map(lambda r: r - 50.0, raw)
-        for name, value in K.from_unconstrained(shifted, like=params)._asdict().items():
+        for name, value in P.from_unconstrained(shifted, like=params)._asdict().items():
             if name in raw:
                 assert np.all(np.asarray(value) > 0)
 
@@ -299,9 +300,9 @@ def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
     ids=["se", "ard", "poly", "linear"],
 )
 def test_free_fields_are_the_unconstrained_keys(params: Any) -> None:
-    assert K.free_fields(params) == tuple(K.to_unconstrained(params))
+    assert P.free_fields(params) == tuple(P.to_unconstrained(params))
 
 
 def test_unknown_params_type_raises() -> None:
     with pytest.raises(TypeError, match="supported parameter types"):
-        K.to_unconstrained((1.0, 2.0))  # type: ignore[arg-type]
+        P.to_unconstrained((1.0, 2.0))  # type: ignore[arg-type]

@@ -24,7 +24,6 @@ from bayes_maxmargin.experiments.luts2014 import (
 )
 
 
-
 def _easy_problem(n: int = 160, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 3))

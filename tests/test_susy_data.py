@@ -12,8 +12,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from bayes_maxmargin.data import load_dataset
 from bayes_maxmargin.data import datasets as datasets_module
+from bayes_maxmargin.data import load_dataset
 
 NAMES = datasets_module.SUSY_FEATURE_NAMES
 

@@ -22,9 +22,11 @@ The squared-exponential kernel follows Henao et al. (2014) exactly: there is
 no factor ``1/2`` in the exponent, so ``theta`` here equals ``sqrt(2)`` times
 the lengthscale of the ``exp(-r^2 / (2 l^2))`` convention.
 
-:func:`to_unconstrained` and :func:`from_unconstrained` map the positive
-parameters to and from the real line, so that gradient-based optimisers
-(e.g. Optax) can work on unconstrained values.
+Each function has an object form (:class:`RBF`, :class:`ARD`, :class:`Polynomial`,
+:class:`Linear`) that holds initial parameter values and composes: ``RBF() + Linear()``,
+``RBF() * Polynomial()``, ``0.5 * RBF()`` (:class:`Sum`, :class:`Product`, :class:`Scaled`).
+:mod:`bayes_maxmargin.core.parameters` names, constrains and transforms the parameters of any
+of them.
 
 References
 ----------
@@ -38,6 +40,7 @@ support vector machines for big data. ECML-PKDD.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, TypeAlias
 
 import jax
@@ -46,9 +49,10 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-__all__ = ["ARDParams", "KERNELS", "KernelFn", "KernelParams", "LinearParams", "PolyParams", "SEParams",
-           "ard_se", "free_fields", "from_unconstrained", "get_kernel", "kernel_diag", "linear",
-           "params_dict", "polynomial", "se", "squared_distance", "to_unconstrained"]
+__all__ = ["ARD", "ARDParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear", "LinearParams",
+           "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled", "ScaledParams",
+           "Sum", "SumParams", "ard_se", "as_kernel", "get_kernel", "kernel_diag", "kernel_name", "linear",
+           "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
 
@@ -115,8 +119,8 @@ class LinearParams(NamedTuple):
     variance: ArrayLike = 1.0
 
 
-KernelParams: TypeAlias = SEParams | ARDParams | PolyParams | LinearParams
-"""Any of the parameter containers of this module."""
+KernelParams: TypeAlias = Any
+"""Any of the parameter containers of this module (a leaf's, or nested :class:`SumParams`, ...)."""
 
 KernelFn: TypeAlias = Callable[[Any, ArrayLike, ArrayLike], Array]
 """A kernel: ``k(params, X1, X2) -> (N, M)`` array."""
@@ -300,57 +304,38 @@ def linear(params: LinearParams, X1: ArrayLike, X2: ArrayLike) -> Array:
 
 
 # --------------------------------------------------------------------------
-# registry
+# composed kernels: parameter containers
 # --------------------------------------------------------------------------
-KERNELS: dict[str, KernelFn] = {
-    "rbf": se,
-    "se": se,
-    "ard": ard_se,
-    "poly": polynomial,
-    "linear": linear,
-}
-"""Kernels by name; ``"rbf"`` and ``"se"`` are the same function."""
+class SumParams(NamedTuple):
+    """Parameters of :class:`Sum`: those of its two terms (field paths ``k1__...``, ``k2__...``)."""
+
+    k1: Any
+    k2: Any
 
 
-def get_kernel(name: str | KernelFn) -> KernelFn:
-    """Look a kernel up by name in :data:`KERNELS`.
+class ProductParams(NamedTuple):
+    """Parameters of :class:`Product`: those of its two factors (field paths ``k1__...``, ``k2__...``)."""
 
-    Parameters
-    ----------
-    name : str or callable
-        One of the keys of :data:`KERNELS` (case-insensitive). A callable is
-        returned unchanged, so that code can accept either form.
-
-    Returns
-    -------
-    callable
-        The kernel function ``k(params, X1, X2)``.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not a known kernel name; the message lists the valid
-        names.
-    """
-    if callable(name):
-        return name
-    key = name.lower() if isinstance(name, str) else name
-    try:
-        return KERNELS[key]
-    except (KeyError, TypeError):
-        valid = ", ".join(repr(k) for k in sorted(KERNELS))
-        raise ValueError(f"unknown kernel {name!r}; valid names are {valid}") from None
+    k1: Any
+    k2: Any
 
 
+class ScaledParams(NamedTuple):
+    """Parameters of :class:`Scaled`: the positive weight ``variance`` and those of the scaled kernel
+    (field paths ``variance``, ``k__...``)."""
+
+    variance: ArrayLike
+    k: Any
+
+
+# --------------------------------------------------------------------------
+# diagonals
+# --------------------------------------------------------------------------
 def _ones(X: Array, scale: ArrayLike) -> Array:
     return jnp.asarray(scale) * jnp.ones(X.shape[0], dtype=X.dtype)
 
 
-def _se_diag(params: SEParams, X: Array) -> Array:
-    return _ones(X, params.amplitude)
-
-
-def _ard_diag(params: ARDParams, X: Array) -> Array:
+def _se_diag(params: SEParams | ARDParams, X: Array) -> Array:
     return _ones(X, params.amplitude)
 
 
@@ -364,10 +349,296 @@ def _linear_diag(params: LinearParams, X: Array) -> Array:
 
 _DIAGS: dict[Callable[..., Array], Callable[[Any, Array], Array]] = {
     se: _se_diag,
-    ard_se: _ard_diag,
+    ard_se: _se_diag,
     polynomial: _poly_diag,
     linear: _linear_diag,
 }
+
+
+# --------------------------------------------------------------------------
+# kernel objects and their algebra
+# --------------------------------------------------------------------------
+def median_distance(X: ArrayLike, max_rows: int = 1000) -> float:
+    """Median Euclidean distance between distinct rows of ``X`` (on a seeded subsample of ``max_rows``):
+    the default length-scale of :class:`RBF` and :class:`ARD`. ``1.0`` when all rows coincide."""
+    from sklearn.metrics import pairwise_distances
+
+    X = np.asarray(X)
+    if X.shape[0] > max_rows:
+        X = X[np.random.default_rng(0).choice(X.shape[0], max_rows, replace=False)]
+    d = pairwise_distances(X)[np.triu_indices(X.shape[0], k=1)]
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 1.0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A covariance function as an object: callable as ``k(params, X1, X2)`` like the functions of this
+    module, holding the initial values of its parameters, and composable.
+
+    ``k1 + k2`` is :class:`Sum`, ``k1 * k2`` :class:`Product` and ``c * k`` :class:`Scaled` (a kernel with a
+    learnt positive weight ``c``), so the multiple-kernel covariance ``k = sum_j gamma_j k_j(theta_j)`` of
+    Wenzel et al. (2017), App. A.3, is ``c1 * RBF() + c2 * Polynomial()`` and ML-II learns every
+    ``gamma_j`` and ``theta_j``. The parameters of a composed kernel are nested containers
+    (:class:`SumParams`, ...); :mod:`bayes_maxmargin.core.parameters` names their fields by path, e.g.
+    ``"k1__lengthscale"`` for the length-scale of the first term, as scikit-learn does.
+
+    Kernel objects compare and hash by value, so they can be static arguments of compiled functions;
+    :meth:`structure` drops the initial values (one compiled program serves them all).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin.core.kernels import RBF, Linear
+    >>> k = RBF(lengthscale=2.0) + 0.5 * Linear()
+    >>> X = np.eye(3)
+    >>> params = k.init_params(X)
+    >>> k(params, X, X).shape
+    (3, 3)
+    """
+
+    def __call__(self, params: Any, X1: ArrayLike, X2: ArrayLike) -> Array:
+        raise NotImplementedError
+
+    def diag(self, params: Any, X: ArrayLike) -> Array:
+        """``k(x_i, x_i)`` for the rows of ``X`` (shape ``(N,)``), without forming the matrix."""
+        raise NotImplementedError
+
+    def init_params(self, X: ArrayLike) -> Any:
+        """The parameter container at this object's values; ``None`` values take the defaults for the
+        training inputs ``X`` (length-scales at :func:`median_distance`)."""
+        raise NotImplementedError
+
+    def structure(self) -> Kernel:
+        """This kernel with every value at its default: what compiled code depends on."""
+        raise NotImplementedError
+
+    def __add__(self, other: Kernel) -> Kernel:
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return Sum(self, other)
+
+    def __mul__(self, other: Kernel | float) -> Kernel:
+        if isinstance(other, Kernel):
+            return Product(self, other)
+        if isinstance(other, (int, float, np.integer, np.floating)) and not isinstance(other, bool):
+            return Scaled(self, float(other))
+        return NotImplemented
+
+    def __rmul__(self, other: float) -> Kernel:
+        return self.__mul__(other) if not isinstance(other, Kernel) else NotImplemented
+
+
+@dataclass(frozen=True)
+class _Leaf(Kernel):
+    """A kernel of this module's functions; its dataclass fields are those of its parameter container."""
+
+    def _spec(self) -> tuple[KernelFn, type]:
+        return _LEAVES[type(self)]
+
+    def __call__(self, params: Any, X1: ArrayLike, X2: ArrayLike) -> Array:
+        return self._spec()[0](params, X1, X2)
+
+    def diag(self, params: Any, X: ArrayLike) -> Array:
+        return _DIAGS[self._spec()[0]](params, _as_2d(X))
+
+    def init_params(self, X: ArrayLike) -> Any:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("lengthscale", "lengthscales"):
+            if name in values and values[name] is None:
+                ell = median_distance(X)
+                values[name] = ell if name == "lengthscale" else np.full(np.shape(X)[1], ell)
+        return self._spec()[1](**values)
+
+    def structure(self) -> Kernel:
+        return type(self)()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                         if getattr(self, f.name) != f.default)
+        return f"{type(self).__name__}({args})"
+
+
+@dataclass(frozen=True, repr=False)
+class RBF(_Leaf):
+    """Squared exponential :func:`se`, ``amplitude * exp(-||x - x'||^2 / lengthscale^2)``; ``lengthscale=None``
+    starts at the median distance between training points."""
+
+    lengthscale: float | None = None
+    amplitude: float = 1.0
+
+
+@dataclass(frozen=True, repr=False)
+class ARD(_Leaf):
+    """Squared exponential with one length-scale per input dimension (:func:`ard_se`); ``lengthscales``
+    a sequence of ``d`` values, one value for all, or ``None`` (the median distance)."""
+
+    lengthscales: float | tuple[float, ...] | None = None
+    amplitude: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.lengthscales is not None and np.ndim(self.lengthscales) > 0:
+            object.__setattr__(self, "lengthscales", tuple(float(v) for v in np.ravel(self.lengthscales)))
+
+    def init_params(self, X: ArrayLike) -> Any:
+        params = super().init_params(X)
+        return params._replace(lengthscales=np.broadcast_to(params.lengthscales, (np.shape(X)[1],)).copy())
+
+
+@dataclass(frozen=True, repr=False)
+class Polynomial(_Leaf):
+    """Polynomial kernel :func:`polynomial`, ``(x^T x' + offset)^degree`` (``degree`` fixed)."""
+
+    degree: int = 2
+    offset: float = 1.0
+
+    def structure(self) -> Kernel:
+        return Polynomial(degree=self.degree)  # the degree is compiled in
+
+
+@dataclass(frozen=True, repr=False)
+class Linear(_Leaf):
+    """Linear kernel :func:`linear`, ``variance * x^T x'``."""
+
+    variance: float = 1.0
+
+
+_LEAVES: dict[type, tuple[KernelFn, type]] = {
+    RBF: (se, SEParams),
+    ARD: (ard_se, ARDParams),
+    Polynomial: (polynomial, PolyParams),
+    Linear: (linear, LinearParams),
+}
+
+
+@dataclass(frozen=True)
+class Sum(Kernel):
+    """``k1(x, x') + k2(x, x')``, with parameters :class:`SumParams`."""
+
+    k1: Kernel
+    k2: Kernel
+
+    def __call__(self, params: SumParams, X1: ArrayLike, X2: ArrayLike) -> Array:
+        return self.k1(params.k1, X1, X2) + self.k2(params.k2, X1, X2)
+
+    def diag(self, params: SumParams, X: ArrayLike) -> Array:
+        return self.k1.diag(params.k1, X) + self.k2.diag(params.k2, X)
+
+    def init_params(self, X: ArrayLike) -> SumParams:
+        return SumParams(self.k1.init_params(X), self.k2.init_params(X))
+
+    def structure(self) -> Kernel:
+        return Sum(self.k1.structure(), self.k2.structure())
+
+    def __repr__(self) -> str:
+        return f"{self.k1!r} + {self.k2!r}"
+
+
+@dataclass(frozen=True)
+class Product(Kernel):
+    """``k1(x, x') * k2(x, x')`` (elementwise), with parameters :class:`ProductParams`."""
+
+    k1: Kernel
+    k2: Kernel
+
+    def __call__(self, params: ProductParams, X1: ArrayLike, X2: ArrayLike) -> Array:
+        return self.k1(params.k1, X1, X2) * self.k2(params.k2, X1, X2)
+
+    def diag(self, params: ProductParams, X: ArrayLike) -> Array:
+        return self.k1.diag(params.k1, X) * self.k2.diag(params.k2, X)
+
+    def init_params(self, X: ArrayLike) -> ProductParams:
+        return ProductParams(self.k1.init_params(X), self.k2.init_params(X))
+
+    def structure(self) -> Kernel:
+        return Product(self.k1.structure(), self.k2.structure())
+
+    def __repr__(self) -> str:
+        return f"({self.k1!r}) * ({self.k2!r})"
+
+
+@dataclass(frozen=True)
+class Scaled(Kernel):
+    """``variance * k(x, x')`` with a positive weight ``variance`` learnt with the rest
+    (Wenzel et al. 2017, App. A.3), parameters :class:`ScaledParams`."""
+
+    k: Kernel
+    variance: float = 1.0
+
+    def __call__(self, params: ScaledParams, X1: ArrayLike, X2: ArrayLike) -> Array:
+        return params.variance * self.k(params.k, X1, X2)
+
+    def diag(self, params: ScaledParams, X: ArrayLike) -> Array:
+        return params.variance * self.k.diag(params.k, X)
+
+    def init_params(self, X: ArrayLike) -> ScaledParams:
+        return ScaledParams(self.variance, self.k.init_params(X))
+
+    def structure(self) -> Kernel:
+        return Scaled(self.k.structure())
+
+    def __repr__(self) -> str:
+        return f"{self.variance!r} * ({self.k!r})"
+
+
+# --------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------
+KERNELS: dict[str, KernelFn] = {
+    "rbf": se,
+    "se": se,
+    "ard": ard_se,
+    "poly": polynomial,
+    "linear": linear,
+}
+"""Kernels by name; ``"rbf"`` and ``"se"`` are the same function."""
+
+_OBJECTS: dict[KernelFn, type] = {se: RBF, ard_se: ARD, polynomial: Polynomial, linear: Linear}
+
+
+def as_kernel(kernel: str | Kernel) -> Kernel:
+    """The kernel object of a name in :data:`KERNELS` (``"rbf"`` -> ``RBF()``), or ``kernel`` itself."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    return _OBJECTS[get_kernel(kernel)]()
+
+
+def kernel_name(kernel: str | Kernel) -> str:
+    """A name for messages and metadata: the string itself, or the kernel object's ``repr``."""
+    return kernel if isinstance(kernel, str) else repr(kernel)
+
+
+def get_kernel(name: str | Kernel | KernelFn) -> KernelFn:
+    """Look a kernel up by name in :data:`KERNELS`.
+
+    Parameters
+    ----------
+    name : str, Kernel or callable
+        One of the keys of :data:`KERNELS` (case-insensitive), a :class:`Kernel` (returned as its
+        :meth:`~Kernel.structure`, so that kernels differing only in initial values share compiled
+        code) or a function ``k(params, X1, X2)``, returned unchanged.
+
+    Returns
+    -------
+    callable
+        The kernel function ``k(params, X1, X2)``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a known kernel name; the message lists the valid
+        names.
+    """
+    if isinstance(name, Kernel):
+        return name.structure()
+    if callable(name):
+        return name
+    key = name.lower() if isinstance(name, str) else name
+    try:
+        return KERNELS[key]
+    except (KeyError, TypeError):
+        valid = ", ".join(repr(k) for k in sorted(KERNELS))
+        raise ValueError(f"unknown kernel {name!r}; valid names are {valid}") from None
 
 
 def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
@@ -375,8 +646,8 @@ def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
 
     Parameters
     ----------
-    kernel : str or callable
-        A name from :data:`KERNELS` or a kernel function. For a function that
+    kernel : str, Kernel or callable
+        A name from :data:`KERNELS`, a :class:`Kernel` or a kernel function. For a function that
         is not one of this module's, the diagonal is computed row by row as
         ``k(params, x_i[None], x_i[None])`` (``O(N)`` memory).
     params : NamedTuple
@@ -391,141 +662,9 @@ def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
     """
     fn = get_kernel(kernel)
     X = _as_2d(X)
+    if isinstance(fn, Kernel):
+        return fn.diag(params, X)
     diag = _DIAGS.get(fn)
     if diag is not None:
         return diag(params, X)
     return jax.vmap(lambda x: fn(params, x[None, :], x[None, :])[0, 0])(X)
-
-
-# --------------------------------------------------------------------------
-# unconstrained parametrisation
-# --------------------------------------------------------------------------
-_POSITIVE_FIELDS: dict[type, tuple[str, ...]] = {
-    SEParams: ("lengthscale", "amplitude"),
-    ARDParams: ("lengthscales", "amplitude"),
-    PolyParams: ("offset",),
-    LinearParams: ("variance",),
-}
-
-
-def _free_fields(params_type: type) -> tuple[str, ...]:
-    try:
-        return _POSITIVE_FIELDS[params_type]
-    except KeyError:
-        valid = ", ".join(t.__name__ for t in _POSITIVE_FIELDS)
-        raise TypeError(
-            f"no unconstrained parametrisation for {params_type.__name__}; "
-            f"supported parameter types are {valid}"
-        ) from None
-
-
-def free_fields(params: KernelParams) -> tuple[str, ...]:
-    """Names of the positive fields of ``params``, in declaration order: the keys of
-    :func:`to_unconstrained` (without computing it, no device work), the fields ML-II learns and the
-    theta sampler samples. ``("lengthscale", "amplitude")`` for :class:`SEParams`,
-    ``("lengthscales", "amplitude")`` for :class:`ARDParams`, ``("offset",)`` for the polynomial
-    kernel (its degree is fixed) and ``("variance",)`` for the linear kernel.
-
-    Raises
-    ------
-    TypeError
-        For a parameter container this module does not know.
-    """
-    return _free_fields(type(params))
-
-
-def _softplus(x: ArrayLike) -> ArrayLike:
-    """``log(1 + exp(x))``: in NumPy for host arrays (a fitted state on the host: nothing to compile),
-    in JAX otherwise."""
-    if isinstance(x, (np.ndarray, np.generic)):
-        return np.logaddexp(x, np.zeros((), x.dtype))
-    return jax.nn.softplus(jnp.asarray(x))
-
-
-def _softplus_inverse(y: Array) -> Array:
-    """``log(exp(y) - 1)`` written stably: ``y + log(-expm1(-y))``."""
-    return y + jnp.log(-jnp.expm1(-y))
-
-
-def _float(x: ArrayLike) -> Array:
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
-def to_unconstrained(params: KernelParams) -> dict[str, Array]:
-    """Map the positive kernel parameters to the real line.
-
-    Each positive field ``y`` becomes ``softplus^{-1}(y) = log(exp(y) - 1)``.
-    Fixed fields (the polynomial ``degree``) are left out; they are taken
-    back from ``like`` in :func:`from_unconstrained`. The result is a dict
-    pytree, e.g. ``{"lengthscale": ..., "amplitude": ...}`` for
-    :class:`SEParams`, suitable as the parameters of an Optax optimiser.
-
-    Parameters
-    ----------
-    params : SEParams, ARDParams, PolyParams or LinearParams
-        Parameters with strictly positive entries (a value of exactly ``0``
-        maps to ``-inf`` and stays at ``0``).
-
-    Returns
-    -------
-    dict of str to Array
-        Unconstrained values keyed by field name.
-
-    Raises
-    ------
-    TypeError
-        For a parameter container this module does not know.
-    """
-    return {
-        name: _softplus_inverse(_float(getattr(params, name)))
-        for name in _free_fields(type(params))
-    }
-
-
-def from_unconstrained(raw: dict[str, ArrayLike], like: KernelParams) -> KernelParams:
-    """Inverse of :func:`to_unconstrained`: apply ``softplus`` and rebuild the params.
-
-    Parameters
-    ----------
-    raw : dict of str to ArrayLike
-        Unconstrained values as returned by :func:`to_unconstrained`.
-    like : SEParams, ARDParams, PolyParams or LinearParams
-        Template giving the container type and the fixed fields (the
-        polynomial ``degree``).
-
-    Returns
-    -------
-    SEParams, ARDParams, PolyParams or LinearParams
-        Parameters of the same type as ``like`` with positive fields
-        ``softplus(raw[name])``.
-
-    Raises
-    ------
-    TypeError
-        For a parameter container this module does not know.
-    """
-    fields = _free_fields(type(like))
-    return like._replace(**{name: _softplus(raw[name]) for name in fields})
-
-
-def params_dict(params: KernelParams) -> dict[str, Any]:
-    """Kernel parameters as a dict of Python floats / float64 arrays (the estimators' ``kernel_params_``).
-
-    Parameters
-    ----------
-    params : SEParams, ARDParams, PolyParams or LinearParams
-        Parameters, possibly device arrays.
-
-    Returns
-    -------
-    dict of str to float, int or ndarray
-        One entry per field; the polynomial ``degree`` as an int, ARD length-scales as an array.
-    """
-    out = {}
-    for name, value in params._asdict().items():
-        arr = np.asarray(value)
-        out[name] = int(arr) if name == "degree" else (float(arr) if arr.ndim == 0 else arr.astype(np.float64))
-    return out

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from bayes_maxmargin.core.kernels import kernel_name
+from bayes_maxmargin.core.parameters import POSITIVE, SEP, field_values, params_dict, replace_fields
 from bayes_maxmargin.data.validation import _fmt_value
 
 __all__ = ["InvalidParameterError", "check_kernel_params", "check_option", "check_scalar_param"]
@@ -171,18 +173,19 @@ def check_option(name: str, value: Any, options: Iterable[Any]) -> Any:
     return value
 
 
-def check_kernel_params(kernel: str, user: Any, defaults: Any) -> Any:
-    """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``.
+def check_kernel_params(kernel: Any, user: Any, defaults: Any) -> Any:
+    """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``,
+    every field validated.
 
     Parameters
     ----------
-    kernel : str
-        The kernel's name, used in the messages.
+    kernel : str or Kernel
+        The kernel's name or object (:mod:`bayes_maxmargin.core.kernels`), used in the messages.
     user : dict, NamedTuple or None
-        The estimator's ``kernel_params``: a subset of the fields of ``defaults``.
+        The estimator's ``kernel_params``: a subset of the fields of ``defaults``, by path for a composed
+        kernel (``{"k1__lengthscale": 2.0}``, :mod:`bayes_maxmargin.core.parameters`).
     defaults : NamedTuple
-        The kernel's parameter container with the estimator's defaults
-        (:mod:`bayes_maxmargin.core.kernels`: ``SEParams``, ``ARDParams``, ``PolyParams``, ``LinearParams``).
+        The kernel's parameter container at its initial values (:mod:`bayes_maxmargin.core.kernels`).
 
     Returns
     -------
@@ -194,31 +197,47 @@ def check_kernel_params(kernel: str, user: Any, defaults: Any) -> Any:
     Raises
     ------
     InvalidParameterError
-        For example ``"Invalid key 'gamma' in kernel_params for kernel='rbf'; valid keys are
-        lengthscale, amplitude"``.
+        Naming the field (and for a composed kernel its component), for example ``"Invalid key 'gamma'
+        in kernel_params for kernel='rbf'; valid keys are lengthscale, amplitude"`` or ``"Invalid value
+        for k2__variance (Linear) of kernel RBF() + Linear(variance=-1.0): -1.0 (must be a real number
+        > 0.0)"``.
     """
-    if user is None:
-        return defaults
-    fields = ", ".join(defaults._fields)
+    kernel_obj, kernel = kernel, kernel_name(kernel)
+    current = field_values(defaults)
+    fields = ", ".join(current)
     if hasattr(user, "_asdict"):
-        user = user._asdict()
-    if not isinstance(user, Mapping):
+        user = params_dict(user) if type(user) in POSITIVE else user._asdict()
+    if user is not None and not isinstance(user, Mapping):
         raise InvalidParameterError(
             f"Invalid value for kernel_params: {_fmt_value(user)} (must be None or a dict of the fields "
             f"{fields} of the {kernel!r} kernel)"
         )
-    values = {}
-    for name, value in user.items():
-        if name not in defaults._fields:
+    user = dict(user or {})
+    for name in user:
+        if name not in current:
             raise InvalidParameterError(
                 f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are {fields}"
             )
-        values[name] = _check_kernel_value(name, value, np.shape(getattr(defaults, name)))
-    return defaults._replace(**values)
+    values = {}
+    for path, value in current.items():
+        if path in user:
+            label = f"kernel_params[{path!r}]"
+        elif SEP in path:
+            label = f"{path} ({_component(kernel_obj, path)}) of kernel {kernel}"
+        else:
+            label = f"{path} of kernel {kernel}"
+        values[path] = _check_kernel_value(path.rpartition(SEP)[2], user.get(path, value), np.shape(value), label)
+    return replace_fields(defaults, values)
 
 
-def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...]) -> Any:
-    label = f"kernel_params[{name!r}]"
+def _component(kernel: Any, path: str) -> str:
+    """The class name of the component of a composed kernel object that ``path`` leads into."""
+    for part in path.split(SEP)[:-1]:
+        kernel = getattr(kernel, part, None)
+    return type(kernel).__name__
+
+
+def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...], label: str) -> Any:
     if name == "degree":
         return check_scalar_param(label, value, kind="int", low=1)
     try:

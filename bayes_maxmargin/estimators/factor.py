@@ -27,16 +27,9 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import TransformerMixin
 
-from bayes_maxmargin.core.kernels import (
-    ARDParams,
-    SEParams,
-    from_unconstrained,
-    get_kernel,
-    kernel_diag,
-    params_dict,
-    to_unconstrained,
-)
+from bayes_maxmargin.core.kernels import ARDParams, SEParams, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.parameters import from_unconstrained, params_dict, to_unconstrained
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,

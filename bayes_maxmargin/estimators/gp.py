@@ -12,14 +12,9 @@ import numpy as np
 from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin._version import __version__
-from bayes_maxmargin.core.kernels import (
-    ARDParams,
-    SEParams,
-    free_fields,
-    get_kernel,
-    params_dict,
-)
+from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel, kernel_name
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision
+from bayes_maxmargin.core.parameters import free_fields, params_dict, replace_fields, trainable_fields
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,
@@ -50,14 +45,13 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
 )
 from bayes_maxmargin.models.gp.model import (
     GPHyper,
-    default_kernel_params,
     gp_bsvm,
     init_inducing,
     kernel_prior,
     prior_covariance,
 )
 from bayes_maxmargin.models.gp.posterior import DrawsPosterior, ModePosterior, SVIPosterior, VIPosterior
-from bayes_maxmargin.models.gp.svi import GPSpec, gp_problem, inducing_posterior, svi_gp
+from bayes_maxmargin.models.gp.svi import GPSpec, inducing_posterior, prediction_problem, svi_gp
 from bayes_maxmargin.models.gp.vi import batch_vi, batch_vi_factor
 
 __all__ = ["GPBSVM"]
@@ -72,47 +66,34 @@ _GP_KERNELS = ("rbf", "ard", "poly", "linear")
 _PREDICT_THETA_DRAWS = 200
 
 
-def _median_distance(X: np.ndarray, max_rows: int = 1000) -> float:
-    """Median Euclidean distance between distinct rows (a seeded subsample of ``max_rows``)."""
-    from sklearn.metrics import pairwise_distances
-
-    if X.shape[0] > max_rows:
-        X = X[np.random.default_rng(0).choice(X.shape[0], max_rows, replace=False)]
-    d = pairwise_distances(X)[np.triu_indices(X.shape[0], k=1)]
-    d = d[d > 0]
-    return float(np.median(d)) if d.size else 1.0
+def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray) -> Any:
+    """Kernel parameters theta to start from: the kernel's (length-scale(s) at the median distance between
+    training points and unit amplitude unless set) overridden by the user's ``kernel_params``."""
+    return check_kernel_params(kernel, user, as_kernel(kernel).init_params(X))
 
 
-def _initial_kernel_params(kernel: str, user: Any, X: np.ndarray) -> Any:
-    """Kernel parameters theta to start from: the defaults (length-scale(s) at the median distance
-    between training points, unit amplitude) overridden by the user's ``kernel_params``."""
-    d = X.shape[1]
-    if kernel in ("rbf", "ard"):
-        ell = _median_distance(X)
-        defaults = SEParams(ell, 1.0) if kernel == "rbf" else ARDParams(np.full(d, ell), 1.0)
-    else:
-        defaults = default_kernel_params(kernel, d)
-    return check_kernel_params(kernel, user, defaults)
+def _check_kernel(kernel: Any) -> str | Kernel:
+    """``kernel``: a :class:`~bayes_maxmargin.core.kernels.Kernel` object or one of the names."""
+    return kernel if isinstance(kernel, Kernel) else check_option("kernel", kernel, _GP_KERNELS)
 
 
-def _free_kernel_fields(params: Any, learn_kernel: Any) -> tuple[str, ...]:
-    """The kernel fields ML-II moves (ECM, FITC), from ``learn_kernel``."""
-    positive = free_fields(params)
-    if isinstance(learn_kernel, (bool, np.bool_)):
-        return positive if learn_kernel else ()
-    if isinstance(learn_kernel, str) or not hasattr(learn_kernel, "__iter__"):
-        raise InvalidParameterError(
-            f"Invalid value for learn_kernel: {learn_kernel!r} (must be True, False or a list of "
-            f"kernel fields among {', '.join(positive)})"
-        )
-    names = tuple(learn_kernel)
-    for name in names:
-        if name not in positive:
-            raise InvalidParameterError(
-                f"Invalid value for learn_kernel: {name!r} is not a learnable field of this kernel; "
-                f"valid fields are {', '.join(positive)}"
-            )
-    return names
+def _feature_dims(params: Any) -> dict[str, list[str]]:
+    """idata_ dims of the ARD length-scales (one per input feature), at any depth of a composed kernel."""
+    return {path: ["feature"] for path in free_fields(params) if path.rpartition("__")[2] == "lengthscales"}
+
+
+def _one_draw(params: Any) -> dict[str, np.ndarray]:
+    """The positive kernel fields as one draw of one chain (idata_ of the point estimates)."""
+    values = params_dict(params)
+    return {path: np.asarray(values[path], dtype=np.float64)[None, None] for path in free_fields(params)}
+
+
+def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
+    """The kernel fields that ML-II moves (ECM, FITC, SVI) or the samplers sample, from ``learn_kernel``."""
+    try:
+        return trainable_fields(params, learn_kernel)
+    except ValueError as err:
+        raise InvalidParameterError(str(err)) from None
 
 
 class GPBSVM(_BayesianSVMClassifier):
@@ -321,7 +302,7 @@ class GPBSVM(_BayesianSVMClassifier):
         inference = check_option("inference", self.inference, tuple(_GP_DEFAULT_GAMMA0))
         p: dict[str, Any] = {
             "inference": inference,
-            "kernel": check_option("kernel", self.kernel, _GP_KERNELS),
+            "kernel": _check_kernel(self.kernel),
             "precision": check_option("precision", self.precision, ("float32", "float64")),
             "inducing": check_option("inducing", self.inducing, ("kmeans", "random")),
             "optimizer": check_option("optimizer", self.optimizer, ML2_OPTIMIZERS),
@@ -394,9 +375,10 @@ class GPBSVM(_BayesianSVMClassifier):
                     f"training points N = {n})"
                 )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
-        free = _free_kernel_fields(theta0, self.learn_kernel)
-        fixed = tuple(f for f in free_fields(theta0) if f not in free)
-        if params["inference"] in ("gibbs", "nuts") and free and fixed:
+        if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
+            params["kernel"] = params["kernel"].structure()
+        learn = _trainable(theta0, self.learn_kernel)
+        if params["inference"] in ("gibbs", "nuts") and learn and learn != free_fields(theta0):
             raise InvalidParameterError(
                 f"Invalid value for learn_kernel: {self.learn_kernel!r}; the samplers sample every kernel "
                 f"parameter ({', '.join(free_fields(theta0))}) or none (True or False)"
@@ -407,7 +389,7 @@ class GPBSVM(_BayesianSVMClassifier):
         with float_precision(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
             if params["inference"] == "svi":  # the data stay on the host
-                self._fit_svi(X, y, theta0, fixed, params)
+                self._fit_svi(X, y, theta0, learn, params)
                 return self
             key = self._fit_key()
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
@@ -417,11 +399,11 @@ class GPBSVM(_BayesianSVMClassifier):
                 self._check_kernel_matrix(Xj, theta0, params)
             fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts,
                    "vi": self._fit_vi}
-            posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, fixed, hyper, params)
+            posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
         return self
 
-    def _fit_vi(self, key, X, y, theta0, fixed, hyper, params):
+    def _fit_vi(self, key, X, y, theta0, learn, hyper, params):
         """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
         K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
         res = self._solve(batch_vi, K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
@@ -436,17 +418,15 @@ class GPBSVM(_BayesianSVMClassifier):
         sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
         self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
-        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta0).items()
-                          if k != "degree"})
+        posterior.update(_one_draw(theta0))
         return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params["kernel"])
 
-    def _fit_svi(self, X, y, theta0, fixed, params):
+    def _fit_svi(self, X, y, theta0, learn, params):
         """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
         n = X.shape[0]
         num_steps = params["max_iter"] or int(np.clip(20 * n // params["batch_size"], 1000, 100_000))
         seed = self._fit_seed()
         Z0 = init_inducing(X, params["num_inducing"], params["inducing"], seed)
-        learn = tuple(f for f in free_fields(theta0) if f not in fixed)
         if self.optimize_inducing:
             learn += ("inducing",)
         dtype = np.float64 if self._x64 else np.float32
@@ -462,7 +442,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
                 f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
             )
-        self._posterior = SVIPosterior(state, problem)
+        self._posterior = SVIPosterior(state, prediction_problem(problem.features.spec, state))
         theta, Z, mean_u, cov_u = inducing_posterior(state, problem.features.spec)
         self.variational_mean_ = np.asarray(mean_u, dtype=np.float64)
         self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
@@ -475,15 +455,14 @@ class GPBSVM(_BayesianSVMClassifier):
             if hasattr(self, attr):
                 delattr(self, attr)
         posterior = {"u": self.variational_mean_[None, None]}
-        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in self.kernel_params_.items()
-                          if k != "degree"})
+        posterior.update(_one_draw(theta))
         names = getattr(self, "feature_names_in_", None)
         self.idata_ = to_inference_data(
             posterior, sample_stats={"elbo": res.elbo[None, None, :]},
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
-            dims={"u": ["inducing"], "lengthscales": ["feature"], "elbo": ["svi_round"]},
-            attrs={"model": "gp", "kernel": params["kernel"], "inference": "svi",
+            dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
+            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": "svi",
                    "bayes_maxmargin_version": __version__},
         )
 
@@ -494,15 +473,15 @@ class GPBSVM(_BayesianSVMClassifier):
             cholesky_or_raise(K)
         except CholeskyError as err:
             raise ValueError(
-                f"The {params['kernel']!r} kernel matrix of the training inputs at kernel_params = "
+                f"The {kernel_name(params['kernel'])!r} kernel matrix of the training inputs at kernel_params = "
                 f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
                 f"jitter (now {params['jitter']}), check the kernel parameters, or use float64."
             ) from None
 
-    def _fit_ecm(self, key, X, y, theta0, fixed, hyper, params):
+    def _fit_ecm(self, key, X, y, theta0, learn, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
         tol = jnp.asarray(params["tol"], X.dtype)
-        if len(fixed) == len(free_fields(theta0)) or params["mlii_steps"] == 0:
+        if not learn or params["mlii_steps"] == 0:
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
                          estimate_gamma=estimate_gamma)
@@ -513,7 +492,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
                 mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
                 optimizer=params["optimizer"], learning_rate=params["learning_rate"],
-                estimate_gamma=estimate_gamma, jitter=params["jitter"], fixed=fixed,
+                estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn,
             )
             objective, log_z, theta = res.objective, res.log_z, res.params
         self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
@@ -521,18 +500,18 @@ class GPBSVM(_BayesianSVMClassifier):
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
         return (*self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma), mode)
 
-    def _fit_fitc(self, key, X, y, theta0, fixed, hyper, params):
+    def _fit_fitc(self, key, X, y, theta0, learn, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
-        learns = len(fixed) < len(free_fields(theta0)) or self.optimize_inducing
+        learns = bool(learn) or self.optimize_inducing
         res = self._solve(
             gp_ecm_mlii,
             X, y, theta0, hyper, jnp.asarray(params["tol"], X.dtype), V0=jnp.asarray(V0, X.dtype),
             kernel=params["kernel"], max_iter=params["max_iter"],
             mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
             optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
-            optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], fixed=fixed,
+            optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], trainable=learn,
         )
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
         fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
@@ -555,16 +534,15 @@ class GPBSVM(_BayesianSVMClassifier):
         posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
         if estimate_gamma:
             posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
-        posterior.update({k: np.asarray(v, dtype=np.float64)[None, None] for k, v in params_dict(theta).items()
-                          if k != "degree"})
+        posterior.update(_one_draw(theta))
         stats = {"log_joint": finite[None, None, -1:].reshape(1, 1), "objective": finite[None, None, :]}
         return posterior, stats
 
-    def _fit_gibbs(self, key, X, y, theta0, fixed, hyper, params):
+    def _fit_gibbs(self, key, X, y, theta0, learn, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
         k_init, k_run = jax.random.split(key)
         f0 = 0.1 * _chain_normals(k_init, params["num_chains"], (X.shape[0],), X.dtype)
-        if fixed or not free_fields(theta0):  # theta fixed: eq. (7) at theta0
+        if not learn:  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
             kernel, record = build_gp_kernel(sample_gamma), record_gp
@@ -583,8 +561,8 @@ class GPBSVM(_BayesianSVMClassifier):
         s = result.samples
         return self._draws(X, s, sample_gamma, theta0, {"log_joint": s["log_joint"], **result.info}, params)
 
-    def _fit_nuts(self, key, X, y, theta0, fixed, hyper, params):
-        sample_theta = not fixed and bool(free_fields(theta0))
+    def _fit_nuts(self, key, X, y, theta0, learn, hyper, params):
+        sample_theta = bool(learn)
         prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
         samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
@@ -611,8 +589,8 @@ class GPBSVM(_BayesianSVMClassifier):
             posterior.update(draws)
             keep = np.unique(np.linspace(0, f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
             f_draws = f_draws[keep]
-            theta_draws = theta._replace(**{k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()})
-            theta = theta._replace(**{k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
+            theta_draws = replace_fields(theta, {k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()})
+            theta = replace_fields(theta, {k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
         return posterior, stats, DrawsPosterior(X, f_draws, theta, theta_draws, params["kernel"], params["jitter"])
 
     def _store(self, posterior, stats, X, y, params) -> None:
@@ -641,8 +619,8 @@ class GPBSVM(_BayesianSVMClassifier):
             observed_data={"y": y},
             log_likelihood=log_lik,
             coords={"obs": np.arange(y.shape[0]), "feature": features},
-            dims={"f": ["obs"], "y": ["obs"], "lengthscales": ["feature"], "objective": ["ecm_iteration"]},
-            attrs={"model": "gp", "kernel": params["kernel"], "inference": params["inference"],
+            dims={"f": ["obs"], "y": ["obs"], "objective": ["ecm_iteration"], **_feature_dims(theta)},
+            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
         )
 
@@ -678,8 +656,7 @@ def _posterior_from_point(state: dict[str, Any], est: GPBSVM) -> dict[str, Any]:
     if svi is not None:
         svi_state, like = svi
         with float_precision(state["_x64"]):
-            problem = gp_problem(GPSpec(get_kernel(est.kernel), like, float(est.jitter)), svi_state.whiten.shape[0],
-                                 svi_state.whiten.dtype, False)
+            problem = prediction_problem(GPSpec(get_kernel(est.kernel), like, float(est.jitter)), svi_state)
         post = SVIPosterior(svi_state, problem)
     elif point is not None and "LB" in point:
         post = VIPosterior(X, point["theta"], point["sw"], point["LB"], state["alpha_"], est.kernel)

@@ -20,8 +20,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bayes_maxmargin._version import __version__
-from bayes_maxmargin.core.kernels import PolyParams, SEParams, params_dict
+from bayes_maxmargin.core.kernels import PolyParams, SEParams
 from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.parameters import params_dict
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,

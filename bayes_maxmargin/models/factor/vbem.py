@@ -49,8 +49,8 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import digamma, gammaln
 
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import from_unconstrained
 from bayes_maxmargin.core.linalg import LOG_2PI
+from bayes_maxmargin.core.parameters import from_unconstrained, hold_fixed
 
 __all__ = ["VBState", "e_step", "factor_bound", "init_vb", "m_step", "mstep_bound", "mstep_grad_w_se",
            "predict_f", "q_f", "run_vbem"]
@@ -249,12 +249,9 @@ def m_step(state: VBState, X, y, kernel_fn, like, hyper: VBHyper, n_steps: int, 
     paper's SE kernel has no amplitude, gamma being the trade-off, so the default learns only the
     lengthscale)."""
 
-    def mask(th):
-        return {k: (v if k in learn else jax.lax.stop_gradient(v)) for k, v in th.items()}
-
     def neg(params):
         W, th = params
-        return -mstep_bound(W, mask(th), state, X, y, kernel_fn, like, hyper)
+        return -mstep_bound(W, hold_fixed(th, learn), state, X, y, kernel_fn, like, hyper)
 
     opt = optax.lbfgs()
     params = (state.W, state.theta)

@@ -68,14 +68,16 @@ from bayes_maxmargin.core.augmentation import (
     log_pseudo_likelihood,
 )
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import (
-    KernelFn,
+from bayes_maxmargin.core.kernels import KernelFn, get_kernel, kernel_diag
+from bayes_maxmargin.core.linalg import jittered_cholesky, woodbury_solve
+from bayes_maxmargin.core.parameters import (
+    field_values,
+    free_fields,
     from_unconstrained,
-    get_kernel,
-    kernel_diag,
+    hold_fixed,
+    replace_fields,
     to_unconstrained,
 )
-from bayes_maxmargin.core.linalg import jittered_cholesky, woodbury_solve
 from bayes_maxmargin.core.predict import probit_predictive
 from bayes_maxmargin.engine.fixed_point import ecm_loop
 from bayes_maxmargin.models.gp.covariance import (
@@ -97,7 +99,7 @@ from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_c
 
 __all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLIIResult", "alternate_ecm_mlii", "f_update",
            "gp_ecm", "gp_ecm_mlii", "gp_log_marginal", "gp_objective", "gp_predict", "gp_predict_from_draws",
-           "gp_predict_from_theta_draws", "gp_predict_proba", "hold_fixed", "map_row_chunks",
+           "gp_predict_from_theta_draws", "gp_predict_proba", "map_row_chunks",
            "marginal_log_posterior", "ml2_ascent", "mlii_update", "support_vector_mask", "support_vectors"]
 
 # --------------------------------------------------------------------------- ECM at fixed theta
@@ -292,15 +294,9 @@ class MLIIResult(NamedTuple):
     log_z_after: Array
 
 
-def hold_fixed(raw: dict[str, Array], fixed: tuple[str, ...]) -> dict[str, Array]:
-    """``raw`` with the fields named in ``fixed`` cut from the gradient (ML-II leaves them alone:
-    neither L-BFGS nor Adam moves a parameter whose gradient is always zero)."""
-    return {k: jax.lax.stop_gradient(v) if k in fixed else v for k, v in raw.items()}
-
-
 @partial(
     jit,
-    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "fixed"),
+    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "trainable"),
 )
 def mlii_update(
     params: Any,
@@ -316,14 +312,14 @@ def mlii_update(
     learning_rate: float = 0.05,
     optimize_inducing: bool = True,
     jitter: float = 1e-6,
-    fixed: tuple[str, ...] = (),
+    trainable: tuple[str, ...] | None = None,
 ) -> MLIIResult:
     """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
     (:func:`gp_log_marginal`) at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
     omega = 1 / E[lambda]).
 
     ``steps`` Optax iterations (:func:`ml2_ascent`, in a ``lax.scan``) on the unconstrained
-    parameters (:func:`~bayes_maxmargin.core.kernels.to_unconstrained`) and V; the best iterate seen
+    parameters (:func:`~bayes_maxmargin.core.parameters.to_unconstrained`) and V; the best iterate seen
     is returned, so log Z never decreases.
 
     Parameters
@@ -350,11 +346,15 @@ def mlii_update(
         Whether V moves with theta (FITC only).
     jitter : float
         Diagonal jitter of K.
-    fixed : tuple of str
-        Kernel fields held at their current values (e.g. ``("amplitude",)``).
+    trainable : tuple of str, optional
+        The kernel fields that move (paths, :func:`~bayes_maxmargin.core.parameters.free_fields`); the
+        others stay at their current values (:func:`~bayes_maxmargin.core.parameters.hold_fixed`).
+        None: all of them.
     """
+    trainable = free_fields(params) if trainable is None else trainable
+
     def theta_of(raw):
-        return from_unconstrained(hold_fixed(raw, fixed), params)
+        return from_unconstrained(hold_fixed(raw, trainable), params)
 
     if V is None:
         def log_z(raw):
@@ -501,7 +501,7 @@ class GPECMMLIIResult(NamedTuple):
         "estimate_gamma",
         "optimize_inducing",
         "jitter",
-        "fixed",
+        "trainable",
     ),
 )
 def gp_ecm_mlii(
@@ -521,7 +521,7 @@ def gp_ecm_mlii(
     estimate_gamma: bool = False,
     optimize_inducing: bool = True,
     jitter: float = 1e-6,
-    fixed: tuple[str, ...] = (),
+    trainable: tuple[str, ...] | None = None,
 ) -> GPECMMLIIResult:
     """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3),
     under the dense prior or, given pseudo-inputs ``V0``, its FITC form (eq. 10).
@@ -570,8 +570,8 @@ def gp_ecm_mlii(
         Whether ML-II also moves V (FITC only).
     jitter : float
         Diagonal jitter of K (absolute jitter of K_mm and K_nn under FITC).
-    fixed : tuple of str
-        Kernel fields ML-II leaves at their initial values.
+    trainable : tuple of str, optional
+        The kernel fields ML-II moves (:func:`mlii_update`); None: all of them.
     """
     X = as_2d(X)
     sparse = V0 is not None
@@ -609,7 +609,7 @@ def gp_ecm_mlii(
         params, V = split(theta)
         ml = mlii_update(
             params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
-            learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, fixed=fixed,
+            learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, trainable=trainable,
         )
         return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
 
@@ -785,8 +785,9 @@ def gp_predict_from_theta_draws(
     X_test : Array, shape (m, d)
     F : Array, shape (S, n)
         Draws of f.
-    params : NamedTuple of arrays with leading axis S
-        The kernel parameters of each draw.
+    params : NamedTuple
+        The kernel parameters of each draw: its positive fields with leading axis S (fixed fields, the
+        polynomial degree, as they are).
     kernel, jitter, chunk
         As in :func:`gp_predict`.
 
@@ -796,10 +797,12 @@ def gp_predict_from_theta_draws(
     """
 
     def one(draw):
-        theta, f = draw
+        values, f = draw
+        theta = replace_fields(params, values)
         return gp_predict_from_draws(X_train, X_test, f[None], theta, kernel=kernel, jitter=jitter, chunk=chunk)
 
-    mean, mean_sq, cond_var = jax.lax.map(one, (params, F))
+    sampled = {path: value for path, value in field_values(params).items() if path in free_fields(params)}
+    mean, mean_sq, cond_var = jax.lax.map(one, (sampled, F))
     m = mean.mean(axis=0)
     return m, jnp.maximum((mean_sq + cond_var).mean(axis=0) - m**2, 0.0)
 

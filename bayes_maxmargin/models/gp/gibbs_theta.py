@@ -60,27 +60,26 @@ R. M. Neal (2003). Slice sampling. Annals of Statistics 31(3), 705-767.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array, lax
 from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
-from bayes_maxmargin.core.kernels import KernelFn, free_fields, get_kernel
+from bayes_maxmargin.core.kernels import KernelFn, get_kernel
+from bayes_maxmargin.core.parameters import field_values, free_fields, pack, pack_values, template, thaw, unpack
 from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
 
 __all__ = ["GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel", "build_gp_theta_record", "gp_theta_data",
-           "gp_theta_log_joint", "init_gp_theta", "log_theta_prior", "pack_field_values", "pack_log_theta",
-           "slice_1d", "slice_sweep", "theta_log_conditional", "unpack_log_theta"]
+           "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
+           "slice_1d", "slice_sweep", "theta_log_conditional"]
 
 LogDensity = Callable[[Array], Array]
 
@@ -136,7 +135,7 @@ class GPThetaState(NamedTuple):
         Hinge scale (constant when it has no prior).
     log_theta : Array, shape (p,)
         log theta: the positive kernel fields in declaration order, each raveled
-        (:func:`pack_log_theta`).
+        (:func:`~bayes_maxmargin.core.parameters.pack`).
     log_joint : Array
         Log density of the augmented program at this state (:func:`gp_theta_log_joint`).
     """
@@ -148,47 +147,13 @@ class GPThetaState(NamedTuple):
     log_joint: Array
 
 
-# --------------------------------------------------------------------------- theta <-> log theta
-def pack_log_theta(params: Any) -> Array:
-    """log of the positive fields of ``params`` (:func:`~bayes_maxmargin.core.kernels.free_fields`),
-    raveled and concatenated: the vector ``log_theta`` of :class:`GPThetaState`."""
-    return jnp.concatenate(
-        [jnp.ravel(jnp.log(jnp.asarray(getattr(params, name), float))) for name in free_fields(params)]
-    )
-
-
-def unpack_log_theta(log_theta: Array, params_like: Any) -> Any:
-    """``params_like`` with its positive fields set to exp of the matching slices of ``log_theta``.
-
-    The shapes of the fields (``(d,)`` for ARD lengthscales, scalars otherwise) and the fixed fields
-    (the polynomial degree) come from ``params_like``.
-    """
-    values, start = {}, 0
-    for name in free_fields(params_like):
-        shape = np.shape(getattr(params_like, name))
-        size = math.prod(shape)
-        values[name] = jnp.exp(log_theta[start : start + size]).reshape(shape)
-        start += size
-    return params_like._replace(**values)
-
-
 def log_theta_prior(log_theta: Array, prior: KernelPrior, params_like: Any) -> Array:
     """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2), the density of log theta.
 
     The density of theta itself (NumPyro's log-normal sites) is this minus sum_j log theta_j.
     """
-    loc, scale = (pack_field_values(d, params_like) for d in prior)
+    loc, scale = (pack_values(d, params_like) for d in prior)
     return jnp.sum(norm.logpdf(log_theta, loc, scale))
-
-
-def pack_field_values(values: dict[str, ArrayLike], params_like: Any) -> Array:
-    """A per-field dict (e.g. ``prior.loc``) as one vector in the layout of :func:`pack_log_theta`."""
-    return jnp.concatenate(
-        [
-            jnp.ravel(jnp.broadcast_to(values[name], np.shape(getattr(params_like, name))))
-            for name in free_fields(params_like)
-        ]
-    )
 
 
 # --------------------------------------------------------------------------- densities
@@ -205,7 +170,7 @@ def theta_log_conditional(
     log p(log theta) + log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma), the second term the
     marginal of eq. (9) with f integrated out (:func:`~.gp_ecm.gp_log_marginal`).
     """
-    params = unpack_log_theta(log_theta, params_like)
+    params = unpack(log_theta, params_like)
     log_z = gp_log_marginal(params, data.X, data.y, inv_lam, gamma, kernel=kernel, jitter=data.jitter)
     return log_theta_prior(log_theta, data.prior, params_like) + log_z
 
@@ -235,7 +200,7 @@ def gp_theta_log_joint(
 
 def _covariance(log_theta: Array, data: GPThetaData, kernel: str | KernelFn, params_like: Any) -> Array:
     """K_theta + jitter I at the training inputs (the program's prior covariance, eq. 6)."""
-    return prior_covariance(data.X, kernel, unpack_log_theta(log_theta, params_like), data.jitter)
+    return prior_covariance(data.X, kernel, unpack(log_theta, params_like), data.jitter)
 
 
 def _log_joint_from(
@@ -269,7 +234,7 @@ def init_gp_theta(
     dtype = data.X.dtype
     f = jnp.asarray(f, dtype)
     gamma = jnp.asarray(hyper.gamma, dtype)
-    log_theta = pack_log_theta(params).astype(dtype)
+    log_theta = pack(params).astype(dtype)
     inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
     log_joint = gp_theta_log_joint(
         f, inv_lam, gamma, log_theta, data, hyper, kernel=kernel, params_like=params, sample_gamma=sample_gamma
@@ -445,38 +410,6 @@ def slice_sweep(
 
 
 # --------------------------------------------------------------------------- the kernel
-def _freeze(params_like: Any) -> tuple:
-    """A hashable description of ``params_like``: its type, the shapes of its positive fields and
-    the values of its fixed fields (what the kernel needs to rebuild theta from log theta)."""
-    positive = free_fields(params_like)
-    fields = []
-    for name in params_like._fields:
-        value = getattr(params_like, name)
-        if name in positive:
-            fields.append((name, "shape", tuple(np.shape(value))))
-        elif isinstance(value, (bool, int, float)):
-            fields.append((name, "value", value))
-        else:
-            arr = np.asarray(value)
-            fields.append((name, "array", (arr.dtype.str, arr.shape, tuple(arr.ravel().tolist()))))
-    return (type(params_like), tuple(fields))
-
-
-def _thaw(frozen: tuple) -> Any:
-    """Inverse of :func:`_freeze`, with zeros in the positive fields."""
-    cls, fields = frozen
-    values = {}
-    for name, kind, value in fields:
-        if kind == "shape":
-            values[name] = np.zeros(value)
-        elif kind == "value":
-            values[name] = value
-        else:
-            dtype, shape, flat = value
-            values[name] = np.asarray(flat, dtype).reshape(shape)
-    return cls(**values)
-
-
 def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma: bool):
     """The Gibbs kernel of the GP Bayesian SVM with theta sampled (module docstring; eq. 7, 9).
 
@@ -501,12 +434,12 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
         jit-able. ``info`` holds the sweep's :class:`SliceInfo` as ``{"slice_evaluations",
         "slice_stalled"}``.
     """
-    return _build_kernel(get_kernel(kernel), _freeze(params_like), bool(sample_gamma))
+    return _build_kernel(get_kernel(kernel), template(params_like), bool(sample_gamma))
 
 
 @functools.cache
 def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool):
-    params_like = _thaw(frozen)
+    params_like = thaw(frozen)
 
     def step(rng_key: Array, state: GPThetaState, data: GPThetaData, hyper: GPHyper):
         k_lam, k_theta, k_f, k_gamma = jax.random.split(rng_key, 4)
@@ -531,21 +464,21 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool):
 def build_gp_theta_record(params_like: Any):
     """What the driver keeps per draw: ``"f"``, ``"gamma"``, ``"log_joint"`` and every positive
     kernel field by name, constrained (e.g. ``"lengthscale"``, ``"amplitude"``). Cached."""
-    return _build_record(_freeze(params_like))
+    return _build_record(template(params_like))
 
 
 @functools.cache
 def _build_record(frozen: tuple):
-    params_like = _thaw(frozen)
+    params_like = thaw(frozen)
     names = free_fields(params_like)
 
     def record(state: GPThetaState) -> dict[str, Array]:
-        theta = unpack_log_theta(state.log_theta, params_like)
+        theta = field_values(unpack(state.log_theta, params_like))
         return {
             "f": state.f,
             "gamma": state.gamma,
             "log_joint": state.log_joint,
-            **{name: getattr(theta, name) for name in names},
+            **{name: theta[name] for name in names},
         }
 
     return record

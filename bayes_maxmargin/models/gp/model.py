@@ -41,17 +41,18 @@ from jax.typing import ArrayLike
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import (
     ARDParams,
+    Kernel,
     KernelFn,
     LinearParams,
     PolyParams,
     SEParams,
     ard_se,
-    free_fields,
     get_kernel,
     linear,
     polynomial,
     se,
 )
+from bayes_maxmargin.core.parameters import field_values, free_fields, replace_fields
 from bayes_maxmargin.models.common import max_margin_likelihood
 
 __all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
@@ -79,7 +80,10 @@ class GPHyper(NamedTuple):
 
 
 def default_kernel_params(kernel: str | KernelFn, n_features: int) -> Any:
-    """Default parameters of a kernel: unit lengthscale(s) and amplitude, degree 2, unit variance."""
+    """Default parameters of a kernel: unit lengthscale(s) and amplitude, degree 2, unit variance (a
+    :class:`~bayes_maxmargin.core.kernels.Kernel` object: its values, unit length-scales where unset)."""
+    if isinstance(kernel, Kernel):
+        return kernel.init_params(np.zeros((1, n_features)))  # one row: unit length-scales
     fn = get_kernel(kernel)
     if fn is se:
         return SEParams()
@@ -125,8 +129,9 @@ def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
         ``loc`` and ``scale`` per positive field, broadcast to the field's shape.
     """
     loc, sd = {}, {}
+    values = field_values(params)
     for name in free_fields(params):
-        value = jnp.asarray(getattr(params, name), dtype=jnp.result_type(float))
+        value = jnp.asarray(values[name], dtype=jnp.result_type(float))
         loc[name] = jnp.log(value)
         sd[name] = jnp.broadcast_to(jnp.asarray(scale, value.dtype), value.shape)
     return KernelPrior(loc, sd)
@@ -158,7 +163,7 @@ def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
     for name in free_fields(params):
         loc, scale = jnp.asarray(prior.loc[name]), jnp.asarray(prior.scale[name])
         sampled[name] = numpyro.sample(name, dist.LogNormal(loc, scale).to_event(loc.ndim))
-    return params._replace(**sampled)
+    return replace_fields(params, sampled)
 
 
 def prior_covariance(

@@ -17,14 +17,9 @@ import scipy.linalg
 from jax import Array
 
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import (
-    free_fields,
-    from_unconstrained,
-    get_kernel,
-    kernel_diag,
-    to_unconstrained,
-)
+from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import cholesky_or_raise, jittered_cholesky
+from bayes_maxmargin.core.parameters import from_unconstrained, hold_fixed, template, to_unconstrained
 from bayes_maxmargin.engine.svi import (
     Features,
     NatParams,
@@ -41,13 +36,15 @@ from bayes_maxmargin.engine.svi import (
     triangular_inverse,
 )
 
-__all__ = ["gp_features", "inducing_posterior"]
+__all__ = ["gp_features", "inducing_posterior", "prediction_problem"]
 
 
 # ============================================================================ models as features
 class GPSpec(NamedTuple):
     """Static description of the sparse GP: the kernel function, the template of its parameters
-    (type and fixed fields) and the jitter of K_mm.
+    (:func:`~bayes_maxmargin.core.parameters.template`), the jitter of K_mm and the hyperparameters
+    that ML-II moves (kernel field paths and/or ``"inducing"``; the others are held by
+    :func:`~bayes_maxmargin.core.parameters.hold_fixed`).
 
     Specs that agree in these (the values of the free fields of ``like`` are never read) are equal
     and hash alike, so a spec can be a static argument of a jitted function."""
@@ -55,11 +52,10 @@ class GPSpec(NamedTuple):
     kernel: Callable
     like: Any
     jitter: float
+    learn: tuple[str, ...] = ()
 
     def _identity(self) -> tuple:
-        free = free_fields(self.like)
-        fixed = tuple((f, np.asarray(v).tolist()) for f, v in self.like._asdict().items() if f not in free)
-        return self.kernel, type(self.like), fixed, self.jitter
+        return self.kernel, template(self.like), self.jitter, tuple(sorted(self.learn))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GPSpec) and self._identity() == other._identity()
@@ -69,7 +65,10 @@ class GPSpec(NamedTuple):
 
 
 def gp_hyper(hyper: dict[str, Array], spec: GPSpec) -> tuple[Any, Array]:
-    """Kernel parameters and inducing locations from the unconstrained hyperparameter dict."""
+    """Kernel parameters and inducing locations from the unconstrained hyperparameter dict, those not in
+    ``spec.learn`` cut from the gradient."""
+    if spec.learn:
+        hyper = hold_fixed(hyper, spec.learn)
     raw = {k: v for k, v in hyper.items() if k != "inducing"}
     return from_unconstrained(raw, spec.like), hyper["inducing"]
 
@@ -107,6 +106,12 @@ def gp_problem(spec: GPSpec, num_inducing: int, dtype: Any, learn: bool) -> Prob
                    np.eye(num_inducing, dtype=dtype))
 
 
+def prediction_problem(spec: GPSpec, state: SVIState) -> Problem:
+    """The :class:`Problem` that predicts from a finished run's ``state``: ``spec`` with nothing to learn
+    (the same compiled features for a fit and for the file it is saved to)."""
+    return gp_problem(spec._replace(learn=()), state.whiten.shape[0], state.whiten.dtype, False)
+
+
 def svi_gp(
     X: np.ndarray,
     y: np.ndarray,
@@ -137,9 +142,8 @@ def svi_gp(
     With labels ``y`` of shape (K, N), the K binary problems (one-vs-rest) run in one program
     (:func:`run_svi`), ``Z0`` of shape (m, d) or (K, m, d) and ``seed`` one or K seeds, and the
     result is a list of K pairs."""
-    spec = GPSpec(get_kernel(kernel), theta0, float(jitter))
-    labels = {k: "learn" if k in learn else "fixed" for k in (*free_fields(theta0), "inducing")}
-    hyper_tx = optax.multi_transform({"learn": optax.adam(learning_rate), "fixed": optax.set_to_zero()}, labels)
+    spec = GPSpec(get_kernel(kernel), theta0, float(jitter), tuple(learn))
+    hyper_tx = optax.adam(learning_rate) if learn else optax.set_to_zero()  # nothing moves: no Adam moments
     nat_tx = step_transform(step_size, num_steps)
     m = Z0.shape[-2]
     Zs = np.asarray(np.broadcast_to(Z0, (_n_problems(y), m, Z0.shape[-1])), dtype)

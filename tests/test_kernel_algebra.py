@@ -1,0 +1,196 @@
+"""Composed kernels (``RBF() + Linear()``, products, weights) and the one parameter mechanism of
+:mod:`bayes_maxmargin.core.parameters`: matrices, paths, bijections, ML-II gradients and fits with every
+GP inference method."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.scipy.stats import multivariate_normal
+
+import bayes_maxmargin as bmm
+from bayes_maxmargin.core import parameters as P
+from bayes_maxmargin.core.kernels import (
+    ARD,
+    RBF,
+    Linear,
+    Polynomial,
+    Product,
+    Scaled,
+    Sum,
+    SumParams,
+    as_kernel,
+    get_kernel,
+    kernel_diag,
+)
+from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.models.gp.ecm import gp_log_marginal
+
+RBF_LINEAR = RBF(lengthscale=1.5) + Linear(variance=0.3)
+RBF_TIMES_POLY = RBF(lengthscale=2.0) * Polynomial(degree=2, offset=1.0)
+
+
+def _data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 - 0.5 > 0, 1, 0)
+    return X, y
+
+
+# ------------------------------------------------------------------------------------------ algebra
+@pytest.mark.parametrize("kernel", [RBF_LINEAR, RBF_TIMES_POLY, 0.5 * RBF() + 2.0 * Polynomial(degree=3),
+                                    ARD(lengthscales=(1.0, 2.0)) * Linear()])
+def test_composed_matrix_and_diagonal_are_the_algebra_of_the_parts(kernel) -> None:
+    X = np.random.default_rng(1).normal(size=(7, 2))
+    Z = np.random.default_rng(2).normal(size=(4, 2))
+    params = kernel.init_params(X)
+
+    def direct(k, p):  # the algebra written out on the parts' own functions
+        if isinstance(k, Sum):
+            return direct(k.k1, p.k1) + direct(k.k2, p.k2)
+        if isinstance(k, Product):
+            return direct(k.k1, p.k1) * direct(k.k2, p.k2)
+        if isinstance(k, Scaled):
+            return p.variance * direct(k.k, p.k)
+        return get_kernel(type(k).__name__.lower().replace("polynomial", "poly"))(p, X, Z)
+
+    np.testing.assert_allclose(kernel(params, X, Z), direct(kernel, params), rtol=1e-12)
+    np.testing.assert_allclose(kernel_diag(kernel, params, X), np.diag(kernel(params, X, X)), rtol=1e-12)
+
+
+def test_kernel_objects_hash_by_value_and_structure_drops_the_values() -> None:
+    assert RBF(2.0) + Linear() == RBF(2.0) + Linear()
+    assert hash(RBF(2.0) + Linear()) == hash(RBF(2.0) + Linear())
+    assert RBF(2.0) != RBF(3.0)
+    assert get_kernel(RBF(2.0) + Linear(0.1)) == get_kernel(RBF(3.0) + Linear(5.0))
+    assert get_kernel(Polynomial(degree=2)) != get_kernel(Polynomial(degree=3))  # the degree is compiled in
+    assert as_kernel("rbf") == RBF() and as_kernel("poly") == Polynomial()
+    assert repr(RBF(lengthscale=2.0) + 0.5 * Linear()) == "RBF(lengthscale=2.0) + 0.5 * (Linear())"
+    with pytest.raises(TypeError):
+        RBF() + 1.0  # noqa: B018
+
+
+# ------------------------------------------------------------------------------------------ parameters
+@jax.enable_x64(True)
+def test_paths_bijections_and_templates_of_a_composed_kernel() -> None:
+    X = np.eye(3)
+    params = (RBF(1.5) + 0.5 * Polynomial(degree=3, offset=2.0)).init_params(X)
+    assert P.free_fields(params) == ("k1__lengthscale", "k1__amplitude", "k2__variance", "k2__k__offset")
+    assert P.params_dict(params) == {"k1__lengthscale": 1.5, "k1__amplitude": 1.0, "k2__variance": 0.5,
+                                     "k2__k__degree": 3, "k2__k__offset": 2.0}
+    for bijection in (P.SOFTPLUS, P.LOG):
+        back = P.from_unconstrained(P.to_unconstrained(params, bijection), params, bijection)
+        np.testing.assert_allclose(jax.tree.leaves(back), jax.tree.leaves(params), rtol=1e-12)
+    vec = P.pack(params)
+    np.testing.assert_allclose(vec, np.log([1.5, 1.0, 0.5, 2.0]), rtol=1e-12)
+    np.testing.assert_allclose(jax.tree.leaves(P.unpack(vec + 1.0, params)),
+                               [1.5 * np.e, np.e, 0.5 * np.e, 3, 2.0 * np.e], rtol=1e-12)
+    like = P.thaw(P.template(params))
+    assert P.template(like) == P.template(params) and like.k2.k.degree == 3
+    with pytest.raises(KeyError, match="k3__variance"):
+        P.replace_fields(params, {"k3__variance": 1.0})
+
+
+def test_the_trainable_mask_names_paths_and_holds_the_rest() -> None:
+    params = RBF_LINEAR.init_params(np.eye(2))
+    assert P.trainable_fields(params, True) == P.free_fields(params)
+    assert P.trainable_fields(params, ["k2__variance", "k1__lengthscale"]) == ("k1__lengthscale", "k2__variance")
+    with pytest.raises(ValueError, match="'lengthscale' is not a learnable field.*k1__lengthscale"):
+        P.trainable_fields(params, ["lengthscale"])
+    raw = P.to_unconstrained(params)
+    grad = jax.grad(lambda r: sum(jnp.sum(v**2) for v in P.hold_fixed(r, ("k2__variance",)).values()))(raw)
+    assert [k for k, v in grad.items() if float(v) != 0.0] == ["k2__variance"]
+
+
+# ------------------------------------------------------------------------------------------ ML-II
+def _hand_written_log_z(raw: dict, X, y, inv_lam, gamma, jitter):
+    """log N(Y (1 + lambda) | 0, K + Lambda / gamma) of Henao et al. (2014), eq. (9), for
+    K = a exp(-||x - x'||^2 / l^2) + v x'x' + jitter I, every parameter softplus of its raw value."""
+    ell, amp, var = (jax.nn.softplus(raw[k]) for k in ("k1__lengthscale", "k1__amplitude", "k2__variance"))
+    d2 = jnp.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
+    K = amp * jnp.exp(-d2 / ell**2) + var * X @ X.T + jitter * jnp.eye(X.shape[0])
+    t = y * (1.0 + 1.0 / inv_lam)
+    return multivariate_normal.logpdf(t, jnp.zeros_like(t), K + jnp.diag(1.0 / (gamma * inv_lam)))
+
+
+def test_mlii_gradient_of_a_sum_matches_the_hand_written_marginal_likelihood() -> None:
+    X, y01 = _data(25)
+    y = 2.0 * y01 - 1.0
+    inv_lam = np.random.default_rng(3).uniform(0.2, 3.0, size=y.shape)
+    params = RBF_LINEAR.init_params(X)
+    raw = P.to_unconstrained(params)
+    with jax.enable_x64(True):
+        ours = jax.value_and_grad(lambda r: gp_log_marginal(P.from_unconstrained(r, params), X, y, inv_lam, 0.7,
+                                                            kernel=RBF_LINEAR, jitter=1e-6))(raw)
+        ref = jax.value_and_grad(_hand_written_log_z)(raw, jnp.asarray(X), jnp.asarray(y), inv_lam, 0.7, 1e-6)
+    np.testing.assert_allclose(ours[0], ref[0], rtol=1e-9)
+    for name in raw:
+        np.testing.assert_allclose(ours[1][name], ref[1][name], rtol=1e-7, err_msg=name)
+
+
+# ------------------------------------------------------------------------------------------ fits
+@pytest.mark.parametrize("kernel", [RBF_LINEAR, RBF_TIMES_POLY], ids=["rbf+linear", "rbf*poly"])
+@pytest.mark.parametrize("inference", ["ecm", "fitc", "gibbs", "svi"])
+def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) -> None:
+    X, y = _data()
+    kw = {"ecm": {}, "fitc": {"num_inducing": 15},
+          "gibbs": {"num_samples": 60, "num_warmup": 40, "num_chains": 1},
+          "svi": {"num_inducing": 15, "batch_size": 30, "max_iter": 300}}[inference]
+    clf = bmm.GPBSVM(kernel=kernel, inference=inference, random_state=0, precision="float64", **kw).fit(X, y)
+    theta0 = P.params_dict(kernel.init_params(X))
+    assert set(clf.kernel_params_) == set(theta0)
+    assert clf.score(X, y) >= 0.85
+    if inference in ("ecm", "fitc"):  # ML-II moved the parameters of both parts and never lowered log Z
+        assert np.all(clf.log_z_[:, 1] >= clf.log_z_[:, 0] - 1e-9)
+        moved = {k for k in P.free_fields(kernel.init_params(X)) if clf.kernel_params_[k] != theta0[k]}
+        assert {k.split("__")[0] for k in moved} == {"k1", "k2"}
+    if inference == "gibbs":  # theta sampled: every composed field in the posterior and its slice statistics
+        for name in P.free_fields(kernel.init_params(X)):
+            assert clf.idata_.posterior[name].shape == (1, 60)
+        assert float(clf.idata_.sample_stats["slice_evaluations"].min()) > 0
+    path = bmm.save(clf, tmp_path / "fit.bmm")
+    np.testing.assert_array_equal(bmm.load(path).predict_proba(X), clf.predict_proba(X))
+
+
+def test_rbf_object_is_the_rbf_name_and_a_scaled_kernel_its_amplitude() -> None:
+    X, y = _data(50)
+    by_name = bmm.GPBSVM(kernel="rbf", kernel_params={"lengthscale": 1.3}).fit(X, y)
+    by_object = bmm.GPBSVM(kernel=RBF(lengthscale=1.3)).fit(X, y)
+    np.testing.assert_array_equal(by_object.predict_proba(X), by_name.predict_proba(X))
+    fixed = dict(learn_kernel=False, precision="float64")
+    scaled = bmm.GPBSVM(kernel=2.0 * RBF(lengthscale=1.3), **fixed).fit(X, y)
+    amplitude = bmm.GPBSVM(kernel=RBF(lengthscale=1.3, amplitude=2.0), **fixed).fit(X, y)
+    np.testing.assert_allclose(scaled.predict_proba(X), amplitude.predict_proba(X), rtol=1e-10)
+
+
+def test_learn_kernel_names_paths_of_a_composed_kernel() -> None:
+    X, y = _data(50)
+    clf = bmm.GPBSVM(kernel=RBF_LINEAR, learn_kernel=["k1__lengthscale"], precision="float64").fit(X, y)
+    theta0 = P.params_dict(RBF_LINEAR.init_params(X))
+    assert clf.kernel_params_["k1__lengthscale"] != theta0["k1__lengthscale"]
+    for k in ("k1__amplitude", "k2__variance"):  # held (up to the rounding of softplus and its inverse)
+        np.testing.assert_allclose(clf.kernel_params_[k], theta0[k], rtol=1e-14)
+    overridden = bmm.GPBSVM(kernel=RBF_LINEAR, kernel_params={"k2__variance": 0.01}, learn_kernel=False).fit(X, y)
+    assert overridden.kernel_params_["k2__variance"] == 0.01
+
+
+@pytest.mark.parametrize(("kernel", "kernel_params", "match"), [
+    (RBF() + Linear(variance=-1.0), None, r"k2__variance \(Linear\) of kernel RBF\(\) \+ Linear\(variance=-1.0\)"),
+    (RBF() * Polynomial(offset=-0.5), None, r"k2__offset \(Polynomial\).*must be a real number >= 0"),
+    (RBF_LINEAR, {"k1__lengthscale": 0.0}, r"kernel_params\['k1__lengthscale'\]"),
+    (RBF_LINEAR, {"lengthscale": 1.0}, r"Invalid key 'lengthscale'.*valid keys are k1__lengthscale"),
+    (RBF() + 1.5 * RBF(), ["k2__lengthscale"], r"learn_kernel: 'k2__lengthscale' is not a learnable field"),
+])
+def test_bad_composed_kernels_name_the_component_and_the_parameter(kernel, kernel_params, match) -> None:
+    X, y = _data(20)
+    kw = {"learn_kernel": kernel_params} if isinstance(kernel_params, list) else {"kernel_params": kernel_params}
+    with pytest.raises(InvalidParameterError, match=match):
+        bmm.GPBSVM(kernel=kernel, **kw).fit(X, y)
+
+
+def test_sum_params_is_a_saved_type() -> None:
+    from bayes_maxmargin.persistence import _registry
+
+    assert SumParams in _registry().values() and Sum in _registry().values()
