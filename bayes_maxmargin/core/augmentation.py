@@ -29,7 +29,8 @@ constraint of a support vector into a stiff penalty, which moves the fixed point
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +40,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
 
-__all__ = ["GaussianConditional", "augmented_log_likelihood", "draw_gamma", "expected_inv_lambda",
+__all__ = ["GaussianConditional", "augmented_log_likelihood", "augmented_sweep", "draw_gamma", "expected_inv_lambda",
            "expected_lambda", "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c",
            "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "sample_gaussian",
            "sample_inv_lambda", "vb_hinge_bound", "vb_inv_lambda"]
@@ -247,3 +248,26 @@ def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array) -> Ar
     """Draw gamma | f, lambda from its Gamma conditional (:func:`gamma_conditional`, eq. 7)."""
     shape, rate = gamma_conditional(u, inv_lam, a0, b0)
     return jax.random.gamma(key, shape, dtype=u.dtype) / rate
+
+
+def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any,
+                    margin: Callable[[Array], Array], draw_x: Callable[[Array, Array, Array], Array],
+                    sample_gamma: bool) -> tuple[Array, Array, Array]:
+    """One sweep of a data-augmented max-margin Gibbs sampler (Polson & Scott 2011; Henao et al. 2014,
+    eq. 7): lambda | x, gamma (:func:`sample_inv_lambda`), then the model's parameters
+    ``x = draw_x(key, inv_lam, gamma)`` given lambda and gamma, then gamma | x, lambda (:func:`draw_gamma`)
+    when it has a Gamma(``hyper.a0``, ``hyper.b0``) prior.
+
+    ``margin(x)`` is the latent function at the training inputs (``X beta`` for the linear model,
+    ``f`` for the GP), so the margin residuals are ``u = 1 - y margin(x)``.
+
+    Returns
+    -------
+    x, inv_lam, gamma
+    """
+    k_lam, k_x, k_gamma = jax.random.split(rng_key, 3)
+    inv_lam = sample_inv_lambda(k_lam, 1.0 - y * margin(x), gamma, hyper.gamma0)
+    x = draw_x(k_x, inv_lam, gamma)
+    if sample_gamma:
+        gamma = draw_gamma(k_gamma, 1.0 - y * margin(x), inv_lam, hyper.a0, hyper.b0)
+    return x, inv_lam, gamma

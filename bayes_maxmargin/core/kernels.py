@@ -512,49 +512,51 @@ _LEAVES: dict[type, tuple[KernelFn, type]] = {
 
 
 @dataclass(frozen=True)
-class Sum(Kernel):
-    """``k1(x, x') + k2(x, x')``, with parameters :class:`SumParams`."""
+class _Binary(Kernel):
+    """Two kernels combined entry by entry (``_combine``), with parameters ``(k1, k2)``."""
 
     k1: Kernel
     k2: Kernel
 
-    def __call__(self, params: SumParams, X1: ArrayLike, X2: ArrayLike) -> Array:
-        return self.k1(params.k1, X1, X2) + self.k2(params.k2, X1, X2)
+    def _combine(self, a: Array, b: Array) -> Array:
+        raise NotImplementedError
 
-    def diag(self, params: SumParams, X: ArrayLike) -> Array:
-        return self.k1.diag(params.k1, X) + self.k2.diag(params.k2, X)
+    def __call__(self, params: Any, X1: ArrayLike, X2: ArrayLike) -> Array:
+        return self._combine(self.k1(params.k1, X1, X2), self.k2(params.k2, X1, X2))
 
-    def init_params(self, X: ArrayLike) -> SumParams:
-        return SumParams(self.k1.init_params(X), self.k2.init_params(X))
+    def diag(self, params: Any, X: ArrayLike) -> Array:
+        return self._combine(self.k1.diag(params.k1, X), self.k2.diag(params.k2, X))
+
+    def init_params(self, X: ArrayLike) -> Any:
+        return _BINARY_PARAMS[type(self)](self.k1.init_params(X), self.k2.init_params(X))
 
     def structure(self) -> Kernel:
-        return Sum(self.k1.structure(), self.k2.structure())
+        return type(self)(self.k1.structure(), self.k2.structure())
+
+
+@dataclass(frozen=True)
+class Sum(_Binary):
+    """``k1(x, x') + k2(x, x')``, with parameters :class:`SumParams`."""
+
+    def _combine(self, a: Array, b: Array) -> Array:
+        return a + b
 
     def __repr__(self) -> str:
         return f"{self.k1!r} + {self.k2!r}"
 
 
 @dataclass(frozen=True)
-class Product(Kernel):
-    """``k1(x, x') * k2(x, x')`` (elementwise), with parameters :class:`ProductParams`."""
+class Product(_Binary):
+    """``k1(x, x') * k2(x, x')`` (entry by entry), with parameters :class:`ProductParams`."""
 
-    k1: Kernel
-    k2: Kernel
-
-    def __call__(self, params: ProductParams, X1: ArrayLike, X2: ArrayLike) -> Array:
-        return self.k1(params.k1, X1, X2) * self.k2(params.k2, X1, X2)
-
-    def diag(self, params: ProductParams, X: ArrayLike) -> Array:
-        return self.k1.diag(params.k1, X) * self.k2.diag(params.k2, X)
-
-    def init_params(self, X: ArrayLike) -> ProductParams:
-        return ProductParams(self.k1.init_params(X), self.k2.init_params(X))
-
-    def structure(self) -> Kernel:
-        return Product(self.k1.structure(), self.k2.structure())
+    def _combine(self, a: Array, b: Array) -> Array:
+        return a * b
 
     def __repr__(self) -> str:
         return f"({self.k1!r}) * ({self.k2!r})"
+
+
+_BINARY_PARAMS: dict[type, type] = {Sum: SumParams, Product: ProductParams}
 
 
 @dataclass(frozen=True)

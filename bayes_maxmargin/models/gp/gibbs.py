@@ -27,10 +27,9 @@ from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
-    draw_gamma,
+    augmented_sweep,
     expected_inv_lambda,
     log_lambda_prior,
-    sample_inv_lambda,
 )
 from bayes_maxmargin.core.linalg import mvn_logpdf_chol
 from bayes_maxmargin.models.gp.covariance import GPData, pseudo_obs_scaled, scaled_factor
@@ -162,14 +161,9 @@ def build_gp_kernel(sample_gamma: bool):
     def kernel(
         rng_key: Array, state: GPGibbsState, data: GPData, hyper: GPHyper
     ) -> tuple[GPGibbsState, None]:
-        k_lam, k_f, k_gamma = jax.random.split(rng_key, 3)
-        gamma = state.gamma
-        u = 1.0 - data.y * state.f
-        inv_lam = sample_inv_lambda(k_lam, u, gamma, hyper.gamma0)
-        f = sample_f(k_f, data, inv_lam, gamma)
-        if sample_gamma:
-            u = 1.0 - data.y * f
-            gamma = draw_gamma(k_gamma, u, inv_lam, hyper.a0, hyper.b0)
+        f, inv_lam, gamma = augmented_sweep(rng_key, state.f, state.gamma, data.y, hyper, lambda f: f,
+                                            lambda key, inv_lam, gamma: sample_f(key, data, inv_lam, gamma),
+                                            sample_gamma)
         log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma)
         return GPGibbsState(f, inv_lam, gamma, log_joint), None
 

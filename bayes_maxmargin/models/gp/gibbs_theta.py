@@ -71,7 +71,15 @@ from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
-from bayes_maxmargin.core.parameters import field_values, free_fields, pack, pack_values, template, thaw, unpack
+from bayes_maxmargin.core.parameters import (
+    field_values,
+    free_fields,
+    pack,
+    pack_values,
+    template,
+    thaw,
+    unpack,
+)
 from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
@@ -123,22 +131,10 @@ def gp_theta_data(
 
 
 class GPThetaState(NamedTuple):
-    """State of the GP sampler with theta sampled (one chain).
-
-    Attributes
-    ----------
-    f : Array, shape (n,)
-        Latent function at the training inputs.
-    inv_lam : Array, shape (n,)
-        1 / lambda_n.
-    gamma : Array
-        Hinge scale (constant when it has no prior).
-    log_theta : Array, shape (p,)
-        log theta: the positive kernel fields in declaration order, each raveled
-        (:func:`~bayes_maxmargin.core.parameters.pack`).
-    log_joint : Array
-        Log density of the augmented program at this state (:func:`gp_theta_log_joint`).
-    """
+    """State of the GP sampler with theta sampled (one chain): the fields of
+    :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState` and ``log_theta`` (shape (p,)), the positive
+    kernel fields on the log scale (:func:`~bayes_maxmargin.core.parameters.pack`); ``log_joint`` is the
+    log density of the augmented program (:func:`gp_theta_log_joint`)."""
 
     f: Array
     inv_lam: Array

@@ -17,18 +17,16 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax import Array
 
 from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
-    draw_gamma,
+    augmented_sweep,
     expected_inv_lambda,
     gaussian_conditional,
     log_lambda_prior,
     sample_gaussian,
-    sample_inv_lambda,
 )
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
 
@@ -38,16 +36,8 @@ __all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log
 class LinearGibbsState(NamedTuple):
     """State of the linear Gibbs sampler (one chain).
 
-    Attributes
-    ----------
-    coef : Array, shape (p,)
-        [beta, intercept].
-    inv_lam : Array, shape (n,)
-        1 / lambda_n, the augmentation variables in the parametrisation the updates use.
-    gamma : Array
-        Hinge scale (constant when it has no prior).
-    log_joint : Array
-        Log density of the augmented joint at this state (with respect to lambda).
+    ``coef`` is [beta, intercept] (shape (p,)); ``inv_lam`` (1 / lambda_n), ``gamma`` and ``log_joint``
+    are as in the GP sampler's :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState`.
     """
 
     coef: Array
@@ -100,15 +90,12 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
     def kernel(
         rng_key: Array, state: LinearGibbsState, data: LinearData, hyper: LinearHyper
     ) -> tuple[LinearGibbsState, None]:
-        k_lam, k_coef, k_gamma = jax.random.split(rng_key, 3)
-        gamma = state.gamma
-        u = 1.0 - data.y * (data.design @ state.coef)
-        inv_lam = sample_inv_lambda(k_lam, u, gamma, hyper.gamma0)
-        cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
-        coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
-        if sample_gamma:
-            u = 1.0 - data.y * (data.design @ coef)
-            gamma = draw_gamma(k_gamma, u, inv_lam, hyper.a0, hyper.b0)
+        def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:
+            cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
+            return sample_gaussian(key, cond, state.coef, overrelaxation)
+
+        coef, inv_lam, gamma = augmented_sweep(rng_key, state.coef, state.gamma, data.y, hyper,
+                                               lambda c: data.design @ c, draw_coef, sample_gamma)
         log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper, sample_gamma)
         return LinearGibbsState(coef, inv_lam, gamma, log_joint), None
 
