@@ -76,15 +76,19 @@ def _registry() -> dict[str, type]:
         from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder
         from bayes_maxmargin.engine import svi
         from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
+        from bayes_maxmargin.models.factor import posterior as factor_posterior
         from bayes_maxmargin.models.factor import vbem
         from bayes_maxmargin.models.gp import posterior
+        from bayes_maxmargin.models.linear import posterior as linear_posterior
 
         register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
                  kernels.SumParams, kernels.ProductParams, kernels.ScaledParams, kernels.RBF, kernels.ARD,
                  kernels.Polynomial, kernels.Linear, kernels.Sum, kernels.Product, kernels.Scaled,
                  svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
-                 posterior.DrawsPosterior)
+                 posterior.DrawsPosterior, linear_posterior.PrecisionPosterior,
+                 linear_posterior.CovariancePosterior, linear_posterior.DrawsPosterior,
+                 factor_posterior.VBPosterior, factor_posterior.DrawsPosterior, factor_posterior.InterceptLinearKernel)
         _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})
     return _TYPES
 

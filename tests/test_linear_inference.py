@@ -205,7 +205,7 @@ def test_probabilities_are_the_probit_predictive(synthetic_binary):
     X, y = synthetic_binary
     clf = LinearBSVM(num_samples=300, num_warmup=100, num_chains=2, random_state=0).fit(X, y)
     m, v = clf.predict_latent(X[:20])
-    f = np.hstack([X[:20], np.ones((20, 1))]) @ clf._coef_draws.T
+    f = np.hstack([X[:20], np.ones((20, 1))]) @ clf._posterior.draws.T
     np.testing.assert_allclose(m, f.mean(1))
     np.testing.assert_allclose(v, f.var(1))
     np.testing.assert_allclose(clf.predict_proba(X[:20])[:, 1], norm.cdf(m / np.sqrt(1 + v)))

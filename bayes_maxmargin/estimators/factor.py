@@ -24,10 +24,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_solve, solve_triangular
 from sklearn.base import TransformerMixin
 
-from bayes_maxmargin.core.kernels import ARDParams, SEParams, get_kernel, kernel_diag
+from bayes_maxmargin.core.kernels import ARDParams, SEParams, get_kernel
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.parameters import from_unconstrained, params_dict, to_unconstrained
 from bayes_maxmargin.data.parameters import (
@@ -44,28 +43,12 @@ from bayes_maxmargin.estimators.linear import LinearBSVM
 from bayes_maxmargin.estimators.multiclass import register_batched
 from bayes_maxmargin.models.factor.gibbs import build_factor_kernel, init_factor, record_factor
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
-from bayes_maxmargin.models.factor.vbem import VBHyper, init_vb, predict_f, run_vbem, run_vbem_batched
-from bayes_maxmargin.models.gp.covariance import gp_alpha, gp_data
+from bayes_maxmargin.models.factor.posterior import DrawsPosterior, InterceptLinearKernel, VBPosterior
+from bayes_maxmargin.models.factor.vbem import VBHyper, init_vb, run_vbem, run_vbem_batched
 
 __all__ = ["FactorBSVM"]
 
 register_batched(run_vbem, run_vbem_batched)
-
-
-def _linear_with_intercept(scale2):
-    def k(params, A, B):
-        return A @ B.T + scale2
-
-    return k
-
-
-_LINEAR_KERNELS: dict[float, Any] = {}
-
-
-def _linear_kernel(scale2: float):
-    if scale2 not in _LINEAR_KERNELS:
-        _LINEAR_KERNELS[scale2] = _linear_with_intercept(scale2)
-    return _LINEAR_KERNELS[scale2]
 
 
 class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
@@ -319,10 +302,12 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                          num_warmup=self.num_warmup, num_samples=self.num_samples, thin=self.thin,
                          chunk_size=20, progress_bar=self.progress_bar, **run_io)
         s = res.samples
-        self._draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
-        self._structure = structure
+        draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
+        gp = structure == "gp"
+        self._posterior = DrawsPosterior(draws, structure, y, self.kernel if gp else None,
+                                         self._theta() if gp else None)
         self._set_kernel_params(self._theta() if structure == "gp" else None)
-        self.loadings_ = self._draws["A"].mean(0)
+        self.loadings_ = draws["A"].mean(0)
         self.n_iter_ = int(self.num_warmup) + int(self.num_samples) * int(self.thin)
         post = {"psi": s["psi"], "A": s["A"]}
         if structure != "none":
@@ -332,7 +317,6 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             post["intercept"] = s["coef"][..., -1]
         self.idata_ = to_inference_data(post, sample_stats=res.info,
                                         attrs={"model": "FactorBSVM", "inference": "gibbs"})
-        self._y = y
 
     def _fit_vbem(self, X: np.ndarray, y: np.ndarray) -> None:
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
@@ -344,9 +328,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.max_iter),
                                    m_steps=int(self.m_steps))
-        # host copies: a pickled jax float64 array would come back as float32 outside x64 mode
-        self._vb = jax.tree.map(np.asarray, (state, like))
-        self._structure = "vb-" + self.classifier
+        # host copies: a jax float64 array would come back as float32 outside x64 mode
+        state, like = jax.tree.map(np.asarray, (state, like))
+        self._posterior = VBPosterior(state, like, y, self.kernel if self.classifier == "gp" else kfn)
         self._set_kernel_params(from_unconstrained(state.theta, like) if like is not None else None)
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
@@ -355,7 +339,6 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 "gamma": np.asarray(state.gam_a / state.gam_b)[None, None]}
         self.idata_ = to_inference_data(post, sample_stats={"bound": self.bound_[None]},
                                         attrs={"model": "FactorBSVM", "inference": "vbem"})
-        self._y = y
 
     def _set_kernel_params(self, theta: Any) -> None:
         """``kernel_params_`` of the GP classifier (none for the linear one)."""
@@ -369,26 +352,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         (beta ~ N(0, I), b ~ N(0, s^2) integrated out)."""
         if self.classifier == "gp":
             return get_kernel(self.kernel)
-        return _linear_kernel(float(self.intercept_scale) ** 2)
+        return InterceptLinearKernel(float(self.intercept_scale) ** 2)
 
     # ------------------------------------------------------------------ transform / predict
-    def _scores(self, Xc: np.ndarray, per_draw: bool = False):
-        """E[w | x, A, psi] = S_N psi A' x per posterior draw (Gibbs) or with <psi>, <A>, <A'A> (VB)."""
+    def _scores(self, Xc: np.ndarray) -> np.ndarray:
+        """E[w | x, A, psi] = S_N psi A' x, averaged over the posterior."""
         with float_precision(True):
-            if self._structure.startswith("vb"):
-                state = self._vb[0]
-                Epsi = state.psi_a / state.psi_b
-                AtA = jnp.sum(state.SA, 0) + state.mA.T @ state.mA
-                P = Epsi * AtA + jnp.eye(AtA.shape[0])
-                return np.asarray(cho_solve((jnp.linalg.cholesky(P), True), (Epsi * jnp.asarray(Xc) @ state.mA).T).T)
-            A, psi = jnp.asarray(self._draws["A"]), jnp.asarray(self._draws["psi"])
-
-            def one(a, p):
-                P = p * a.T @ a + jnp.eye(a.shape[1])
-                return cho_solve((jnp.linalg.cholesky(P), True), (p * jnp.asarray(Xc) @ a).T).T
-
-            W = jax.vmap(one)(A, psi)
-            return np.asarray(W) if per_draw else np.asarray(W.mean(0))
+            return self._posterior.scores(Xc)
 
     def transform(self, X: Any) -> np.ndarray:
         """Factor scores of new data: the posterior mean of E[w | x, A, psi] (labels unknown).
@@ -408,35 +378,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self._stage2 is not None:
             return self._stage2.predict_latent(self._scores(X - self.mean_))
-        Xc = X - self.mean_
         with float_precision(True):
-            if self._structure.startswith("vb"):
-                state, like = self._vb
-                m, v = predict_f(state, None, jnp.asarray(self._y, jnp.float64), jnp.asarray(self._scores(Xc)),
-                                 self._vb_kernel(), like)
-                return np.asarray(m), np.asarray(v)
-            Ws = self._scores(Xc, per_draw=True)
-            d = self._draws
-            if self._structure == "linear":
-                f = np.einsum("snk,sk->sn", Ws, d["coef"][:, :-1]) + d["coef"][:, -1:]
-                return f.mean(0), f.var(0)
-            kfn = get_kernel(self.kernel)
-            theta = self._theta()
-            y = jnp.asarray(self._y, jnp.float64)
+            return self._posterior.latent_moments(X - self.mean_)
 
-            def one(W, Wn, inv_lam, gamma):
-                K = kfn(theta, W, W) + 1e-6 * jnp.eye(W.shape[0])
-                alpha = gp_alpha(gp_data(K, y), inv_lam, gamma)
-                Ks = kfn(theta, Wn, W)
-                s = jnp.sqrt(gamma * inv_lam)
-                L = jnp.linalg.cholesky(jnp.eye(W.shape[0]) + s[:, None] * K * s[None, :])
-                V = solve_triangular(L, s[:, None] * Ks.T, lower=True)
-                return Ks @ alpha, kernel_diag(kfn, theta, Wn) - jnp.sum(V**2, 0)
-
-            m, v = jax.lax.map(lambda a: one(*a), (jnp.asarray(d["W"]), jnp.asarray(Ws),
-                                                   jnp.asarray(d["inv_lam"]), jnp.asarray(d["gamma"])))
-            m, v = np.asarray(m), np.asarray(v)
-            return m.mean(0), v.mean(0) + m.var(0)
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        if "_structure" in state:  # written before the typed posteriors
+            state = _posterior_from_attributes(state, self)
+        super()._restore_saved(state)
 
     # ------------------------------------------------------------------ gene lists
     def factor_lists(self, threshold: float = 0.1, feature_names: Any = None):
@@ -454,3 +402,18 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         rows = [(k, str(names[i]), float(A[i, k])) for k in range(A.shape[1])
                 for i in np.argsort(-np.abs(A[:, k])) if abs(A[i, k]) > threshold]
         return pd.DataFrame(rows, columns=["factor", "feature", "loading"])
+
+
+def _posterior_from_attributes(state: dict[str, Any], est: FactorBSVM) -> dict[str, Any]:
+    """The typed posterior of a file written before there were typed posteriors (``_structure`` with
+    ``_draws`` or ``_vb``, and ``_y``)."""
+    state = dict(state)
+    structure, y = state.pop("_structure"), state.pop("_y")
+    if structure.startswith("vb"):
+        vb_state, like = state.pop("_vb")
+        state["_posterior"] = VBPosterior(vb_state, like, y, est._vb_kernel() if like is None else est.kernel)
+    else:
+        gp = structure == "gp"
+        state["_posterior"] = DrawsPosterior(state.pop("_draws"), structure, y, est.kernel if gp else None,
+                                             est._theta() if gp else None)
+    return state

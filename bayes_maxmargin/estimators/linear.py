@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.linalg import float_precision
-from bayes_maxmargin.core.predict import gaussian_latent_moments, latent_moments_from_draws, probit_margin
+from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine import svi as _svi
@@ -27,6 +27,7 @@ from bayes_maxmargin.estimators.base import (
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
+from bayes_maxmargin.models.linear.posterior import CovariancePosterior, DrawsPosterior, PrecisionPosterior
 from bayes_maxmargin.models.linear.svi import svi_linear
 from bayes_maxmargin.models.luts.gibbs import (
     build_laplace_zero_kernel,
@@ -332,7 +333,6 @@ class LinearBSVM(_BayesianSVMClassifier):
                      "sigma_u2_", "objective_", "coef_cov_", "imputation_mean_", "imputation_cov_"):
             if hasattr(self, attr):
                 delattr(self, attr)
-        self._luts = None
         Z = self._group_design_fit(groups, X.shape[0])
         nan = np.isnan(X)
         if nan.any():
@@ -363,8 +363,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
         if params["inference"] == "svi":
             with float_precision(x64):
-                coef, stats = self._fit_svi(design, y, params, dtype)
-            self._store(design, coef, None, stats, y, params)
+                coef, stats, prec_chol = self._fit_svi(design, y, params, dtype)
+            self._store(design, coef, None, stats, y, params, prec_chol)
             return self
         with float_precision(x64):
             data = LinearData(jnp.asarray(design, dtype), jnp.asarray(y, dtype))
@@ -378,8 +378,8 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
             key = self._fit_key()
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
-            coef_draws, gamma_draws, stats = fit[params["inference"]](key, data, hyper, params)
-        self._store(design, coef_draws, gamma_draws, stats, y, params)
+            coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
+        self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
         return self
 
     def _fit_gibbs(self, key, data, hyper, params):
@@ -404,7 +404,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info}
+        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info}, None
 
     def _fit_svi(self, design, y, params, dtype):
         """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from
@@ -438,8 +438,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         mu, _ = _svi.moments(res.state.nat)
         self.n_iter_ = int(res.state.step)
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
-        self._prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
-        return np.asarray(mu, dtype=np.float64)[None, None], {"elbo": res.elbo[None, None, :]}
+        prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
+        return np.asarray(mu, dtype=np.float64)[None, None], {"elbo": res.elbo[None, None, :]}, prec_chol
 
     def _fit_em(self, key, data, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
@@ -468,11 +468,10 @@ class LinearBSVM(_BayesianSVMClassifier):
                 )
         self.n_iter_ = n_iter
         self.objective_ = objective
-        self._prec_chol = np.asarray(res.conditional.prec_chol, dtype=np.float64)
         coef = np.asarray(res.coef, dtype=np.float64)[None, None]
         gamma = np.asarray(res.gamma, dtype=np.float64)[None, None] if estimate_gamma else None
         stats = {"log_joint": objective[None, None, -1], "objective": objective[None, None, :]}
-        return coef, gamma, stats
+        return coef, gamma, stats, np.asarray(res.conditional.prec_chol, dtype=np.float64)
 
     def _fit_nuts(self, key, data, hyper, params):
         X = data.design[:, :-1] if self.fit_intercept else data.design
@@ -481,7 +480,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         parts = [samples["beta"]]
         if self.fit_intercept:
             parts.append(samples["intercept"][..., None])
-        return np.concatenate(parts, axis=-1), samples.get("gamma"), stats
+        return np.concatenate(parts, axis=-1), samples.get("gamma"), stats, None
 
     def _model_kwargs(self, params: dict[str, Any]) -> dict[str, Any]:
         """Keyword arguments of :func:`~bayes_maxmargin.models.linear.model.linear_bsvm` for this estimator."""
@@ -494,13 +493,15 @@ class LinearBSVM(_BayesianSVMClassifier):
             "gamma0": params["gamma0"],
         }
 
-    def _store(self, design, coef_draws, gamma_draws, stats, y, params) -> None:
+    def _store(self, design, coef_draws, gamma_draws, stats, y, params, prec_chol=None) -> None:
+        """The typed posterior (draws, or the Gaussian N(mean, (L L')^-1) of EM / SVI given its precision
+        factor ``prec_chol``), the fitted attributes and ``idata_``."""
         coef_draws = np.asarray(coef_draws, dtype=np.float64)
         d = self.n_features_in_
         beta = coef_draws[..., :d]
         intercept = coef_draws[..., d] if self.fit_intercept else np.zeros(coef_draws.shape[:2])
-        self._coef_draws = coef_draws.reshape(-1, coef_draws.shape[-1])
-        self._coef_mean = self._coef_draws.mean(axis=0)
+        draws = DrawsPosterior(coef_draws.reshape(-1, coef_draws.shape[-1]))
+        self._posterior = draws if prec_chol is None else PrecisionPosterior(draws.mean, prec_chol)
         self.coef_ = beta.reshape(-1, d).mean(axis=0)[None, :]
         self.intercept_ = np.array([intercept.mean()])
         posterior = {"beta": beta}
@@ -685,8 +686,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
             mean = np.asarray(out["mean"], dtype=np.float64)
-            self._luts = {"mean": mean, "cov": np.asarray(out["cov"], dtype=np.float64)}
-            self.coef_cov_ = self._luts["cov"]
+            self._posterior = CovariancePosterior(mean, np.asarray(out["cov"], dtype=np.float64))
+            self.coef_cov_ = self._posterior.cov
             draws = mean[None, None]
             stats = {"lower_bound": self.lower_bound_[None, None]}
             inclusion = out.get("inclusion")
@@ -694,12 +695,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         else:
             self.n_iter_ = out["n_iter"]
             draws = np.asarray(out["draws"], dtype=np.float64)
-            self._luts = {"draws": draws.reshape(-1, draws.shape[-1])}
-            mean = self._luts["draws"].mean(axis=0)
+            self._posterior = DrawsPosterior(draws.reshape(-1, draws.shape[-1]))
+            mean = self._posterior.mean
             stats = {"log_joint": np.asarray(out["log_joint"])}
             inclusion = out["inclusion_draws"].mean(axis=(0, 1)) if "inclusion_draws" in out else None
             sigma_u2 = out.get("sigma_u2")
-        self._coef_mean = mean
         self.coef_ = mean[None, :d]
         self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
         posterior = {"beta": draws[..., :d]}
@@ -774,24 +774,33 @@ class LinearBSVM(_BayesianSVMClassifier):
         return np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
 
     def _weight_moment(self) -> np.ndarray:
-        """E[w w'] of the feature weights under the posterior (VB: Sigma_q + mu mu'; MCMC: draws)."""
-        d = self.n_features_in_
-        luts = self._luts
-        if "cov" in luts:
-            m = luts["mean"][:d]
-            return luts["cov"][:d, :d] + np.outer(m, m)
-        W = luts["draws"][:, :d]
-        return W.T @ W / W.shape[0]
+        """E[w w'] of the feature weights under the posterior."""
+        return self._posterior.weight_moment(self.n_features_in_)
 
     def _latent_moments(self, X: np.ndarray, groups: Any = None) -> tuple[np.ndarray, np.ndarray]:
         design = self._design(X)
-        luts = getattr(self, "_luts", None)
-        if luts is not None:
-            if hasattr(self, "groups_"):
-                design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
-            if "cov" in luts:
-                return design @ luts["mean"], np.sum((design @ luts["cov"]) * design, axis=1)
-            return latent_moments_from_draws(design, luts["draws"])
-        if self.inference in ("em", "svi"):
-            return gaussian_latent_moments(design, self._coef_mean, self._prec_chol)
-        return latent_moments_from_draws(design, self._coef_draws)
+        if hasattr(self, "groups_"):
+            design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
+        return self._posterior.latent_moments(design)
+
+    def _restore_saved(self, state: dict[str, Any]) -> None:
+        if "_posterior" not in state and "_coef_mean" in state:  # written before the typed posteriors
+            state = _posterior_from_attributes(state, self.inference)
+        super()._restore_saved(state)
+
+
+def _posterior_from_attributes(state: dict[str, Any], inference: str) -> dict[str, Any]:
+    """The typed posterior of a file written before there were typed posteriors: its ``_luts`` dict
+    (Luts & Ormerod fits: ``mean`` and ``cov``, or ``draws``), or ``_coef_mean`` with ``_prec_chol``
+    (EM, SVI) or ``_coef_draws``."""
+    state = dict(state)
+    luts, draws = state.pop("_luts", None), state.pop("_coef_draws", None)
+    mean, prec_chol = state.pop("_coef_mean"), state.pop("_prec_chol", None)
+    if luts is not None:
+        post = CovariancePosterior(luts["mean"], luts["cov"]) if "cov" in luts else DrawsPosterior(luts["draws"])
+    elif inference in ("em", "svi"):
+        post = PrecisionPosterior(mean, prec_chol)
+    else:
+        post = DrawsPosterior(draws)
+    state["_posterior"] = post
+    return state

@@ -318,7 +318,7 @@ def run_vbem_batched(fn, per_class, kwargs):
     """K calls of :func:`run_vbem` with the same X (one-vs-rest problems differing in y and the
     starting state) as one loop of the class-``vmap``ped iteration (:mod:`bayes_maxmargin.estimators.multiclass`)."""
     X, _, _, kernel_fn, like, hyper = per_class[0]
-    if any(a[3] is not kernel_fn for a in per_class):
+    if any(a[3] != kernel_fn for a in per_class):
         return None
     n_iter = kwargs.get("n_iter", 30)
     static = dict(kernel_fn=kernel_fn, m_steps=kwargs.get("m_steps", 10),
