@@ -73,6 +73,27 @@ def _check_proba(proba_pos: Any) -> np.ndarray:
     return p
 
 
+def _outcomes_and_proba(y_true: Any, proba_pos: Any, pos_label: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Checked 0/1 outcomes and positive-class probabilities of the same length.
+
+    Parameters
+    ----------
+    y_true, proba_pos, pos_label
+        As in :func:`brier_score`.
+
+    Returns
+    -------
+    y01 : numpy.ndarray of shape (n_samples,)
+        ``1.0`` where ``y_true == pos_label``, else ``0.0``.
+    p : numpy.ndarray of shape (n_samples,)
+        ``proba_pos`` as float64.
+    """
+    y01 = _positive_indicator(y_true, pos_label)
+    p = _check_proba(proba_pos)
+    _check_lengths(y_true=y01, proba_pos=p)
+    return y01, p
+
+
 def error_rate(y_true: Any, y_pred: Any) -> float:
     """Fraction of misclassified samples, ``1 - accuracy``.
 
@@ -127,9 +148,7 @@ def brier_score(y_true: Any, proba_pos: Any, pos_label: Any) -> float:
     float
         ``mean((1[y == pos_label] - proba_pos) ** 2)``.
     """
-    y01 = _positive_indicator(y_true, pos_label)
-    p = _check_proba(proba_pos)
-    _check_lengths(y_true=y01, proba_pos=p)
+    y01, p = _outcomes_and_proba(y_true, proba_pos, pos_label)
     return float(skm.brier_score_loss(y01, p, pos_label=1.0))
 
 
@@ -152,9 +171,8 @@ def log_loss(y_true: Any, proba_pos: Any, pos_label: Any, *, eps: float = 1e-15)
     -------
     float
     """
-    y01 = _positive_indicator(y_true, pos_label)
-    p = np.clip(_check_proba(proba_pos), eps, 1.0 - eps)
-    _check_lengths(y_true=y01, proba_pos=p)
+    y01, p = _outcomes_and_proba(y_true, proba_pos, pos_label)
+    p = np.clip(p, eps, 1.0 - eps)
     proba = np.column_stack([1.0 - p, p])
     return float(skm.log_loss(y01.astype(np.int64), proba, labels=[0, 1]))
 
@@ -196,9 +214,7 @@ def expected_calibration_error(
     """
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"Invalid value for n_bins: {n_bins!r} (must be an integer >= 1)")
-    y01 = _positive_indicator(y_true, pos_label)
-    p = _check_proba(proba_pos)
-    _check_lengths(y_true=y01, proba_pos=p)
+    y01, p = _outcomes_and_proba(y_true, proba_pos, pos_label)
     if confidence == "top_label":
         pred_pos = p > 0.5
         conf = np.where(pred_pos, p, 1.0 - p)

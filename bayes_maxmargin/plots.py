@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,33 @@ def _posterior_of(source: Any) -> Any:
     return source
 
 
+def _arviz_figure(
+    plot: Callable[..., Any], idata: Any, var_names: Sequence[str] | str | None, path: PathLike | None, /,
+    **kwargs: Any,
+) -> Figure:
+    """Draw an ArviZ plot with Matplotlib, without its deprecation notices, and save its figure.
+
+    Parameters
+    ----------
+    plot : callable
+        The ArviZ plotting function (``arviz.plot_trace``, ...).
+    idata : arviz.InferenceData
+        Posterior draws.
+    var_names, path
+        As in :func:`plot_trace`.
+    **kwargs
+        Passed on to ``plot``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the plot.
+    """
+    with _quiet_arviz():
+        axes = plot(idata, var_names=var_names, backend="matplotlib", show=False, **kwargs)
+    return _save(_figure_of(axes), path)
+
+
 def plot_trace(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
@@ -140,13 +167,9 @@ def plot_trace(
     """
     az = _arviz()
     idata = _posterior_of(idata)
-    with _quiet_arviz():
-        if ax is None:
-            kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
-        axes = az.plot_trace(
-            idata, var_names=var_names, backend="matplotlib", show=False, axes=ax, **kwargs
-        )
-    return _save(_figure_of(axes), path)
+    if ax is None:
+        kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
+    return _arviz_figure(az.plot_trace, idata, var_names, path, axes=ax, **kwargs)
 
 
 def plot_rank(
@@ -191,11 +214,7 @@ def plot_rank(
         raise ValueError(
             f"a rank plot needs at least two chains, got {idata.posterior.sizes.get('chain', 0)}"
         )
-    with _quiet_arviz():
-        axes = az.plot_rank(
-            idata, var_names=var_names, backend="matplotlib", show=False, ax=ax, **kwargs
-        )
-    return _save(_figure_of(axes), path)
+    return _arviz_figure(az.plot_rank, idata, var_names, path, ax=ax, **kwargs)
 
 
 def _calibration_bins(

@@ -140,16 +140,16 @@ def test_svi_fit_resumes(make, tmp_path, monkeypatch):
 
     monkeypatch.setitem(svi.run_svi.__kwdefaults__, "rounds_per_chunk", 4)  # several chunks
     full = make().fit(X, Y)
-    real_write = svi.write_checkpoint
+    real_write = svi.write_progress
 
-    def write_then_stop(folder, ckpt):  # Ctrl-C right after the first checkpoint
-        real_write(folder, ckpt)
+    def write_then_stop(*args):  # Ctrl-C right after the first checkpoint
+        real_write(*args)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(svi, "write_checkpoint", write_then_stop)
+    monkeypatch.setattr(svi, "write_progress", write_then_stop)
     with pytest.raises(KeyboardInterrupt):
         make().fit(X, Y, checkpoint=tmp_path)
-    monkeypatch.setattr(svi, "write_checkpoint", real_write)
+    monkeypatch.setattr(svi, "write_progress", real_write)
     resumed = make().fit(X, Y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.elbo_, full.elbo_)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))

@@ -67,6 +67,52 @@ def _as_float_arrays(*args: ArrayLike) -> list[jax.Array]:
     return [a.astype(dtype) for a in arrays]
 
 
+def _batch_params(*args: ArrayLike) -> tuple[list[jax.Array], tuple[int, ...]]:
+    """Parameters of a distribution in one floating dtype and rank, and its batch shape.
+
+    Parameters
+    ----------
+    *args : array_like
+        The parameters, broadcastable against each other.
+
+    Returns
+    -------
+    params : list of jax.Array
+        ``args`` in their common floating dtype, with leading unit axes added
+        so that all have the same number of dimensions.
+    batch_shape : tuple of int
+        The broadcast shape of ``args``.
+    """
+    arrays = _as_float_arrays(*args)
+    return promote_shapes(*arrays), lax.broadcast_shapes(*(jnp.shape(a) for a in arrays))
+
+
+def _sample_params(
+    key: jax.Array, sample_shape: tuple[int, ...], batch_shape: tuple[int, ...], *params: jax.Array
+) -> list[jax.Array]:
+    """Check the PRNG key of a draw and broadcast the parameters to the shape of the draw.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key of the draw.
+    sample_shape : tuple of int
+        Leading shape of independent draws.
+    batch_shape : tuple of int
+        Batch shape of the distribution.
+    *params : jax.Array
+        Parameters, broadcastable to ``batch_shape``.
+
+    Returns
+    -------
+    list of jax.Array
+        ``params`` broadcast to ``sample_shape + batch_shape``.
+    """
+    assert is_prng_key(key)
+    shape = tuple(sample_shape) + batch_shape
+    return [jnp.broadcast_to(p, shape) for p in params]
+
+
 # ---------------------------------------------------------------------------
 # Inverse Gaussian
 # ---------------------------------------------------------------------------
@@ -166,9 +212,7 @@ class InverseGaussian(Distribution):
         *,
         validate_args: Optional[bool] = None,
     ) -> None:
-        mean, concentration = _as_float_arrays(mean, concentration)
-        self._mean, self.concentration = promote_shapes(mean, concentration)
-        batch_shape = lax.broadcast_shapes(jnp.shape(mean), jnp.shape(concentration))
+        (self._mean, self.concentration), batch_shape = _batch_params(mean, concentration)
         super().__init__(batch_shape=batch_shape, validate_args=validate_args)
 
     def sample(
@@ -188,10 +232,7 @@ class InverseGaussian(Distribution):
         jax.Array
             Positive samples.
         """
-        assert is_prng_key(key)
-        shape = tuple(sample_shape) + self.batch_shape
-        mu = jnp.broadcast_to(self._mean, shape)
-        lam = jnp.broadcast_to(self.concentration, shape)
+        mu, lam = _sample_params(key, sample_shape, self.batch_shape, self._mean, self.concentration)
         return _sample_inverse_gaussian(key, mu, lam)
 
     @validate_sample
@@ -476,9 +517,7 @@ class GeneralizedInverseGaussian(Distribution):
         *,
         validate_args: Optional[bool] = None,
     ) -> None:
-        p, a, b = _as_float_arrays(p, a, b)
-        self.p, self.a, self.b = promote_shapes(p, a, b)
-        batch_shape = lax.broadcast_shapes(jnp.shape(p), jnp.shape(a), jnp.shape(b))
+        (self.p, self.a, self.b), batch_shape = _batch_params(p, a, b)
         super().__init__(batch_shape=batch_shape, validate_args=validate_args)
 
     def _is_half(self) -> bool:
@@ -507,11 +546,7 @@ class GeneralizedInverseGaussian(Distribution):
         jax.Array
             Positive samples.
         """
-        assert is_prng_key(key)
-        shape = tuple(sample_shape) + self.batch_shape
-        p = jnp.broadcast_to(self.p, shape)
-        a = jnp.broadcast_to(self.a, shape)
-        b = jnp.broadcast_to(self.b, shape)
+        p, a, b = _sample_params(key, sample_shape, self.batch_shape, self.p, self.a, self.b)
         if self._is_half():
             neg = p < 0
             sqrt_a, sqrt_b = jnp.sqrt(a), jnp.sqrt(b)
@@ -669,9 +704,7 @@ class SkewedLaplace(Distribution):
         *,
         validate_args: Optional[bool] = None,
     ) -> None:
-        gamma, gamma0 = _as_float_arrays(gamma, gamma0)
-        self.gamma, self.gamma0 = promote_shapes(gamma, gamma0)
-        batch_shape = lax.broadcast_shapes(jnp.shape(gamma), jnp.shape(gamma0))
+        (self.gamma, self.gamma0), batch_shape = _batch_params(gamma, gamma0)
         super().__init__(batch_shape=batch_shape, validate_args=validate_args)
 
     def sample(
@@ -691,11 +724,8 @@ class SkewedLaplace(Distribution):
         jax.Array
             Real samples.
         """
-        assert is_prng_key(key)
-        shape = tuple(sample_shape) + self.batch_shape
-        return _sample_skewed_laplace(
-            key, jnp.broadcast_to(self.gamma, shape), jnp.broadcast_to(self.gamma0, shape)
-        )
+        gamma, gamma0 = _sample_params(key, sample_shape, self.batch_shape, self.gamma, self.gamma0)
+        return _sample_skewed_laplace(key, gamma, gamma0)
 
     @validate_sample
     def log_prob(self, value: ArrayLike) -> jax.Array:

@@ -373,6 +373,47 @@ def _labels_as_stored(values: np.ndarray, name: str) -> np.ndarray:
     return values
 
 
+def _folder_dataset(
+    name: str,
+    X: Any,
+    y: np.ndarray,
+    feature_cols: list[Any],
+    meta: dict[str, Any],
+    groups: np.ndarray | None = None,
+    split: np.ndarray | None = None,
+) -> Dataset:
+    """The :class:`Dataset` read from a dataset folder.
+
+    Parameters
+    ----------
+    name : str
+        Canonical name of the dataset.
+    X : numpy.ndarray or scipy.sparse.csr_matrix
+        Features.
+    y : numpy.ndarray
+        Labels as stored.
+    feature_cols : list
+        Column names, one per column of ``X`` (converted to str).
+    meta : dict
+        Contents of ``meta.json``, with ``"path"``.
+    groups, split : numpy.ndarray or None, default=None
+        Cluster ids and the standard split, if the data have them.
+
+    Returns
+    -------
+    Dataset
+    """
+    return Dataset(
+        X=X,
+        y=y,
+        groups=groups,
+        split=split,
+        feature_names=[str(c) for c in feature_cols],
+        meta=meta,
+        name=name,
+    )
+
+
 def _load_csv_folder(folder: Path, name: str) -> Dataset:
     import pandas as pd
 
@@ -409,15 +450,7 @@ def _load_csv_folder(folder: Path, name: str) -> Dataset:
                 f"found {bad[:5]}."
             )
     _check_shape_against_meta(name, X.shape, meta)
-    return Dataset(
-        X=X,
-        y=y,
-        groups=groups,
-        split=split,
-        feature_names=[str(c) for c in feature_cols],
-        meta=meta,
-        name=name,
-    )
+    return _folder_dataset(name, X, y, feature_cols, meta, groups, split)
 
 
 def _load_sparse_folder(folder: Path, name: str) -> Dataset:
@@ -434,15 +467,7 @@ def _load_sparse_folder(folder: Path, name: str) -> Dataset:
     if feature_cols is None or len(feature_cols) != X.shape[1]:
         feature_cols = [f"x{j + 1}" for j in range(X.shape[1])]
     _check_shape_against_meta(name, X.shape, meta)
-    return Dataset(
-        X=X,
-        y=y,
-        groups=None,
-        split=None,
-        feature_names=[str(c) for c in feature_cols],
-        meta=meta,
-        name=name,
-    )
+    return _folder_dataset(name, X, y, feature_cols, meta)
 
 
 # ---------------------------------------------------------------------------
@@ -516,6 +541,45 @@ _SUSY_LOGIT = {
 _SUSY_BAYES_ERROR = 0.20
 _SUSY_CSV_NAMES = ("SUSY.csv", "SUSY.csv.gz")
 _SUSY_READ_LINES = 100_000
+
+
+def _susy_dataset(name: str, X: Any, y: np.ndarray, details: dict[str, Any]) -> Dataset:
+    """SUSY-like data (the 18 SUSY columns, labels +1 / -1) as a :class:`Dataset`.
+
+    Parameters
+    ----------
+    name : str
+        Canonical name of the dataset.
+    X : numpy.ndarray of shape (n_samples, 18)
+        Features (possibly a memory map).
+    y : numpy.ndarray of shape (n_samples,)
+        Labels +1 / -1.
+    details : dict
+        Entries of ``meta`` after the shared ones (name, shape, task, label
+        counts and names).
+
+    Returns
+    -------
+    Dataset
+    """
+    meta: dict[str, Any] = {
+        "name": name,
+        "n_samples": int(X.shape[0]),
+        "n_features": int(X.shape[1]),
+        "task": "binary",
+        "label_counts": {"-1": int(np.sum(y == -1)), "1": int(np.sum(y == 1))},
+        "label_names": dict(_SUSY_LABEL_NAMES),
+        **details,
+    }
+    return Dataset(
+        X=X,
+        y=y,
+        groups=None,
+        split=None,
+        feature_names=list(SUSY_FEATURE_NAMES),
+        meta=meta,
+        name=name,
+    )
 
 
 def _float_dtype(dtype: Any) -> np.dtype:
@@ -686,13 +750,7 @@ def _load_susy_synthetic(
         finally:
             tmp.unlink(missing_ok=True)
         X = np.load(path, mmap_mode="r")
-    meta: dict[str, Any] = {
-        "name": "susy_synthetic",
-        "n_samples": n,
-        "n_features": shape[1],
-        "task": "binary",
-        "label_counts": {"-1": int(np.sum(y == -1)), "1": int(np.sum(y == 1))},
-        "label_names": dict(_SUSY_LABEL_NAMES),
+    details: dict[str, Any] = {
         "bayes_error": _SUSY_BAYES_ERROR,
         "description": "Seeded synthetic stand-in for the UCI SUSY data: 8 low-level "
         "kinematic-like features, 10 nonlinear high-level features with noise; "
@@ -707,16 +765,8 @@ def _load_susy_synthetic(
         },
     }
     if path is not None:
-        meta["path"] = str(path)
-    return Dataset(
-        X=X,
-        y=y,
-        groups=None,
-        split=None,
-        feature_names=list(SUSY_FEATURE_NAMES),
-        meta=meta,
-        name="susy_synthetic",
-    )
+        details["path"] = str(path)
+    return _susy_dataset("susy_synthetic", X, y, details)
 
 
 def _find_susy_csv(data_dir: Path | None) -> Path:
@@ -845,26 +895,11 @@ def _load_susy(
         raise ValueError(f"The SUSY file {str(path)!r} holds no data rows.")
     X = np.concatenate(X_parts) if len(X_parts) > 1 else X_parts[0]
     y = np.concatenate(y_parts).astype(np.int64)
-    meta: dict[str, Any] = {
-        "name": "susy",
-        "n_samples": int(X.shape[0]),
-        "n_features": int(X.shape[1]),
-        "task": "binary",
-        "label_counts": {"-1": int(np.sum(y == -1)), "1": int(np.sum(y == 1))},
-        "label_names": dict(_SUSY_LABEL_NAMES),
+    return _susy_dataset("susy", X, y, {
         "source": "UCI Machine Learning Repository, SUSY (Baldi, Sadowski & Whiteson 2014)",
         "notes": "labels recoded from 1 = signal / 0 = background to +1 / -1",
         "path": str(path),
-    }
-    return Dataset(
-        X=X,
-        y=y,
-        groups=None,
-        split=None,
-        feature_names=list(SUSY_FEATURE_NAMES),
-        meta=meta,
-        name="susy",
-    )
+    })
 
 
 register_dataset("susy_synthetic", _load_susy_synthetic)

@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 __all__ = ["Checkpoint", "CheckpointError", "checkpoint_folder", "flat_state", "read_checkpoint",
-           "restore_state", "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws"]
+           "restore_state", "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws", "write_progress"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
 #: Prefix of a kernel's Info among the recorded arrays of a run (:func:`~bayes_maxmargin.engine.mcmc.run_chains`).
@@ -88,6 +88,35 @@ def write_checkpoint(folder: Path, ckpt: Checkpoint) -> None:
     with atomic_path(folder / "checkpoint.npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, allow_pickle=False, **arrays)
+
+
+def write_progress(
+    folder: Path,
+    settings: dict[str, Any],
+    done: int,
+    state: Any,
+    kept: dict[str, np.ndarray],
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write the checkpoint of a run after a chunk (:func:`write_checkpoint` of its :class:`Checkpoint`).
+
+    Parameters
+    ----------
+    folder : Path
+        The checkpoint folder.
+    settings : dict
+        The run's settings.
+    done : int
+        Progress so far.
+    state : pytree
+        The run's state, stored as its :func:`flat_state`.
+    kept : dict of str to numpy.ndarray
+        Draws or traces kept so far.
+    extra : dict, optional
+        JSON-able host state (none by default).
+    """
+    ckpt = Checkpoint(settings, done, flat_state(state), kept)
+    write_checkpoint(folder, ckpt if extra is None else ckpt._replace(extra=extra))
 
 
 def read_checkpoint(folder: Path) -> Checkpoint:

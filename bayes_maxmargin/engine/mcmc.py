@@ -36,14 +36,12 @@ from jax import Array
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine.checkpoint import (
     INFO_PREFIX,
-    Checkpoint,
     checkpoint_folder,
     fingerprint,
-    flat_state,
     resume_run,
     sigterm_as_interrupt,
-    write_checkpoint,
     write_draws,
+    write_progress,
 )
 
 __all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
@@ -281,7 +279,7 @@ def run_chains(
                     kept.append(records)
                 state, bad, done = new_state, new_bad, done + n_blocks
                 if folder is not None:
-                    write_checkpoint(folder, Checkpoint(settings, done, flat_state(state), draws_so_far()))
+                    write_progress(folder, settings, done, state, draws_so_far())
                 if callback is not None:
                     callback(done * thin)
                 if bar is not None:

@@ -76,13 +76,11 @@ from bayes_maxmargin.core.augmentation import margin_floor, vb_hinge_bound
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import jittered_cholesky
 from bayes_maxmargin.engine.checkpoint import (
-    Checkpoint,
     checkpoint_folder,
     fingerprint,
-    flat_state,
     resume_run,
     sigterm_as_interrupt,
-    write_checkpoint,
+    write_progress,
 )
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
@@ -664,7 +662,7 @@ def run_svi(
                     kept["pool"] = pools[0][0][0]
                 extra = {"rng": rngs[0].bit_generator.state, "pool_pos": int(pools[0][0][1]) if pools[0] else 0}
                 host = _class(jax.device_get(carry[0]), 0)
-                write_checkpoint(folder, Checkpoint(settings, done, flat_state(host), kept, extra))
+                write_progress(folder, settings, done, host, kept, extra)
             if callback is not None:
                 callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
             if bool(np.all(carry[1])):

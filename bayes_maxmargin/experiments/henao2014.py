@@ -277,6 +277,33 @@ def _fit_gpc(Xtr, ytr, Xte, maxiter, seed):
     return pred, time.perf_counter() - t0, params
 
 
+def _known_methods(methods: Sequence[str], valid: Sequence[str]) -> tuple[str, ...]:
+    """The methods an experiment is asked to run, checked against those it knows.
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Methods asked for.
+    valid : sequence of str
+        Methods the experiment knows, in the order the error message lists them.
+
+    Returns
+    -------
+    tuple of str
+        ``methods`` as a tuple.
+
+    Raises
+    ------
+    ValueError
+        If a method is not in ``valid``.
+    """
+    methods = tuple(methods)
+    unknown = set(methods) - set(valid)
+    if unknown:
+        raise ValueError(f"Unknown methods {sorted(unknown)}; valid methods are {', '.join(valid)}")
+    return methods
+
+
 def _pct(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100.0 * x:.{digits}f}"
 
@@ -360,10 +387,7 @@ def table1(
 
     from bayes_maxmargin.data import load_dataset
 
-    methods = tuple(methods)
-    unknown = set(methods) - {"bsvm", "svm", "gpc"}
-    if unknown:
-        raise ValueError(f"Unknown methods {sorted(unknown)}; valid methods are bsvm, svm, gpc")
+    methods = _known_methods(methods, ("bsvm", "svm", "gpc"))
     if datasets is None:
         datasets = QUICK_DATASETS if quick else TABLE1_DATASETS
     n_folds = n_folds or (2 if quick else 10)

@@ -464,6 +464,91 @@ def _settings(quick: bool, n_inner: int | None, num_warmup: int | None, num_samp
     return n_inner, {"num_warmup": _check_int("num_warmup", warm, 0), "num_samples": _check_int("num_samples", keep, 1)}
 
 
+def _split_settings(
+    methods: Sequence[str], n_splits: int | None, quick: bool, n_inner: int | None, num_warmup: int | None,
+    num_samples: int | None,
+) -> tuple[tuple[str, ...], int, int, dict[str, int]]:
+    """Checked settings of a repeated hold-out experiment (:func:`toenail`, :func:`acath`).
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Methods to run.
+    n_splits : int or None
+        Repeated hold-out splits (None: 100, or :data:`QUICK_SPLITS` with ``quick``).
+    quick : bool
+        Smoke-test defaults.
+    n_inner, num_warmup, num_samples : int or None
+        As :func:`_settings`.
+
+    Returns
+    -------
+    methods : tuple of str
+    n_splits : int
+    n_inner : int
+    gibbs : dict
+        ``num_warmup`` and ``num_samples``.
+    """
+    methods = _check_methods(methods)
+    n_splits = _check_int("n_splits", n_splits if n_splits is not None else (QUICK_SPLITS if quick else 100), 1)
+    n_inner, gibbs = _settings(quick, n_inner, num_warmup, num_samples)
+    return methods, n_splits, n_inner, gibbs
+
+
+def _split_summary(res: dict[str, dict[str, Any]], methods: tuple[str, ...], time_digits: int = 1) -> str:
+    """One progress line's worth of :func:`_evaluate_split` output: BER (%) and fit time per method.
+
+    Parameters
+    ----------
+    res : dict
+        Output of :func:`_evaluate_split`.
+    methods : tuple of str
+        Methods run.
+    time_digits : int, default 1
+        Decimals of the fit times.
+
+    Returns
+    -------
+    str
+    """
+    return ", ".join(f"{m} BER {100 * res[m]['ber']:.1f}% ({res[m]['time']:.{time_digits}f} s)" for m in methods)
+
+
+def _realdata_result(row: dict[str, Any], results: list[dict[str, dict[str, Any]]], methods: tuple[str, ...],
+                     paper: dict[str, Any], paper_keys: tuple[str, ...], *, n_inner: int, gibbs: dict[str, int],
+                     seed: int, quick: bool) -> tuple[list[dict[str, Any]], str]:
+    """The rows and table of :func:`toenail` or :func:`acath`.
+
+    Parameters
+    ----------
+    row : dict
+        The experiment's own entries (``key`` first); updated in place.
+    results : list of dict
+        :func:`_evaluate_split` outputs, one per split.
+    methods : tuple of str
+        Methods run.
+    paper : dict
+        The paper's numbers (``PAPER_TOENAIL``, ``PAPER_ACATH``).
+    paper_keys : tuple of str
+        Entries of ``paper`` copied to ``paper_<key>`` after the fit times.
+    n_inner, gibbs, seed, quick
+        As :func:`realdata_markdown`.
+
+    Returns
+    -------
+    rows : list of dict
+        ``[row]``, with :func:`_collect`'s summaries and the paper's numbers.
+    table : str
+        :func:`realdata_markdown` of the rows.
+    """
+    row.update(_collect(results, methods))
+    for m in METHODS:
+        row[f"paper_{m}_time_s"] = paper[f"{m}_time_s"]
+    row.update({f"paper_{k}": paper[k] for k in paper_keys})
+    rows = [row]
+    return rows, realdata_markdown(rows, row["key"], n_inner=n_inner, gibbs=gibbs, seed=seed, quick=quick)
+
+
 def _svm_settings(svm: dict[str, Any] | None, n_inner: int, quick: bool) -> dict[str, Any]:
     """Keyword arguments of :func:`default_svm`: the quick grids if ``quick``, then ``svm``."""
     return {**(QUICK_SVM if quick else {}), **dict(svm or {}), "n_inner": n_inner}
@@ -616,8 +701,8 @@ def simulation(
                     results.append(res)
                     if on_repetition is not None:
                         on_repetition(n, d, r, res)
-                    _log(verbose, f"[simulation] n={n} d={d} rep {r + 1}/{repetitions}: " + ", ".join(
-                        f"{m} BER {100 * res[m]['ber']:.1f}% ({res[m]['time']:.2f} s)" for m in methods))
+                    _log(verbose, f"[simulation] n={n} d={d} rep {r + 1}/{repetitions}: "
+                         + _split_summary(res, methods, time_digits=2))
             paper = PAPER_SIMULATION.get((n, d), {})
             row = {"key": f"n{n}_d{d}", "n": n, "d": d, "repetitions": repetitions, "n_test": n_test}
             row.update(_collect(results, methods))
@@ -753,9 +838,7 @@ def toenail(
     """
     from bayes_maxmargin.data import load_dataset
 
-    methods = _check_methods(methods)
-    n_splits = _check_int("n_splits", n_splits if n_splits is not None else (QUICK_SPLITS if quick else 100), 1)
-    n_inner, gibbs = _settings(quick, n_inner, num_warmup, num_samples)
+    methods, n_splits, n_inner, gibbs = _split_settings(methods, n_splits, quick, n_inner, num_warmup, num_samples)
     if max_patients is None and quick:
         max_patients = 30
     if max_patients is not None:
@@ -775,17 +858,11 @@ def toenail(
                 vb_max_iter=vb_max_iter, precision=precision, seed=seed + k,
             )
             results.append(res)
-            _log(verbose, f"[toenail] split {k + 1}/{n_splits}: " + ", ".join(
-                f"{m} BER {100 * res[m]['ber']:.1f}% ({res[m]['time']:.1f} s)" for m in methods))
+            _log(verbose, f"[toenail] split {k + 1}/{n_splits}: " + _split_summary(res, methods))
     row: dict[str, Any] = {"key": "toenail", "n": int(y.size), "n_patients": int(np.unique(groups).size),
                            "n_splits": n_splits, "fixed_effects": names}
-    row.update(_collect(results, methods))
-    for m in METHODS:
-        row[f"paper_{m}_time_s"] = PAPER_TOENAIL[f"{m}_time_s"]
-    row.update(paper_n=PAPER_TOENAIL["n"], paper_n_patients=PAPER_TOENAIL["n_patients"],
-               paper_finding=PAPER_TOENAIL["finding"])
-    rows = [row]
-    return rows, realdata_markdown(rows, "toenail", n_inner=n_inner, gibbs=gibbs, seed=seed, quick=quick)
+    return _realdata_result(row, results, methods, PAPER_TOENAIL, ("n", "n_patients", "finding"),
+                            n_inner=n_inner, gibbs=gibbs, seed=seed, quick=quick)
 
 
 # --------------------------------------------------------------------------- Sec. 4.5 acath
@@ -856,9 +933,7 @@ def acath(
     """
     from bayes_maxmargin.data import load_dataset
 
-    methods = _check_methods(methods)
-    n_splits = _check_int("n_splits", n_splits if n_splits is not None else (QUICK_SPLITS if quick else 100), 1)
-    n_inner, gibbs = _settings(quick, n_inner, num_warmup, num_samples)
+    methods, n_splits, n_inner, gibbs = _split_settings(methods, n_splits, quick, n_inner, num_warmup, num_samples)
     if max_rows is None and quick:
         max_rows = 300
     ds = load_dataset("acath", data_dir=data_dir)
@@ -890,16 +965,11 @@ def acath(
                 vb_max_iter=vb_max_iter, precision=precision, seed=seed + k,
             )
             results.append(res)
-            _log(verbose, f"[acath] split {k + 1}/{n_splits}: " + ", ".join(
-                f"{m} BER {100 * res[m]['ber']:.1f}% ({res[m]['time']:.1f} s)" for m in methods))
+            _log(verbose, f"[acath] split {k + 1}/{n_splits}: " + _split_summary(res, methods))
     row: dict[str, Any] = {"key": "acath", "n": int(y.size), "n_missing": int(np.isnan(X).any(axis=1).sum()),
                            "n_splits": n_splits, "predictors": names, **sizes}
-    row.update(_collect(results, methods))
-    for m in METHODS:
-        row[f"paper_{m}_time_s"] = PAPER_ACATH[f"{m}_time_s"]
-    row.update(paper_n=PAPER_ACATH["n"], paper_n_missing=PAPER_ACATH["n_missing"], paper_finding=PAPER_ACATH["finding"])
-    rows = [row]
-    return rows, realdata_markdown(rows, "acath", n_inner=n_inner, gibbs=gibbs, seed=seed, quick=quick)
+    return _realdata_result(row, results, methods, PAPER_ACATH, ("n", "n_missing", "finding"),
+                            n_inner=n_inner, gibbs=gibbs, seed=seed, quick=quick)
 
 
 def realdata_markdown(rows: list[dict[str, Any]], which: str, *, n_inner: int = 100,

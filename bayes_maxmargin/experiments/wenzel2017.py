@@ -51,6 +51,7 @@ import numpy as np
 from bayes_maxmargin.core.io import write_json
 from bayes_maxmargin.experiments.henao2014 import (
     _error,
+    _known_methods,
     _LimitedLBFGS,
     _log,
     _scale,
@@ -265,10 +266,7 @@ def table1(
 
     from bayes_maxmargin.data import load_dataset
 
-    methods = tuple(methods)
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ValueError(f"Unknown methods {sorted(unknown)}; valid methods are {', '.join(METHODS)}")
+    methods = _known_methods(methods, METHODS)
     if datasets is None:
         datasets = QUICK_DATASETS if quick else TABLE1_DATASETS
     folds = folds or (2 if quick else 10)
