@@ -110,8 +110,27 @@ def test_samplers_with_kernel_parameters_sampled(moons):
         assert clf.kernel_params_["lengthscale"] == pytest.approx(ell.mean())
         p = clf.predict_proba(X)[:, 1]
         assert np.all(np.isfinite(p)) and np.mean((p > 0.5) == y) > 0.7
-    with pytest.raises(InvalidParameterError, match="sample every kernel parameter"):
-        GPBSVM(inference="gibbs", learn_kernel=("lengthscale",)).fit(X, y)
+    for inference in ("gibbs", "nuts"):  # a subset: the rest stays at its initial value
+        clf = GPBSVM(inference=inference, learn_kernel=("lengthscale",), **mc).fit(X, y)
+        assert "amplitude" not in clf.idata_.posterior and clf.kernel_params_["amplitude"] == 1.0
+        assert np.unique(clf.idata_.posterior["lengthscale"].values).size > 10
+
+
+@pytest.mark.extended
+def test_gibbs_sampling_a_subset_of_theta_agrees_with_nuts(moons):
+    """learn_kernel=("lengthscale",) with the amplitude held at 2: Gibbs (slice steps on the sampled
+    coordinate of log theta only) and NUTS (log-normal sites on the sampled field only) target the same
+    posterior."""
+    from ._posterior import assert_posteriors_agree
+
+    X, y = moons[0][:40], moons[1][:40]
+    kw = dict(kernel_params={"lengthscale": 1.0, "amplitude": 2.0}, learn_kernel=("lengthscale",),
+              num_samples=1500, num_warmup=300, num_chains=2, **QUIET)
+    fits = [GPBSVM(inference=inference, **kw).fit(X, y) for inference in ("gibbs", "nuts")]
+    draws = [{"log_lengthscale": np.log(f.idata_.posterior["lengthscale"].values),
+              "f0": f.idata_.posterior["f"].values[..., 0]} for f in fits]
+    assert all(f.kernel_params_["amplitude"] == 2.0 for f in fits)
+    assert_posteriors_agree(*draws, ["log_lengthscale", "f0"], z=4.0, sd_rtol=0.15)
 
 
 def test_float64_by_default_without_touching_global_setting(moons):

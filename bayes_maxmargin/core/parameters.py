@@ -43,7 +43,7 @@ from bayes_maxmargin.core.kernels import (
     SumParams,
 )
 
-__all__ = ["LOG", "POSITIVE", "SOFTPLUS", "Bijection", "field_values", "free_fields", "from_unconstrained",
+__all__ = ["LOG", "POSITIVE", "SOFTPLUS", "Bijection", "coordinates", "field_values", "free_fields", "from_unconstrained",
            "hold_fixed", "pack", "pack_values", "params_dict", "replace_fields", "template", "thaw",
            "to_unconstrained", "trainable_fields", "unpack"]
 
@@ -185,12 +185,24 @@ def from_unconstrained(raw: Mapping[str, ArrayLike], like: Any, bijection: Bijec
 
 
 def pack_values(values: Mapping[str, ArrayLike], like: Any) -> jax.Array:
-    """A per-field dict (e.g. a prior's ``loc``) as one vector in the layout of :func:`pack`: each positive
-    field broadcast to its shape in ``like``, raveled, concatenated in declaration order."""
+    """A per-field dict (e.g. a prior's ``loc``) as one vector in the layout of :func:`pack`, restricted to
+    the fields it has: each broadcast to its shape in ``like``, raveled, concatenated in declaration order."""
     return jnp.concatenate([
         jnp.ravel(jnp.broadcast_to(values[path], np.shape(value)))
-        for path, value, positive in _entries(like) if positive
+        for path, value, positive in _entries(like) if positive and path in values
     ])
+
+
+def coordinates(like: Any, paths: Collection[str]) -> np.ndarray:
+    """Indices into the vector of :func:`pack` of the fields named in ``paths`` (in declaration order)."""
+    out, start = [], 0
+    for path, value, positive in _entries(like):
+        if positive:
+            size = math.prod(np.shape(value))
+            if path in paths:
+                out.extend(range(start, start + size))
+            start += size
+    return np.asarray(out, dtype=np.int32)
 
 
 def pack(params: Any, bijection: Bijection = LOG) -> jax.Array:

@@ -134,12 +134,12 @@ class GPBSVM(_BayesianSVMClassifier):
         length-scale(s) at the median distance between training points, unit amplitude, degree 2,
         offset 1, unit variance.
     learn_kernel : bool or sequence of str
-        Which kernel parameters are learnt. ECM / FITC: ML-II over all positive fields (True), none
-        (False), or the named ones (e.g. ``("lengthscale",)``: the paper's SE has no amplitude).
-        Gibbs / NUTS: True samples every positive field under an independent log-normal prior
-        centred at its initial value (:func:`~bayes_maxmargin.models.gp.model.kernel_prior`, standard
-        deviation ``kernel_prior_scale`` in log space; Gibbs by slice sampling,
-        :mod:`~bayes_maxmargin.models.gp.gibbs_theta`), False keeps theta fixed.
+        Which kernel parameters are learnt: all positive fields (True), none (False), or the named ones
+        (e.g. ``("lengthscale",)``: the paper's SE has no amplitude; paths such as ``"k1__lengthscale"``
+        for a composed kernel); the others stay at their initial values. ECM / FITC / svi: by ML-II.
+        Gibbs / NUTS: sampled under independent log-normal priors centred at their initial values
+        (:func:`~bayes_maxmargin.models.gp.model.kernel_prior`, standard deviation ``kernel_prior_scale``
+        in log space; Gibbs by slice sampling, :mod:`~bayes_maxmargin.models.gp.gibbs_theta`).
     kernel_prior_scale : float
         Gibbs / NUTS with ``learn_kernel``: standard deviation of log theta under its prior.
     gamma : float
@@ -378,11 +378,6 @@ class GPBSVM(_BayesianSVMClassifier):
         if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
             params["kernel"] = params["kernel"].structure()
         learn = _trainable(theta0, self.learn_kernel)
-        if params["inference"] in ("gibbs", "nuts") and learn and learn != free_fields(theta0):
-            raise InvalidParameterError(
-                f"Invalid value for learn_kernel: {self.learn_kernel!r}; the samplers sample every kernel "
-                f"parameter ({', '.join(free_fields(theta0))}) or none (True or False)"
-            )
         x64 = params["precision"] == "float64"
         self._x64 = x64
         dtype = np.float64 if x64 else np.float32
@@ -547,11 +542,11 @@ class GPBSVM(_BayesianSVMClassifier):
             state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
             kernel, record = build_gp_kernel(sample_gamma), record_gp
         else:  # theta sampled too (slice steps on log theta given lambda, gamma)
-            data = gp_theta_data(X, y, kernel_prior(theta0, params["kernel_prior_scale"]), params["jitter"])
+            data = gp_theta_data(X, y, kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"])
             state = jax.vmap(lambda f: init_gp_theta(f, theta0, data, hyper, kernel=params["kernel"],
                                                      sample_gamma=sample_gamma))(f0)
             kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
-            record = build_gp_theta_record(theta0)
+            record = build_gp_theta_record(theta0, learn)
         result = self._solve(
             run_chains, kernel, record, state, k_run, data, hyper,
             num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
@@ -563,7 +558,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_nuts(self, key, X, y, theta0, learn, hyper, params):
         sample_theta = bool(learn)
-        prior = kernel_prior(theta0, params["kernel_prior_scale"]) if sample_theta else None
+        prior = kernel_prior(theta0, params["kernel_prior_scale"], learn) if sample_theta else None
         samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
             {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],

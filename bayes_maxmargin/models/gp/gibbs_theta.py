@@ -65,6 +65,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array, lax
 from jax.scipy.stats import norm
 from jax.typing import ArrayLike
@@ -72,6 +73,7 @@ from jax.typing import ArrayLike
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
 from bayes_maxmargin.core.parameters import (
+    coordinates,
     field_values,
     free_fields,
     pack,
@@ -143,13 +145,25 @@ class GPThetaState(NamedTuple):
     log_joint: Array
 
 
+def sampled_coordinates(prior: KernelPrior, params_like: Any) -> np.ndarray | None:
+    """The coordinates of log theta that are sampled: those of the fields the prior covers (the trainable
+    ones, :func:`~bayes_maxmargin.models.gp.model.kernel_prior`); None when that is all of them."""
+    idx = coordinates(params_like, prior.loc)
+    return None if idx.size == coordinates(params_like, free_fields(params_like)).size else idx
+
+
+def _sampled(log_theta: Array, idx: np.ndarray | None) -> Array:
+    return log_theta if idx is None else log_theta[idx]
+
+
 def log_theta_prior(log_theta: Array, prior: KernelPrior, params_like: Any) -> Array:
-    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2), the density of log theta.
+    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2), the density of the sampled log theta
+    (the fields the prior covers; the others are fixed).
 
     The density of theta itself (NumPyro's log-normal sites) is this minus sum_j log theta_j.
     """
     loc, scale = (pack_values(d, params_like) for d in prior)
-    return jnp.sum(norm.logpdf(log_theta, loc, scale))
+    return jnp.sum(norm.logpdf(_sampled(log_theta, sampled_coordinates(prior, params_like)), loc, scale))
 
 
 # --------------------------------------------------------------------------- densities
@@ -212,7 +226,8 @@ def _log_joint_from(
 ) -> Array:
     """Log joint given the factorised K_theta (``gdata``): the theta prior as NumPyro's log-normal
     sites (log p(log theta) - sum log theta) plus the augmented joint at fixed theta."""
-    log_prior_theta = log_theta_prior(log_theta, data.prior, params_like) - jnp.sum(log_theta)
+    idx = sampled_coordinates(data.prior, params_like)
+    log_prior_theta = log_theta_prior(log_theta, data.prior, params_like) - jnp.sum(_sampled(log_theta, idx))
     return log_prior_theta + gp_log_joint(f, inv_lam, gamma, gdata, hyper, sample_gamma)
 
 
@@ -365,9 +380,10 @@ def slice_1d(
 
 
 def slice_sweep(
-    key: Array, logdensity: LogDensity, x: Array, width: ArrayLike, max_steps: int = 8
+    key: Array, logdensity: LogDensity, x: Array, width: ArrayLike, max_steps: int = 8, index: Any = None
 ) -> tuple[Array, Array, SliceInfo]:
-    """Univariate slice updates (:func:`slice_1d`) of every coordinate of ``x`` in turn (``lax.scan``).
+    """Univariate slice updates (:func:`slice_1d`) of every coordinate of ``x`` (or those in ``index``) in
+    turn (``lax.scan``).
 
     Parameters
     ----------
@@ -381,6 +397,8 @@ def slice_sweep(
         Bracket width (scalar or one per coordinate).
     max_steps : int
         Most stepping-out steps per coordinate.
+    index : array of int, optional
+        The coordinates to update (the others stay); None: all.
 
     Returns
     -------
@@ -393,6 +411,8 @@ def slice_sweep(
     """
     p = x.shape[-1]
     widths = jnp.broadcast_to(jnp.asarray(width, x.dtype), (p,))
+    coords = jnp.arange(p) if index is None else jnp.asarray(index)
+    widths = widths if index is None else widths[coords]
 
     def one(carry, inputs):
         x, lp = carry
@@ -401,7 +421,8 @@ def slice_sweep(
         xi, lp, info = slice_1d(k, along, x[i], lp, w, max_steps)
         return (x.at[i].set(xi), lp), info
 
-    (x, lp), info = lax.scan(one, (x, logdensity(x)), (jnp.arange(p), jax.random.split(key, p), widths))
+    keys = jax.random.split(key, coords.shape[0])
+    (x, lp), info = lax.scan(one, (x, logdensity(x)), (coords, keys, widths))
     return x, lp, SliceInfo(*(jnp.sum(v) for v in info))
 
 
@@ -445,7 +466,8 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool):
         def target(log_theta: Array) -> Array:  # p(log theta | lambda, gamma), eq. (9)
             return theta_log_conditional(log_theta, inv_lam, gamma, data, kernel_fn, params_like)
 
-        log_theta, _, sliced = slice_sweep(k_theta, target, state.log_theta, data.slice_width)
+        log_theta, _, sliced = slice_sweep(k_theta, target, state.log_theta, data.slice_width,
+                                           index=sampled_coordinates(data.prior, params_like))
         gdata = gp_data(_covariance(log_theta, data, kernel_fn, params_like), data.y)
         f = sample_f(k_f, gdata, inv_lam, gamma)  # f | theta, lambda, gamma, eq. (7)
         if sample_gamma:
@@ -457,16 +479,16 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool):
     return step
 
 
-def build_gp_theta_record(params_like: Any):
-    """What the driver keeps per draw: ``"f"``, ``"gamma"``, ``"log_joint"`` and every positive
-    kernel field by name, constrained (e.g. ``"lengthscale"``, ``"amplitude"``). Cached."""
-    return _build_record(template(params_like))
+def build_gp_theta_record(params_like: Any, fields: tuple[str, ...] | None = None):
+    """What the driver keeps per draw: ``"f"``, ``"gamma"``, ``"log_joint"`` and every sampled kernel
+    field (``fields``; None: every positive one) by path, constrained (e.g. ``"lengthscale"``). Cached."""
+    return _build_record(template(params_like), None if fields is None else tuple(fields))
 
 
 @functools.cache
-def _build_record(frozen: tuple):
+def _build_record(frozen: tuple, fields: tuple[str, ...] | None):
     params_like = thaw(frozen)
-    names = free_fields(params_like)
+    names = free_fields(params_like) if fields is None else fields
 
     def record(state: GPThetaState) -> dict[str, Array]:
         theta = field_values(unpack(state.log_theta, params_like))

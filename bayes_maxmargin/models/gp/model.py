@@ -112,8 +112,9 @@ class KernelPrior(NamedTuple):
     scale: dict[str, Array]
 
 
-def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
-    """Log-normal prior centred at ``params``: log theta_j ~ N(log params_j, scale^2).
+def kernel_prior(params: Any, scale: ArrayLike = 1.0, fields: tuple[str, ...] | None = None) -> KernelPrior:
+    """Log-normal prior centred at ``params``: log theta_j ~ N(log params_j, scale^2), on the fields that
+    are sampled (the others stay at their values in ``params``).
 
     Parameters
     ----------
@@ -122,6 +123,8 @@ def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
     scale : ArrayLike
         Standard deviation of log theta_j, the same for every field (1: a factor e either way
         within one standard deviation).
+    fields : tuple of str, optional
+        The sampled fields (paths, :func:`~bayes_maxmargin.core.parameters.free_fields`); None: all.
 
     Returns
     -------
@@ -130,7 +133,7 @@ def kernel_prior(params: Any, scale: ArrayLike = 1.0) -> KernelPrior:
     """
     loc, sd = {}, {}
     values = field_values(params)
-    for name in free_fields(params):
+    for name in free_fields(params) if fields is None else fields:
         value = jnp.asarray(values[name], dtype=jnp.result_type(float))
         loc[name] = jnp.log(value)
         sd[name] = jnp.broadcast_to(jnp.asarray(scale, value.dtype), value.shape)
@@ -154,13 +157,13 @@ def default_kernel_prior(kernel: str | KernelFn, n_features: int, scale: float =
 
 
 def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
-    """NumPyro sites for theta: ``numpyro.sample(name, LogNormal(loc, scale))`` per positive field.
+    """NumPyro sites for theta: ``numpyro.sample(name, LogNormal(loc, scale))`` per field of the prior.
 
-    Returns ``params`` with its positive fields replaced by the sampled values (the other fields,
-    e.g. the polynomial degree, are kept).
+    Returns ``params`` with those fields replaced by the sampled values (the other fields, e.g. the
+    polynomial degree or fields held fixed, are kept).
     """
     sampled = {}
-    for name in free_fields(params):
+    for name in (f for f in free_fields(params) if f in prior.loc):
         loc, scale = jnp.asarray(prior.loc[name]), jnp.asarray(prior.scale[name])
         sampled[name] = numpyro.sample(name, dist.LogNormal(loc, scale).to_event(loc.ndim))
     return replace_fields(params, sampled)
