@@ -194,3 +194,22 @@ def test_sum_params_is_a_saved_type() -> None:
     from bayes_maxmargin.persistence import _registry
 
     assert SumParams in _registry().values() and Sum in _registry().values()
+
+
+@pytest.mark.parametrize("inference", ["gibbs", "vbem"])
+def test_factor_model_takes_a_composed_kernel(inference, tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 6))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    kw = dict(num_samples=30, num_warmup=20, num_chains=1) if inference == "gibbs" else dict(max_iter=8)
+    common = dict(n_factors=2, classifier="gp", inference=inference, random_state=0, **kw)
+    clf = bmm.FactorBSVM(kernel=RBF() + Linear(variance=0.5), **common).fit(X, y)
+    assert set(clf.kernel_params_) == {"k1__lengthscale", "k1__amplitude", "k2__variance"}
+    # Gibbs keeps the length-scale at sqrt(2 K), VB-EM's M-step moves it
+    assert (clf.kernel_params_["k1__lengthscale"] == 2.0) == (inference == "gibbs")
+    assert clf.kernel_params_["k2__variance"] == 0.5  # VB-EM learns length-scales only
+    path = bmm.save(clf, tmp_path / "factor.bmm")
+    np.testing.assert_array_equal(bmm.load(path).predict_proba(X), clf.predict_proba(X))
+    by_name = bmm.FactorBSVM(kernel="rbf", **common).fit(X, y)
+    by_object = bmm.FactorBSVM(kernel=RBF(), **common).fit(X, y)
+    np.testing.assert_array_equal(by_object.predict_proba(X), by_name.predict_proba(X))

@@ -404,9 +404,9 @@ class Kernel:
         """``k(x_i, x_i)`` for the rows of ``X`` (shape ``(N,)``), without forming the matrix."""
         raise NotImplementedError
 
-    def init_params(self, X: ArrayLike) -> Any:
+    def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
         """The parameter container at this object's values; ``None`` values take the defaults for the
-        training inputs ``X`` (length-scales at :func:`median_distance`)."""
+        training inputs ``X``: length-scales at ``lengthscale``, or by default at :func:`median_distance`."""
         raise NotImplementedError
 
     def structure(self) -> Kernel:
@@ -442,11 +442,11 @@ class _Leaf(Kernel):
     def diag(self, params: Any, X: ArrayLike) -> Array:
         return _DIAGS[self._spec()[0]](params, _as_2d(X))
 
-    def init_params(self, X: ArrayLike) -> Any:
+    def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("lengthscale", "lengthscales"):
             if name in values and values[name] is None:
-                ell = median_distance(X)
+                ell = median_distance(X) if lengthscale is None else lengthscale
                 values[name] = ell if name == "lengthscale" else np.full(np.shape(X)[1], ell)
         return self._spec()[1](**values)
 
@@ -480,8 +480,8 @@ class ARD(_Leaf):
         if self.lengthscales is not None and np.ndim(self.lengthscales) > 0:
             object.__setattr__(self, "lengthscales", tuple(float(v) for v in np.ravel(self.lengthscales)))
 
-    def init_params(self, X: ArrayLike) -> Any:
-        params = super().init_params(X)
+    def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
+        params = super().init_params(X, lengthscale)
         return params._replace(lengthscales=np.broadcast_to(params.lengthscales, (np.shape(X)[1],)).copy())
 
 
@@ -527,8 +527,8 @@ class _Binary(Kernel):
     def diag(self, params: Any, X: ArrayLike) -> Array:
         return self._combine(self.k1.diag(params.k1, X), self.k2.diag(params.k2, X))
 
-    def init_params(self, X: ArrayLike) -> Any:
-        return _BINARY_PARAMS[type(self)](self.k1.init_params(X), self.k2.init_params(X))
+    def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
+        return _BINARY_PARAMS[type(self)](self.k1.init_params(X, lengthscale), self.k2.init_params(X, lengthscale))
 
     def structure(self) -> Kernel:
         return type(self)(self.k1.structure(), self.k2.structure())
@@ -573,8 +573,8 @@ class Scaled(Kernel):
     def diag(self, params: ScaledParams, X: ArrayLike) -> Array:
         return params.variance * self.k.diag(params.k, X)
 
-    def init_params(self, X: ArrayLike) -> ScaledParams:
-        return ScaledParams(self.variance, self.k.init_params(X))
+    def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> ScaledParams:
+        return ScaledParams(self.variance, self.k.init_params(X, lengthscale))
 
     def structure(self) -> Kernel:
         return Scaled(self.k.structure())

@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import TransformerMixin
 
-from bayes_maxmargin.core.kernels import ARDParams, SEParams, get_kernel
+from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel
 from bayes_maxmargin.core.linalg import float_precision
-from bayes_maxmargin.core.parameters import from_unconstrained, params_dict, to_unconstrained
+from bayes_maxmargin.core.parameters import free_fields, from_unconstrained, params_dict, to_unconstrained
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,
@@ -92,8 +92,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Factor-score selection g_k ~ Exp(rho / 2) for the linear classifier (Gibbs).
     intercept_scale : float
         Prior sd of the linear classifier's intercept.
-    kernel : {"rbf", "ard"}
-        SE or ARD SE covariance on the scores (GP classifier), as in :class:`GPBSVM`.
+    kernel : {"rbf", "ard"} or Kernel
+        SE or ARD SE covariance on the scores (GP classifier), as in :class:`GPBSVM`, or a kernel object of
+        :mod:`bayes_maxmargin.core.kernels` (composed ones too; ``kernel_params`` then by path, and VB-EM
+        learns its length-scales).
     kernel_params : dict or None
         Kernel parameters (fixed in MCMC, the initial values in VB-EM), the fields of
         :class:`~bayes_maxmargin.core.kernels.SEParams` (``lengthscale``, ``amplitude``) or
@@ -197,7 +199,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         check_option("classifier", self.classifier, ("linear", "gp"))
         check_option("inference", self.inference, ("gibbs", "vbem"))
         check_option("second_stage", self.second_stage, (None, "linear", "gp"))
-        check_option("kernel", self.kernel, ("rbf", "ard"))
+        if not isinstance(self.kernel, Kernel):
+            check_option("kernel", self.kernel, ("rbf", "ard"))
         check_option("precision", self.precision, ("float32", "float64"))
         for name in ("nu", "gamma", "intercept_scale"):
             check_scalar_param(name, getattr(self, name), low=0.0, low_inclusive=False)
@@ -282,8 +285,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _theta(self):
         """The classifier's kernel parameters: ``kernel_params`` over the defaults."""
         K = self.n_factors
-        ls = float(np.sqrt(2.0 * K))
-        defaults = SEParams(ls, 1.0) if self.kernel == "rbf" else ARDParams(np.full(K, ls), 1.0)
+        defaults = as_kernel(self.kernel).init_params(np.zeros((1, K)), lengthscale=float(np.sqrt(2.0 * K)))
         return check_kernel_params(self.kernel, self.kernel_params, defaults)
 
     def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
@@ -326,8 +328,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         theta = to_unconstrained(like) if like is not None else {}
         Xj, yj = jnp.asarray(X), jnp.asarray(y, X.dtype)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
+        learn = {} if like is None else {"learn": tuple(  # the length-scales (the paper's SE has no amplitude)
+            p for p in free_fields(like) if p.rpartition("__")[2] in ("lengthscale", "lengthscales"))}
         state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.max_iter),
-                                   m_steps=int(self.m_steps))
+                                   m_steps=int(self.m_steps), **learn)
         # host copies: a jax float64 array would come back as float32 outside x64 mode
         state, like = jax.tree.map(np.asarray, (state, like))
         self._posterior = VBPosterior(state, like, y, self.kernel if self.classifier == "gp" else kfn)
