@@ -781,15 +781,13 @@ def gp_predict_from_theta_draws(
 
     Parameters
     ----------
-    X_train : Array, shape (n, d)
-    X_test : Array, shape (m, d)
+    X_train, X_test, kernel, jitter, chunk
+        As in :func:`gp_predict_from_draws`.
     F : Array, shape (S, n)
         Draws of f.
     params : NamedTuple
         The kernel parameters of each draw: its positive fields with leading axis S (fixed fields, the
         polynomial degree, as they are).
-    kernel, jitter, chunk
-        As in :func:`gp_predict`.
 
     Returns
     -------
