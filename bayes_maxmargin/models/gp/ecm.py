@@ -249,10 +249,8 @@ def gp_log_marginal(
     ----------
     params : NamedTuple
         Kernel parameters theta.
-    X : ArrayLike, shape (n, d)
-        Training inputs.
-    y : ArrayLike, shape (n,)
-        Labels coded +-1.
+    X, y : ArrayLike, shapes (n, d) and (n,)
+        Training inputs and their labels coded +-1.
     inv_lam : ArrayLike, shape (n,)
         omega = 1 / lambda.
     gamma : ArrayLike
