@@ -44,6 +44,13 @@ def _check_lengths(**arrays: np.ndarray) -> None:
         raise ValueError("Metrics need at least one sample; got empty inputs.")
 
 
+def _labels(y_true: Any, y_pred: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``y_true`` and ``y_pred`` as 1-D arrays of the same, non-zero length."""
+    yt, yp = _as_1d(y_true, "y_true"), _as_1d(y_pred, "y_pred")
+    _check_lengths(y_true=yt, y_pred=yp)
+    return yt, yp
+
+
 def _positive_indicator(y_true: Any, pos_label: Any) -> np.ndarray:
     """Return ``y_true == pos_label`` as 0/1 floats, checking the labels."""
     y = _as_1d(y_true, "y_true")
@@ -106,8 +113,7 @@ def error_rate(y_true: Any, y_pred: Any) -> float:
     -------
     float
     """
-    yt, yp = _as_1d(y_true, "y_true"), _as_1d(y_pred, "y_pred")
-    _check_lengths(y_true=yt, y_pred=yp)
+    yt, yp = _labels(y_true, y_pred)
     return float(1.0 - skm.accuracy_score(yt, yp))
 
 
@@ -117,14 +123,13 @@ def balanced_error_rate(y_true: Any, y_pred: Any) -> float:
     Parameters
     ----------
     y_true, y_pred : array-like of shape (n_samples,)
-        True and predicted labels.
+        True and predicted labels; every class of ``y_true`` weighs the same.
 
     Returns
     -------
     float
     """
-    yt, yp = _as_1d(y_true, "y_true"), _as_1d(y_pred, "y_pred")
-    _check_lengths(y_true=yt, y_pred=yp)
+    yt, yp = _labels(y_true, y_pred)
     with warnings.catch_warnings():
         # predicted labels absent from y_true are harmless here
         warnings.simplefilter("ignore", UserWarning)
@@ -157,13 +162,11 @@ def log_loss(y_true: Any, proba_pos: Any, pos_label: Any, *, eps: float = 1e-15)
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
+    y_true, pos_label
+        As in :func:`brier_score`.
     proba_pos : array-like of shape (n_samples,)
         Predicted probability of ``pos_label``; clipped to ``[eps, 1 - eps]``
         so that confident mistakes give a large but finite loss.
-    pos_label : object
-        The positive class.
     eps : float, default=1e-15
         Clipping threshold.
 
@@ -193,12 +196,8 @@ def expected_calibration_error(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    proba_pos : array-like of shape (n_samples,)
-        Predicted probability of ``pos_label``.
-    pos_label : object
-        The positive class.
+    y_true, proba_pos, pos_label
+        As in :func:`brier_score`.
     n_bins : int, default=10
         Number of bins.
     confidence : {"top_label", "positive"}, default="top_label"
@@ -243,13 +242,11 @@ def auc(y_true: Any, score: Any, pos_label: Any) -> float:
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
+    y_true, pos_label
+        As in :func:`brier_score`.
     score : array-like of shape (n_samples,)
         Any score that increases with the evidence for ``pos_label``
         (a probability or a decision value).
-    pos_label : object
-        The positive class.
 
     Returns
     -------

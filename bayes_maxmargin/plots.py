@@ -425,15 +425,13 @@ def plot_convergence(
         A :class:`~bayes_maxmargin.LinearBSVM`, :class:`~bayes_maxmargin.GPBSVM`
         or :class:`~bayes_maxmargin.FactorBSVM` fitted by EM, ECM, FITC, VB,
         VI, SVI or VB-EM.
-    path : str or os.PathLike, optional
-        If given, save the figure there.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on; a new figure is created when omitted.
+    path, ax : optional
+        Where to save the figure and the Axes to draw on, as in :func:`plot_objective`.
 
     Returns
     -------
     matplotlib.figure.Figure
-        The figure holding the curve.
+        The figure of :func:`plot_objective` holding the curve.
 
     Raises
     ------
@@ -523,10 +521,8 @@ def plot_decision_boundary(
         Ring the estimator's ``support_vectors_``, if it has them.
     inducing_points : bool, default True
         Mark the estimator's ``inducing_points_``, if it has them.
-    path : str or os.PathLike, optional
-        If given, save the figure there.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on; a new figure is created when omitted.
+    path, ax : optional
+        Where to save the figure and the Axes to draw on, as in :func:`plot_objective`.
 
     Returns
     -------
@@ -616,10 +612,8 @@ def plot_inducing_points(
         Labels of ``X``.
     features : (int, int), default (0, 1)
         The two columns shown.
-    path : str or os.PathLike, optional
-        If given, save the figure there.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on; a new figure is created when omitted.
+    path, ax : optional
+        Where to save the figure and the Axes to draw on, as in :func:`plot_objective`.
 
     Returns
     -------
@@ -677,10 +671,8 @@ def plot_inclusion_probabilities(
         else the column indices.
     threshold : float, default 0.5
         The inclusion threshold drawn, in ``[0, 1]``.
-    path : str or os.PathLike, optional
-        If given, save the figure there.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on; a new figure is created when omitted.
+    path, ax : optional
+        Where to save the figure and the Axes to draw on, as in :func:`plot_objective`.
 
     Returns
     -------

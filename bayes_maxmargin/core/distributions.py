@@ -532,20 +532,7 @@ class GeneralizedInverseGaussian(Distribution):
     def sample(
         self, key: jax.Array, sample_shape: tuple[int, ...] = ()
     ) -> jax.Array:
-        """Draw samples of shape ``sample_shape + batch_shape``.
-
-        Parameters
-        ----------
-        key : jax.Array
-            PRNG key.
-        sample_shape : tuple of int, optional
-            Leading shape of independent draws.
-
-        Returns
-        -------
-        jax.Array
-            Positive samples.
-        """
+        """Draw positive samples; the arguments and the shape as in :meth:`InverseGaussian.sample`."""
         p, a, b = _sample_params(key, sample_shape, self.batch_shape, self.p, self.a, self.b)
         if self._is_half():
             neg = p < 0
@@ -558,18 +545,7 @@ class GeneralizedInverseGaussian(Distribution):
 
     @validate_sample
     def log_prob(self, value: ArrayLike) -> jax.Array:
-        """Log density at ``value`` (broadcast against the batch shape).
-
-        Parameters
-        ----------
-        value : array_like
-            Points ``x > 0``.
-
-        Returns
-        -------
-        jax.Array
-            Log density.
-        """
+        """Log density at the points ``value > 0``, as in :meth:`InverseGaussian.log_prob`."""
         return _gig_log_prob(self.p, self.a, self.b, value)
 
     @property
@@ -710,37 +686,13 @@ class SkewedLaplace(Distribution):
     def sample(
         self, key: jax.Array, sample_shape: tuple[int, ...] = ()
     ) -> jax.Array:
-        """Draw samples of shape ``sample_shape + batch_shape`` via the mixture.
-
-        Parameters
-        ----------
-        key : jax.Array
-            PRNG key.
-        sample_shape : tuple of int, optional
-            Leading shape of independent draws.
-
-        Returns
-        -------
-        jax.Array
-            Real samples.
-        """
+        """Draw real samples via the mixture; the arguments and the shape as in :meth:`InverseGaussian.sample`."""
         gamma, gamma0 = _sample_params(key, sample_shape, self.batch_shape, self.gamma, self.gamma0)
         return _sample_skewed_laplace(key, gamma, gamma0)
 
     @validate_sample
     def log_prob(self, value: ArrayLike) -> jax.Array:
-        """Log density at ``value`` (broadcast against the batch shape).
-
-        Parameters
-        ----------
-        value : array_like
-            Real points ``u``.
-
-        Returns
-        -------
-        jax.Array
-            Log density.
-        """
+        """Log density at the real points ``value``, as in :meth:`InverseGaussian.log_prob`."""
         return _sl_log_prob(self.gamma, self.gamma0, value)
 
     def cdf(self, value: ArrayLike) -> jax.Array:

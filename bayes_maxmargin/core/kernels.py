@@ -198,10 +198,8 @@ def se(params: SEParams, X1: ArrayLike, X2: ArrayLike) -> Array:
     ----------
     params : SEParams
         ``lengthscale`` (``theta > 0``) and ``amplitude`` (``a > 0``).
-    X1 : ArrayLike
-        Inputs of shape ``(N, d)``.
-    X2 : ArrayLike
-        Inputs of shape ``(M, d)``.
+    X1, X2 : ArrayLike
+        Inputs of shapes ``(N, d)`` and ``(M, d)``.
 
     Returns
     -------
@@ -217,21 +215,9 @@ def ard_se(params: ARDParams, X1: ArrayLike, X2: ArrayLike) -> Array:
 
     ``k(x, x') = a * exp(-sum_j (x_j - x'_j)^2 / theta_j^2)``
 
-    With all ``theta_j`` equal to ``theta`` it coincides with :func:`se`.
-
-    Parameters
-    ----------
-    params : ARDParams
-        ``lengthscales`` (shape ``(d,)``, positive) and ``amplitude``.
-    X1 : ArrayLike
-        Inputs of shape ``(N, d)``.
-    X2 : ArrayLike
-        Inputs of shape ``(M, d)``.
-
-    Returns
-    -------
-    Array
-        Kernel matrix of shape ``(N, M)``.
+    With all ``theta_j`` equal to ``theta`` it coincides with :func:`se`. Inputs and result as in
+    :func:`se`; ``params`` is an :class:`ARDParams`: ``lengthscales`` (shape ``(d,)``, positive) and
+    ``amplitude``.
     """
     theta = jnp.asarray(params.lengthscales)
     X1 = _as_2d(X1) / theta
@@ -263,21 +249,9 @@ def _power(base: Array, degree: Any) -> Array:
 def polynomial(params: PolyParams, X1: ArrayLike, X2: ArrayLike) -> Array:
     """Polynomial kernel ``k(x, x') = (x^T x' + c)^p``.
 
-    With the default offset ``c = 1`` this is ``(x^T x' + 1)^p``.
-
-    Parameters
-    ----------
-    params : PolyParams
-        ``degree`` (fixed integer ``p >= 0``) and ``offset`` (``c >= 0``).
-    X1 : ArrayLike
-        Inputs of shape ``(N, d)``.
-    X2 : ArrayLike
-        Inputs of shape ``(M, d)``.
-
-    Returns
-    -------
-    Array
-        Kernel matrix of shape ``(N, M)``.
+    With the default offset ``c = 1`` this is ``(x^T x' + 1)^p``. Inputs and result as in
+    :func:`se`; ``params`` is a :class:`PolyParams`: ``degree`` (fixed integer ``p >= 0``) and
+    ``offset`` (``c >= 0``).
     """
     base = _dot(_as_2d(X1), _as_2d(X2)) + params.offset
     return _power(base, params.degree)
@@ -286,19 +260,8 @@ def polynomial(params: PolyParams, X1: ArrayLike, X2: ArrayLike) -> Array:
 def linear(params: LinearParams, X1: ArrayLike, X2: ArrayLike) -> Array:
     """Linear kernel ``k(x, x') = v * x^T x'``.
 
-    Parameters
-    ----------
-    params : LinearParams
-        ``variance`` (``v > 0``).
-    X1 : ArrayLike
-        Inputs of shape ``(N, d)``.
-    X2 : ArrayLike
-        Inputs of shape ``(M, d)``.
-
-    Returns
-    -------
-    Array
-        Kernel matrix of shape ``(N, M)``.
+    Inputs and result as in :func:`se`; ``params`` is a :class:`LinearParams`: ``variance``
+    (``v > 0``).
     """
     return params.variance * _dot(_as_2d(X1), _as_2d(X2))
 

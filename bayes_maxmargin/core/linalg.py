@@ -535,15 +535,8 @@ def woodbury_logdet(
 
     Parameters
     ----------
-    d : ArrayLike
-        Positive diagonal of ``D``, shape ``(n,)``.
-    U : ArrayLike
-        Low-rank factor of shape ``(n, m)``.
-    C : ArrayLike
-        Symmetric positive definite ``(m, m)`` matrix ``C`` (or ``C^{-1}``,
-        see ``inverse_c``).
-    inverse_c : bool, default False
-        Whether ``C`` holds the inverse of the middle matrix.
+    d, U, C, inverse_c
+        As in :func:`woodbury_solve`.
 
     Returns
     -------

@@ -237,14 +237,8 @@ def log_bessel_kve(v: ArrayLike, x: ArrayLike) -> jax.Array:
     :math:`-\log K_p(\omega) - (a x + b/x)/2` equals
     :math:`-\log(K_p(\omega) e^{\omega}) - (\sqrt{a x} - \sqrt{b / x})^2 / 2`
     with :math:`\omega = \sqrt{ab}`; for large :math:`\omega` the
-    second form keeps its precision in float32.
-
-    Parameters
-    ----------
-    v : array_like
-        Order (any real number).
-    x : array_like
-        Argument, strictly positive; broadcast against ``v``.
+    second form keeps its precision in float32.  The order ``v`` and the
+    argument ``x`` are as in :func:`log_bessel_kv`.
 
     Returns
     -------
@@ -289,12 +283,7 @@ def _ratio_parts(
 def bessel_kv_ratio(v: ArrayLike, x: ArrayLike) -> jax.Array:
     r"""Ratio :math:`K_{v+1}(x) / K_v(x)` of modified Bessel functions.
 
-    Parameters
-    ----------
-    v : array_like
-        Order (any real number).
-    x : array_like
-        Argument, strictly positive; broadcast against ``v``.
+    The order ``v`` and the argument ``x`` are as in :func:`log_bessel_kv`.
 
     Returns
     -------
@@ -321,14 +310,8 @@ def bessel_kv_ratio_m1(v: ArrayLike, x: ArrayLike) -> jax.Array:
     precision.  Here the difference is itself a quadrature of the
     single-signed integrand :math:`2\sinh((v+\tfrac12)t)\sinh(t/2)`, so it
     keeps full relative precision for every ``x``.  It is exactly zero at
-    ``v = -1/2``, positive for ``v > -1/2`` and negative below.
-
-    Parameters
-    ----------
-    v : array_like
-        Order (any real number).
-    x : array_like
-        Argument, strictly positive; broadcast against ``v``.
+    ``v = -1/2``, positive for ``v > -1/2`` and negative below.  The order
+    ``v`` and the argument ``x`` are as in :func:`log_bessel_kv`.
 
     Returns
     -------
@@ -350,14 +333,7 @@ def bessel_kv_ratios(v: ArrayLike, x: ArrayLike) -> tuple[jax.Array, jax.Array]:
     r"""Both :math:`K_{v+1}(x)/K_v(x)` and :math:`K_{v+1}(x)/K_v(x) - 1` from one quadrature.
 
     Equivalent to ``(bessel_kv_ratio(v, x), bessel_kv_ratio_m1(v, x))`` at
-    the cost of one of them.
-
-    Parameters
-    ----------
-    v : array_like
-        Order (any real number).
-    x : array_like
-        Argument, strictly positive; broadcast against ``v``.
+    the cost of one of them, with ``v`` and ``x`` as in :func:`log_bessel_kv`.
 
     Returns
     -------

@@ -65,7 +65,7 @@ class OneVsRestLabelEncoder:
     Parameters
     ----------
     estimator_name : str or None, default=None
-        Name of the estimator using the encoder, used in messages.
+        As in :class:`BinaryLabelEncoder`.
 
     Attributes
     ----------

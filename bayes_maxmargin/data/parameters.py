@@ -131,10 +131,8 @@ def check_option(name: str, value: Any, options: Iterable[Any]) -> Any:
 
     Parameters
     ----------
-    name : str
-        Name of the hyperparameter, used in the message.
-    value : object
-        The value to check.
+    name, value
+        As in :func:`check_scalar_param`.
     options : iterable
         The valid values. Sets are listed in sorted order in the message,
         other iterables in their own order.

@@ -350,13 +350,11 @@ class GPBSVM(_BayesianSVMClassifier):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
-        checkpoint : path, optional
-            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
-            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
-            ``idata.nc``).
-        resume : path, optional
-            A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
-            continue from; on the CPU the result equals an uninterrupted fit.
+        checkpoint, resume : path, optional
+            ``inference="gibbs"`` or ``"svi"``: checkpoint folder written after every chunk of
+            iterations, and a checkpoint of the same fit to continue from (as in
+            :meth:`~bayes_maxmargin.estimators.linear.LinearBSVM.fit`; see
+            :func:`~bayes_maxmargin.engine.mcmc.run_chains` and :func:`~bayes_maxmargin.engine.svi.run_svi`).
 
         Returns
         -------

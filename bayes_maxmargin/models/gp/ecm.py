@@ -249,10 +249,8 @@ def gp_log_marginal(
     ----------
     params : NamedTuple
         Kernel parameters theta.
-    X : ArrayLike, shape (n, d)
-        Training inputs.
-    y : ArrayLike, shape (n,)
-        Labels coded +-1.
+    X, y : ArrayLike, shapes (n, d) and (n,)
+        Training inputs and their labels coded +-1.
     inv_lam : ArrayLike, shape (n,)
         omega = 1 / lambda.
     gamma : ArrayLike
@@ -781,15 +779,13 @@ def gp_predict_from_theta_draws(
 
     Parameters
     ----------
-    X_train : Array, shape (n, d)
-    X_test : Array, shape (m, d)
+    X_train, X_test, kernel, jitter, chunk
+        As in :func:`gp_predict_from_draws`.
     F : Array, shape (S, n)
         Draws of f.
     params : NamedTuple
         The kernel parameters of each draw: its positive fields with leading axis S (fixed fields, the
         polynomial degree, as they are).
-    kernel, jitter, chunk
-        As in :func:`gp_predict`.
 
     Returns
     -------
