@@ -1,14 +1,10 @@
 """The fitted posterior of the linear models' coefficients, one typed object per form, each with the
 predictive moments of the latent f = phi' w at a design matrix.
 
-=========================  ======================================================================
-form                       fitted by
-=========================  ======================================================================
-:class:`PrecisionPosterior`  EM (the Gaussian conditional at the mode) and SVI (q(beta), Sec. 4.5 of
-                           Wenzel et al. 2017): N(mean, (L L')^-1)
-:class:`CovariancePosterior` the mean-field VB algorithms of Luts & Ormerod (2014): N(mean, cov)
-:class:`DrawsPosterior`      Gibbs, NUTS and the Luts & Ormerod samplers: draws of w
-=========================  ======================================================================
+* :class:`PrecisionPosterior`, N(mean, (L L')^-1): EM (the Gaussian conditional at the mode) and SVI
+  (q(beta), Wenzel et al. 2017, Sec. 4.5);
+* :class:`CovariancePosterior`, N(mean, cov): the mean-field VB algorithms of Luts & Ormerod (2014);
+* :class:`DrawsPosterior`, draws of w: Gibbs, NUTS and the Luts & Ormerod samplers.
 
 Each has ``mean`` (the posterior mean of w), ``latent_moments(design)`` and ``weight_moment(d)`` (E[w w']
 of the first ``d`` coefficients, for integrating missing inputs out).
