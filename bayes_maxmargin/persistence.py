@@ -131,6 +131,8 @@ class _Encoder:
 
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
+        if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            value = jax.random.key_data(value)  # a typed PRNG key as its raw uint32 data (draws the same)
         if isinstance(value, (np.ndarray, np.generic, jax.Array)):
             return self.array(value, where)
         if isinstance(value, az.InferenceData):

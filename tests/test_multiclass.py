@@ -59,43 +59,41 @@ def _check_outputs(est, X, y):
     assert len(est.estimators_) == 3
 
 
-def _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-7, atol=1e-9):
-    """The multi-class fit (random_state=0) and the K binary fits with key fold_in(key, k) (integer
-    seeds of host-side generators: randint(fold_in(key, k)))."""
+def _binary_fits_agree(make, X, y, rtol=1e-7, atol=1e-9):
+    """The multi-class fit (random_state=0) and the K binary fits with random_state the JAX key
+    fold_in(key, k) (integer seeds of host-side generators: randint(fold_in(key, k)))."""
     multi = _fit_quiet(make(), X, y)
     _check_outputs(multi, X, y)
     m_multi, v_multi = multi.predict_latent(X)
     key = _random_key(0)
     for k, label in enumerate(LABELS):
-        class_key = jax.random.fold_in(key, k)
-        monkeypatch.setattr(est_module, "_random_key", lambda rs: class_key)
-        monkeypatch.setattr(est_module, "_random_seed", lambda rs: int(jax.random.randint(class_key, (), 0, 2**31 - 1)))
-        binary = _fit_quiet(make(), X, (y == label).astype(int))  # 1 = class k, coded +1
-        monkeypatch.undo()
+        binary = make().set_params(random_state=jax.random.fold_in(key, k))
+        binary = _fit_quiet(binary, X, (y == label).astype(int))  # 1 = class k, coded +1
+        assert multi.estimators_[k].get_params()["random_state"].tolist() == jax.random.fold_in(key, k).tolist()
         m, v = binary.predict_latent(X)
         np.testing.assert_allclose(m_multi[:, k], m, rtol=rtol, atol=atol)
         np.testing.assert_allclose(v_multi[:, k], v, rtol=rtol, atol=atol)
     return multi
 
 
-def test_linear_em_equals_binary_fits(blobs, monkeypatch):
+def test_linear_em_equals_binary_fits(blobs):
     X, y = blobs
-    multi = _binary_fits_agree(lambda: LinearBSVM(**EM, random_state=0), X, y, monkeypatch)
+    multi = _binary_fits_agree(lambda: LinearBSVM(**EM, random_state=0), X, y)
     assert multi.coef_.shape == (3, 3) and multi.intercept_.shape == (3,)
     assert multi.gamma_.shape == (3,)
     assert multi.idata_.posterior["beta"].dims == ("class", "chain", "draw", "feature")
     assert list(multi.idata_.posterior["class"].values) == list(LABELS)
 
 
-def test_linear_gibbs_equals_binary_fits(blobs, monkeypatch):
+def test_linear_gibbs_equals_binary_fits(blobs):
     X, y = blobs
-    multi = _binary_fits_agree(lambda: LinearBSVM(**GIBBS, random_state=0), X, y, monkeypatch)
+    multi = _binary_fits_agree(lambda: LinearBSVM(**GIBBS, random_state=0), X, y)
     assert multi.idata_.posterior["beta"].shape == (3, 2, 15, 3)
 
 
-def test_linear_vb_equals_binary_fits(blobs, monkeypatch):
+def test_linear_vb_equals_binary_fits(blobs):
     X, y = blobs
-    _binary_fits_agree(lambda: LinearBSVM("vb", max_iter=50, tol=1e-8, random_state=0), X, y, monkeypatch)
+    _binary_fits_agree(lambda: LinearBSVM("vb", max_iter=50, tol=1e-8, random_state=0), X, y)
 
 
 def test_linear_nuts_equals_binary_fits_in_one_program(blobs, monkeypatch):
@@ -113,7 +111,7 @@ def test_linear_nuts_equals_binary_fits_in_one_program(blobs, monkeypatch):
     assert len(calls) == 1 and multi.idata_.posterior["beta"].shape == (3, 2, 20, 3)
     monkeypatch.undo()
     _binary_fits_agree(lambda: LinearBSVM("nuts", num_samples=20, num_warmup=20, num_chains=2, random_state=0),
-                       X, y, monkeypatch, rtol=1e-4, atol=1e-6)
+                       X, y, rtol=1e-4, atol=1e-6)
 
 
 def test_linear_svi_equals_binary_fits_in_one_run(blobs, monkeypatch):
@@ -128,22 +126,22 @@ def test_linear_svi_equals_binary_fits_in_one_run(blobs, monkeypatch):
     assert labels == [(3, X.shape[0])]
     assert multi.elbo_.shape[0] == 3 and multi.n_iter_.tolist() == [100] * 3
     monkeypatch.undo()
-    _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
+    _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
 
 
-def test_gp_ecm_equals_binary_fits(blobs, monkeypatch):
+def test_gp_ecm_equals_binary_fits(blobs):
     X, y = blobs
     make = lambda: GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, random_state=0)  # noqa: E731
-    multi = _binary_fits_agree(make, X, y, monkeypatch)
+    multi = _binary_fits_agree(make, X, y)
     assert multi.f_.shape == (3, X.shape[0])
     assert multi.idata_.posterior["f"].dims[:3] == ("class", "chain", "draw")
 
 
 @pytest.mark.extended  # VB-EM of the factor model: tens of seconds on two cores
-def test_factor_vbem_equals_binary_fits(blobs, monkeypatch):
+def test_factor_vbem_equals_binary_fits(blobs):
     X, y = blobs
     make = lambda: FactorBSVM(n_factors=2, inference="vbem", max_iter=3, m_steps=2, random_state=0)  # noqa: E731
-    multi = _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
+    multi = _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
     assert multi.transform(X).shape == (X.shape[0], 3 * 2)
 
 
@@ -201,6 +199,19 @@ def test_sklearn_compatible(estimator, check):
     lambda: FactorBSVM(n_factors=2, inference="gibbs", num_samples=20, num_warmup=10, num_chains=1, random_state=0),
 ], ids=["linear-penalty-vb", "gp-gibbs", "gp-ecm-mlii", "gp-fitc", "gp-vi", "gp-svi",
         "factor-gibbs"])
-def test_every_inference_method_fits_three_classes(blobs, monkeypatch, make):
+def test_every_inference_method_fits_three_classes(blobs, make):
     X, y = blobs
-    _binary_fits_agree(make, X, y, monkeypatch, rtol=1e-6, atol=1e-8)
+    _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
+
+
+def test_random_state_takes_a_jax_key(blobs, tmp_path):
+    """A typed key and its raw uint32 pair give the same fit; one-vs-rest classes keep their keys
+    fold_in(key, k) as their random_state, raw so that the fit saves and loads."""
+    X, y = blobs
+    typed = _fit_quiet(LinearBSVM(**GIBBS, random_state=jax.random.key(7)), X, y)
+    raw = _fit_quiet(LinearBSVM(**GIBBS, random_state=jax.random.PRNGKey(7)), X, y)
+    np.testing.assert_array_equal(typed.predict_proba(X), raw.predict_proba(X))
+    for k, sub in enumerate(typed.estimators_):
+        assert np.asarray(sub.random_state).tolist() == jax.random.fold_in(jax.random.PRNGKey(7), k).tolist()
+    path = save(typed, tmp_path / "keyed.bmm")
+    np.testing.assert_array_equal(load(path).predict_proba(X), typed.predict_proba(X))

@@ -53,14 +53,14 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         return X, self._encoder.transform(y)
 
     def _fit_key(self) -> jax.Array:
-        """The PRNG key of this fit: from ``random_state``, or ``fold_in(key, k)`` for the binary
-        problem k of a one-vs-rest fit."""
-        key = self.__dict__.get("_class_key")
+        """The PRNG key of this fit: ``random_state`` itself when it is a JAX key (the binary problem k of
+        a one-vs-rest fit has ``fold_in(key, k)``), else ``PRNGKey`` of a seed drawn from it."""
+        key = _as_key(self.random_state)
         return _random_key(self.random_state) if key is None else key
 
     def _fit_seed(self) -> int:
         """An integer seed (for host-side generators) drawn like :meth:`_fit_key`."""
-        key = self.__dict__.get("_class_key")
+        key = _as_key(self.random_state)
         return _random_seed(self.random_state) if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1))
 
     def _solve(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -87,15 +87,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             delattr(self, attr)
         encoder = OneVsRestLabelEncoder(name).fit(y_checked)
         codes = encoder.transform(y_checked)
-        key = _random_key(self.random_state)
-        subs = []
-        for k in range(codes.shape[0]):
-            sub = clone(self)
-            sub._class_key = jax.random.fold_in(key, k)
-            subs.append(sub)
+        key = self._fit_key()
+        subs = [clone(self).set_params(random_state=_raw_key(jax.random.fold_in(key, k))) for k in range(codes.shape[0])]
         _mc.fit_one_vs_rest(subs, lambda k: subs[k].fit(X, codes[k], **fit_kwargs))
-        for sub in subs:
-            del sub._class_key
         self._encoder = encoder
         self.classes_ = encoder.classes_
         self.n_features_in_ = subs[0].n_features_in_
@@ -250,6 +244,22 @@ def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
 
 def _random_seed(random_state: Any) -> int:
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def _as_key(random_state: Any) -> jax.Array | None:
+    """``random_state`` as a JAX PRNG key when it is one (a typed key, or the raw uint32 pair of
+    ``jax.random.PRNGKey``, as a saved file gives it back), else None."""
+    if isinstance(random_state, (jax.Array, np.ndarray)):
+        if jax.dtypes.issubdtype(random_state.dtype, jax.dtypes.prng_key):
+            return random_state
+        if random_state.dtype == np.uint32 and random_state.shape == (2,):
+            return jnp.asarray(random_state)
+    return None
+
+
+def _raw_key(key: jax.Array) -> jax.Array:
+    """The uint32 data of a key (typed keys cannot be saved; the raw pair draws the same numbers)."""
+    return jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key
 
 
 def _random_key(random_state: Any) -> jax.Array:

@@ -114,7 +114,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Floating-point precision of the fit (local; the global JAX setting is untouched);
         predictions and scores are computed in float64.
     progress_bar : bool
-    random_state : int or None
+    random_state : int, RandomState, JAX PRNG key or None
 
     Attributes
     ----------

@@ -191,7 +191,7 @@ class GPBSVM(_BayesianSVMClassifier):
         Floating-point precision (local; the global JAX setting is untouched).
     progress_bar : bool
         Show a progress bar for long MCMC runs.
-    random_state : int, RandomState or None
+    random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
 
     Attributes

@@ -138,7 +138,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         Floating-point precision of the computation (local; the global JAX setting is untouched).
     progress_bar : bool
         Show a progress bar for MCMC runs predicted to take more than a few seconds.
-    random_state : int, RandomState or None
+    random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler.
 
     Attributes

@@ -32,6 +32,7 @@ from bayes_maxmargin.data.parameters import (
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.estimators.base import _as_key
 from bayes_maxmargin.models.projection.gibbs import (
     build_projection_kernel,
     init_projection,
@@ -92,7 +93,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         benchmark setting (Sec. 5.3, Table 4) is 100 burn-in and 100 collected samples, one chain.
     precision : {"float64", "float32"}
     progress_bar : bool
-    random_state : int, RandomState or None
+    random_state : int, RandomState, JAX PRNG key or None
 
     Attributes
     ----------
@@ -247,7 +248,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         K = params["n_components"] or max(L - 1, 1)
         Y = (np.where(y_idx == 1, 1.0, -1.0)[None] if L == 2
              else np.where(y_idx[None, :] == np.arange(L)[:, None], 1.0, -1.0))
-        rng = check_random_state(self.random_state)
+        key = _as_key(self.random_state)  # a JAX key: a seed drawn from it, as the other estimators do
+        rng = check_random_state(self.random_state if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1)))
         self._params = params
         if params["kernel"] is not None:
             M = params["n_basis"] if params["n_basis"] is not None else min(100, n)
