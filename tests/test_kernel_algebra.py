@@ -213,3 +213,12 @@ def test_factor_model_takes_a_composed_kernel(inference, tmp_path) -> None:
     by_name = bmm.FactorBSVM(kernel="rbf", **common).fit(X, y)
     by_object = bmm.FactorBSVM(kernel=RBF(), **common).fit(X, y)
     np.testing.assert_array_equal(by_object.predict_proba(X), by_name.predict_proba(X))
+
+
+def test_parameter_functions_moved_from_kernels_still_import_with_a_warning() -> None:
+    from bayes_maxmargin.core import kernels
+
+    with pytest.warns(DeprecationWarning, match="moved to bayes_maxmargin.core.parameters.to_unconstrained"):
+        assert kernels.to_unconstrained is P.to_unconstrained
+    with pytest.raises(AttributeError, match="no attribute 'pack_everything'"):
+        kernels.pack_everything  # noqa: B018

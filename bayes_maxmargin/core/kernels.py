@@ -633,3 +633,19 @@ def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
     if diag is not None:
         return diag(params, X)
     return jax.vmap(lambda x: fn(params, x[None, :], x[None, :])[0, 0])(X)
+
+
+#: Names that moved to :mod:`bayes_maxmargin.core.parameters`; still importable from here, with a warning.
+_MOVED_TO_PARAMETERS = ("free_fields", "from_unconstrained", "params_dict", "to_unconstrained")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_PARAMETERS:
+        import warnings
+
+        from bayes_maxmargin.core import parameters
+
+        warnings.warn(f"bayes_maxmargin.core.kernels.{name} moved to bayes_maxmargin.core.parameters.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(parameters, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
