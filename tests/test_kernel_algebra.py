@@ -131,8 +131,13 @@ def test_mlii_gradient_of_a_sum_matches_the_hand_written_marginal_likelihood() -
 
 
 # ------------------------------------------------------------------------------------------ fits
-@pytest.mark.parametrize("kernel", [RBF_LINEAR, RBF_TIMES_POLY], ids=["rbf+linear", "rbf*poly"])
-@pytest.mark.parametrize("inference", ["ecm", "fitc", "gibbs", "svi"])
+_FITS = [pytest.param(kernel, inference, id=f"{name}-{inference}",
+                      marks=[pytest.mark.extended] if name == "rbf*poly" and inference != "ecm" else [])
+         for name, kernel in (("rbf+linear", RBF_LINEAR), ("rbf*poly", RBF_TIMES_POLY))
+         for inference in ("ecm", "fitc", "gibbs", "svi")]  # the product under FITC, Gibbs, SVI: extended
+
+
+@pytest.mark.parametrize(("kernel", "inference"), _FITS)
 def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) -> None:
     X, y = _data()
     kw = {"ecm": {}, "fitc": {"num_inducing": 15},
@@ -196,7 +201,7 @@ def test_sum_params_is_a_saved_type() -> None:
     assert SumParams in _registry().values() and Sum in _registry().values()
 
 
-@pytest.mark.parametrize("inference", ["gibbs", "vbem"])
+@pytest.mark.parametrize("inference", [pytest.param("gibbs", marks=pytest.mark.extended), "vbem"])
 def test_factor_model_takes_a_composed_kernel(inference, tmp_path) -> None:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 6))
