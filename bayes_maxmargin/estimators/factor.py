@@ -323,18 +323,18 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _fit_vbem(self, X: np.ndarray, y: np.ndarray) -> None:
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = VBHyper(float(self.nu), float(self.psi_prior[0]), float(self.psi_prior[1]), float(a0), float(b0))
-        kfn = self._vb_kernel()
+        kernel = self._vb_kernel()
         like = self._theta() if self.classifier == "gp" else None
         theta = to_unconstrained(like) if like is not None else {}
         Xj, yj = jnp.asarray(X), jnp.asarray(y, X.dtype)
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         learn = {} if like is None else {"learn": tuple(  # the length-scales (the paper's SE has no amplitude)
             p for p in free_fields(like) if p.rpartition("__")[2] in ("lengthscale", "lengthscales"))}
-        state, trace = self._solve(run_vbem, Xj, yj, s0, kfn, like, hyper, n_iter=int(self.max_iter),
+        state, trace = self._solve(run_vbem, Xj, yj, s0, get_kernel(kernel), like, hyper, n_iter=int(self.max_iter),
                                    m_steps=int(self.m_steps), **learn)
         # host copies: a jax float64 array would come back as float32 outside x64 mode
         state, like = jax.tree.map(np.asarray, (state, like))
-        self._posterior = VBPosterior(state, like, y, self.kernel if self.classifier == "gp" else kfn)
+        self._posterior = VBPosterior(state, like, y, kernel)
         self._set_kernel_params(from_unconstrained(state.theta, like) if like is not None else None)
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
@@ -352,10 +352,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             self.kernel_params_ = params_dict(theta)
 
     def _vb_kernel(self):
-        """The VB-EM classifier's kernel: the GP's, or for the linear classifier k(w, w') = w'w + s^2
-        (beta ~ N(0, I), b ~ N(0, s^2) integrated out)."""
+        """The VB-EM classifier's kernel, as saved with the fit: the GP's (name or object), or for the linear
+        classifier k(w, w') = w'w + s^2 (beta ~ N(0, I), b ~ N(0, s^2) integrated out)."""
         if self.classifier == "gp":
-            return get_kernel(self.kernel)
+            return self.kernel
         return InterceptLinearKernel(float(self.intercept_scale) ** 2)
 
     # ------------------------------------------------------------------ transform / predict
@@ -415,7 +415,7 @@ def _posterior_from_attributes(state: dict[str, Any], est: FactorBSVM) -> dict[s
     structure, y = state.pop("_structure"), state.pop("_y")
     if structure.startswith("vb"):
         vb_state, like = state.pop("_vb")
-        state["_posterior"] = VBPosterior(vb_state, like, y, est._vb_kernel() if like is None else est.kernel)
+        state["_posterior"] = VBPosterior(vb_state, like, y, est._vb_kernel())
     else:
         gp = structure == "gp"
         state["_posterior"] = DrawsPosterior(state.pop("_draws"), structure, y, est.kernel if gp else None,

@@ -57,8 +57,8 @@ class ModePosterior(NamedTuple):
         Kernel parameters.
     V : Array or None
         FITC pseudo-inputs (M, d); None for the dense prior.
-    kernel : str
-        Covariance function.
+    kernel : str or Kernel
+        Covariance function (a name or a kernel object).
     jitter : float
         Diagonal jitter of the fit.
     """
@@ -69,7 +69,7 @@ class ModePosterior(NamedTuple):
     gamma: Array
     theta: Any
     V: Array | None
-    kernel: str
+    kernel: Any
     jitter: float
 
     def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
@@ -92,8 +92,8 @@ class VIPosterior(NamedTuple):
         Sigma = K - K W^1/2 B^-1 W^1/2 K.
     alpha : Array
         K^-1 mu (n,).
-    kernel : str
-        Covariance function.
+    kernel : str or Kernel
+        Covariance function (a name or a kernel object).
     """
 
     X: Array
@@ -101,7 +101,7 @@ class VIPosterior(NamedTuple):
     sw: Array
     LB: Array
     alpha: Array
-    kernel: str
+    kernel: Any
 
     def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
         """Mean k_*' K^-1 mu and variance k_** - k_*' W^1/2 B^-1 W^1/2 k_* of f_* at ``X``."""
@@ -125,8 +125,8 @@ class DrawsPosterior(NamedTuple):
         The kernel parameters (their posterior mean when they were sampled).
     theta_draws : NamedTuple or None
         The kernel parameters of each draw (leading axis S) when they were sampled, else None.
-    kernel : str
-        Covariance function.
+    kernel : str or Kernel
+        Covariance function (a name or a kernel object).
     jitter : float
         Diagonal jitter of the fit.
     """
@@ -135,7 +135,7 @@ class DrawsPosterior(NamedTuple):
     f_draws: Array
     theta: Any
     theta_draws: Any
-    kernel: str
+    kernel: Any
     jitter: float
 
     def latent_moments(self, X: Any, dtype: Any) -> tuple[Array, Array]:
