@@ -36,6 +36,19 @@ def to_inference_data(
         Named coordinates and dimensions for the variables.
     attrs : mapping, optional
         Attributes stored on every group (model, inference, library version).
+
+    Returns
+    -------
+    arviz.InferenceData
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin import to_inference_data
+    >>> idata = to_inference_data({"beta": np.zeros((2, 10, 3))},
+    ...                           sample_stats={"log_joint": np.zeros((2, 10))})
+    >>> dict(idata.posterior.sizes)
+    {'chain': 2, 'draw': 10, 'beta_dim_0': 3}
     """
     idata = az.from_dict(
         posterior=dict(posterior),
@@ -56,6 +69,20 @@ def convergence_summary(idata: az.InferenceData, var_names: list[str] | None = N
 
     R-hat needs at least two chains of two draws; with fewer (EM / VB point estimates) the values
     are NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin import convergence_summary, to_inference_data
+    >>> draws = np.random.default_rng(0).normal(size=(4, 500, 3))  # (chain, draw, coefficient)
+    >>> summary = convergence_summary(to_inference_data({"beta": draws}))
+    >>> sorted(summary)
+    ['max_rhat', 'min_ess_bulk', 'min_ess_tail']
+    >>> bool(summary["max_rhat"] < 1.01)
+    True
+
+    On a fitted estimator, ``convergence_summary(clf.idata_, var_names=["beta"])``: an R-hat above
+    1.01 or an ESS below a few hundred asks for longer chains.
     """
     post = idata.posterior
     if post.sizes.get("chain", 1) < 2 or post.sizes.get("draw", 1) < 4:

@@ -39,7 +39,22 @@ _MEMBERS = ("manifest.json", "arrays.npz", "idata.nc")
 
 
 class InvalidModelFileError(ValueError):
-    """The file is not a readable, intact estimator file of a supported format version."""
+    """The file is not a readable, intact estimator file of a supported format version.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from bayes_maxmargin import InvalidModelFileError, load
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "model.bmm"
+    ...     _ = path.write_bytes(b"not a model file")
+    ...     try:
+    ...         _ = load(path)
+    ...     except InvalidModelFileError:
+    ...         print("refused")
+    refused
+    """
 
 
 _TYPES: dict[str, type] = {}
@@ -231,6 +246,20 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
         ``path`` exists and ``overwrite`` is False.
     TypeError
         ``estimator`` is not one of the library's estimators.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from sklearn.datasets import make_classification
+    >>> from bayes_maxmargin import LinearBSVM, load, save
+    >>> X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    >>> clf = LinearBSVM(inference="em").fit(X, y)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = save(clf, Path(folder) / "model.bmm")
+    ...     same = (load(path).predict_proba(X) == clf.predict_proba(X)).all()
+    >>> bool(same)
+    True
     """
     from bayes_maxmargin._version import __version__
     from bayes_maxmargin.core.io import atomic_path
@@ -318,6 +347,17 @@ def load(path: str | os.PathLike) -> Any:
     InvalidModelFileError (a ValueError)
         The file is truncated, tampered with (a checksum does not match), not an estimator file,
         or of a newer format version.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from bayes_maxmargin import GPBSVM, load, save
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = save(GPBSVM(kernel="ard"), Path(folder) / "unfitted.bmm")  # unfitted models save too
+    ...     model = load(path)
+    >>> model.kernel
+    'ard'
     """
     import arviz as az
 

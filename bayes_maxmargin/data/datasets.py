@@ -87,6 +87,15 @@ class Dataset(NamedTuple):
         ``"path"`` for file-based datasets.
     name : str
         Canonical name of the dataset.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin import load_dataset
+    >>> ds = load_dataset("wdbc")
+    >>> ds.name, ds.X.shape, ds.feature_names[0]
+    ('wdbc', (569, 30), 'mean radius')
+    >>> sorted(set(ds.y.tolist()))
+    [-1, 1]
     """
 
     X: Any
@@ -235,6 +244,12 @@ def list_datasets(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
     list of str
         Sorted canonical names (aliases excluded): built-in and registered
         datasets plus the dataset folders found in the data folder.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin import list_datasets
+    >>> "wdbc" in list_datasets()
+    True
     """
     root, _ = _resolve_data_dir(data_dir)
     return sorted(set(_REGISTRY) | set(_folder_datasets(root)))
@@ -272,6 +287,14 @@ def load_dataset(
         neither ``data_dir`` nor ``BMM_DATA_DIR`` is set.
     FileNotFoundError
         If the data folder does not exist or a dataset folder lacks its files.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin import load_dataset
+    >>> load_dataset("wdbc").X.shape  # built in; the papers' datasets need BMM_DATA_DIR
+    (569, 30)
+    >>> load_dataset("susy_synthetic", n=1000, random_state=0).X.shape  # generated
+    (1000, 18)
     """
     key = _normalise(name)
     key = _ALIASES.get(key, key)

@@ -76,7 +76,27 @@ def _chunk_length(blocks: int, chunk_size: int) -> int:
 
 
 class NonFiniteStateError(FloatingPointError):
-    """A chain produced a non-finite state (the message names chain, iteration and variable)."""
+    """A chain produced a non-finite state (the message names chain, iteration and variable).
+
+    Raised when a Gibbs chain, or an EM, VB or VI iteration, produces a non-finite state, objective
+    or bound: the fit stops instead of returning NaN. The message says where (for
+    a chain: which chain, variable and iteration). Check the data scale (standardise the features)
+    and the hyperparameters, or refit with ``precision="float64"`` (the default).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from bayes_maxmargin import LinearBSVM, NonFiniteStateError
+    >>> X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    >>> clf = LinearBSVM(num_warmup=50, num_samples=50, num_chains=2, progress_bar=False,
+    ...                  random_state=0)
+    >>> try:
+    ...     _ = clf.fit(X, y)
+    ... except NonFiniteStateError as err:
+    ...     print(err)  # e.g. chain 1 produced a non-finite value of 'beta' at iteration ...
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
 
 
 class ChainResult(NamedTuple):

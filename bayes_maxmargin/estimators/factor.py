@@ -131,6 +131,19 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         VB-EM only: the lower bound F after every E-step and every M-step.
     idata_ : arviz.InferenceData
     fit_time_ : float
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from bayes_maxmargin import FactorBSVM
+    >>> X, y = make_classification(n_samples=80, n_features=12, n_informative=4, random_state=0)
+    >>> clf = FactorBSVM(n_factors=3, inference="vbem", max_iter=5, random_state=0).fit(X, y)
+    >>> clf.loadings_.shape, clf.transform(X[:5]).shape
+    ((12, 3), (5, 3))
+    >>> clf.bound_.shape  # the VB-EM bound after every E- and M-step
+    (10,)
+    >>> list(clf.factor_lists(threshold=0.1).columns)
+    ['factor', 'feature', 'loading']
     """
 
     def __init__(

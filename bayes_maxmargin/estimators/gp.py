@@ -234,6 +234,20 @@ class GPBSVM(_BayesianSVMClassifier):
         sample_stats with the log joint or the objective; log_likelihood when gamma0 > 0.
     n_iter_ : int
         ECM iterations run, or MCMC iterations per chain (warm-up included).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from bayes_maxmargin import GPBSVM
+    >>> X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
+    >>> clf = GPBSVM(kernel="rbf", inference="ecm", max_iter=60, progress_bar=False).fit(X, y)
+    >>> sorted(clf.kernel_params_)  # learnt by ML-II
+    ['amplitude', 'lengthscale']
+    >>> bool(0 < clf.support_.size < len(X))  # the support vectors of eq. (13)
+    True
+    >>> mean, var = clf.predict_latent(X[:3])
+    >>> mean.shape, bool((var > 0).all())
+    ((3,), True)
     """
 
     def __init__(

@@ -181,6 +181,27 @@ class LinearBSVM(_BayesianSVMClassifier):
     imputation_mean_, imputation_cov_ : ndarray
         Posterior means of mu and Sigma of the imputation model (``missing="model"``); NaN
         entries of X at prediction are integrated over it (see :meth:`predict_latent`).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from bayes_maxmargin import LinearBSVM
+    >>> X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    >>> clf = LinearBSVM(inference="em").fit(X, y)  # MAP by EM, in seconds
+    >>> clf.coef_.shape
+    (1, 4)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
+    >>> bool(clf.score(X, y) > 0.8)
+    True
+
+    Posterior draws by Gibbs sampling (use the defaults, 4 chains of 500 + 1000, for real work),
+    then the convergence checks on ``idata_``:
+
+    >>> clf = LinearBSVM(num_warmup=50, num_samples=50, num_chains=2, progress_bar=False,
+    ...                  random_state=0).fit(X, y)
+    >>> clf.idata_.posterior["beta"].shape
+    (2, 50, 4)
     """
 
     def __init__(

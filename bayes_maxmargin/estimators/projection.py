@@ -122,6 +122,18 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         basis-vector counts in sample_stats.
     n_iter_ : int
         Gibbs iterations per chain (burn-in included).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from bayes_maxmargin import MaxMarginProjection
+    >>> X, y = make_classification(n_samples=80, n_features=6, random_state=0)
+    >>> mmldp = MaxMarginProjection(n_components=2, num_warmup=50, num_samples=50,
+    ...                             random_state=0).fit(X, y)
+    >>> mmldp.transform(X[:5]).shape  # the projected features
+    (5, 2)
+    >>> mmldp.predict(X[:5]).shape
+    (5,)
     """
 
     def __init__(
