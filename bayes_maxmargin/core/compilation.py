@@ -29,23 +29,43 @@ The options are settled at the first call of a compiled function, not at import,
 the package never initialises a JAX backend (``jax.distributed.initialize`` must come first). Called
 inside another program (JAX accepts options only on the outermost one) a function is traced as by a
 plain ``jax.jit``.
+
+One LAPACK call per matrix (:func:`unbatched_lapack`): from jaxlib 0.10 a LAPACK call on a stack of
+matrices (a Cholesky, triangular solve, LU, ... of a vmapped or batched operand) splits the stack
+into chunks, hands them to XLA:CPU's intra-op thread pool and blocks its thread until they are done.
+When as many such calls as the pool has threads run at once (XLA runs independent operations of a
+program concurrently; the pool has one thread per core), every pool thread waits for chunks that no
+thread is left to run: the process hangs for good, with no CPU in use, and ignores Ctrl-C (two
+batched Cholesky factorisations of 8 x 64 x 64 in one program hang on a 2-core machine in about half
+of the runs). A call on a single matrix runs on its own thread and cannot wait. While the package
+lowers its programs, a LAPACK call on a stack is therefore lowered as one call per matrix (unrolled
+for up to :data:`UNROLL_LAPACK_BATCH` matrices, in a loop beyond); each matrix is factorised by the
+same LAPACK routine as before, so the results are the same to the bit. This applies to the programs
+of :func:`jit` (also under a top-level ``jax.vmap``) and to everything lowered during a fit or a
+prediction of the estimators (:func:`~bayes_maxmargin.core.linalg.float_precision`); the user's own
+programs keep JAX's lowering.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import math
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import numpy as np
+from jax import lax
 
 try:
     from jax._src.core import trace_state_clean as _outside_any_trace
 except ImportError:  # pragma: no cover - a JAX without it: tracers among the arguments tell instead
     _outside_any_trace = None
 
-__all__ = ["COMPILER_OPTIONS", "compiler_options", "jit"]
+__all__ = ["COMPILER_OPTIONS", "UNBATCHED_LAPACK", "UNROLL_LAPACK_BATCH", "compiler_options", "jit",
+           "unbatched_lapack"]
 
 _FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
 _OPTIMISATION_LEVEL = "xla_backend_optimization_level"
@@ -68,6 +88,106 @@ def compiler_options() -> dict[str, Any]:
     except Exception:  # an older jax.jit without the argument, or an XLA without the option
         return {}
     return options
+
+
+#: The LAPACK primitives of ``jax.lax.linalg`` and the rank of each operand's matrix (or vector);
+#: the leading dimensions beyond it are the stack.
+_LAPACK_CORE_RANKS: dict[str, tuple[int, ...]] = {
+    "cholesky": (2,),
+    "triangular_solve": (2, 2),
+    "lu": (2,),
+    "eigh": (2,),
+    "svd": (2,),
+    "geqrf": (2,),
+    "householder_product": (2, 1),
+    "tridiagonal_solve": (1, 1, 1, 2),
+}
+#: Stacks of up to this many matrices are lowered as that many LAPACK calls, larger ones as a loop.
+UNROLL_LAPACK_BATCH = 32
+#: One LAPACK call per matrix in the package's programs (read when a program is lowered; ``False``
+#: keeps JAX's batched calls, e.g. to measure them, at the risk of the hang described above).
+UNBATCHED_LAPACK = True
+_lowering_state = threading.local()
+
+
+def _batched_lapack_blocks() -> bool:
+    """Whether this jaxlib's LAPACK calls wait on the intra-op thread pool for the chunks of a stack
+    (jaxlib 0.10 and later)."""
+    try:
+        import jaxlib
+
+        major, minor = (int(part) for part in jaxlib.__version__.split(".")[:2])
+    except (ImportError, AttributeError, ValueError):  # pragma: no cover - an unusual jaxlib
+        return False
+    return (major, minor) >= (0, 10)
+
+
+def _per_matrix(prim: Any, core_ranks: tuple[int, ...], params: dict[str, Any]) -> Callable:
+    """``prim`` on a stack of operands as one unbatched ``prim`` per matrix, the results restacked."""
+
+    def call(*operands: Any) -> Any:
+        batch = operands[0].shape[: operands[0].ndim - core_ranks[0]]
+        flat = [x.reshape((-1, *x.shape[len(batch):])) for x in operands]
+        if flat[0].shape[0] <= UNROLL_LAPACK_BATCH:
+            parts = [prim.bind(*(lax.index_in_dim(x, i, keepdims=False) for x in flat), **params)
+                     for i in range(flat[0].shape[0])]
+            out = jax.tree.map(lambda *p: lax.concatenate([lax.expand_dims(q, (0,)) for q in p], 0), *parts)
+        else:
+            out = lax.map(lambda xs: prim.bind(*xs, **params), tuple(flat))
+        return jax.tree.map(lambda o: o.reshape(batch + o.shape[1:]), out)
+
+    return call
+
+
+def _unbatched_rule(prim: Any, core_ranks: tuple[int, ...], original: Callable) -> Callable:
+    """CPU lowering of ``prim``: JAX's own, except for a stack lowered inside :func:`unbatched_lapack`."""
+    from jax.interpreters import mlir
+
+    def rule(ctx: Any, *args: Any, **params: Any) -> Any:
+        aval = ctx.avals_in[0]
+        batch = aval.shape[: aval.ndim - core_ranks[0]]
+        if not (UNBATCHED_LAPACK and getattr(_lowering_state, "depth", 0)) or math.prod(batch) <= 1:
+            return original(ctx, *args, **params)
+        return mlir.lower_fun(_per_matrix(prim, core_ranks, params), multiple_results=prim.multiple_results)(
+            ctx, *args)
+
+    return rule
+
+
+@functools.cache
+def _install_unbatched_lapack() -> bool:
+    """Put :func:`_unbatched_rule` in front of JAX's CPU lowering of the LAPACK primitives (once);
+    whether it is in place (not on a jaxlib whose LAPACK calls do not block, nor where this JAX's
+    lowering tables are not as expected)."""
+    if not _batched_lapack_blocks():
+        return False
+    try:
+        from jax._src.interpreters import mlir as mlir_internal
+        from jax._src.lax import linalg as lax_linalg
+
+        rules = mlir_internal._platform_specific_lowerings["cpu"]
+        found = [(getattr(lax_linalg, f"{name}_p"), ranks) for name, ranks in _LAPACK_CORE_RANKS.items()]
+        originals = [(prim, ranks, rules[prim].rule if prim in rules else mlir_internal._lowerings[prim].rule)
+                     for prim, ranks in found]
+    except (ImportError, AttributeError, KeyError):  # pragma: no cover - another JAX layout
+        return False
+    from jax.interpreters import mlir
+
+    for prim, ranks, original in originals:
+        mlir.register_lowering(prim, _unbatched_rule(prim, ranks, original), platform="cpu")
+    return True
+
+
+@contextlib.contextmanager
+def unbatched_lapack() -> Iterator[bool]:
+    """Within the block, programs lowered for the CPU make one LAPACK call per matrix of a stack (see
+    the module's notes); yields whether this jaxlib needs it (jaxlib 0.10 and later)."""
+    installed = _install_unbatched_lapack()
+    _lowering_state.depth = getattr(_lowering_state, "depth", 0) + 1
+    try:
+        yield installed
+    finally:
+        _lowering_state.depth -= 1
 
 
 def _top_level(args: tuple, kwargs: dict) -> bool:
@@ -101,7 +221,15 @@ class _Compiled:
         return self._jitted
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return (self.jitted if _top_level(args, kwargs) else self._nested)(*args, **kwargs)
+        # also around a nested call: under a top-level jax.vmap the batched program is lowered and run
+        # within this call (inside another jit it is only traced, and lowered with the caller's program)
+        with unbatched_lapack():
+            return (self.jitted if _top_level(args, kwargs) else self._nested)(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).lower`` of the top-level program."""
+        with unbatched_lapack():
+            return self.jitted.lower(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options"):
