@@ -375,8 +375,10 @@ def _hash_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes, read in chunks: ``read()`` at once would let a damaged deflate stream inflate
+    to 2 GiB in one step before zipfile cuts it to the declared size."""
     with zf.open(info) as fh:
-        return fh.read()
+        return b"".join(iter(lambda: fh.read(1 << 20), b""))
 
 
 def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> dict[str, Any]:

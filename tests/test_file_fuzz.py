@@ -49,6 +49,7 @@ ESTIMATORS = {
     "projection": lambda: MaxMarginProjection(n_components=2, num_samples=5, num_warmup=5, random_state=0).fit(X, Y),
     "linear-multiclass": lambda: LinearBSVM(inference="em", max_iter=10).fit(X, Y3),
 }
+OTHER = {"linear-flipped": lambda: LinearBSVM(inference="em", max_iter=10).fit(X, 1 - Y)}
 #: Peak of the Python heap (numpy and zlib buffers included) while loading damaged files.
 PEAK_LIMIT = 200 * 2**20
 
@@ -59,7 +60,7 @@ def _saved_bytes(name: str) -> bytes:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = ESTIMATORS[name]()
+        est = {**ESTIMATORS, **OTHER}[name]()
     with tempfile.TemporaryDirectory() as tmp:
         return bmm.save(est, os.path.join(tmp, "m.bmm")).read_bytes()
 
@@ -361,7 +362,7 @@ FORGERIES = {
     "an unknown state key": ("linear", _set_state("anything", 1), "unknown attribute 'anything'"),
     "a special name": ("gp", _set_state("__class__", 1), "invalid name"),
     "multi-class without params": ("linear-multiclass", _drop_sub_params, "malformed one-vs-rest estimator 0"),
-    "multi-class estimators swapped": ("linear-multiclass", _swap_subs, "coef_ is not that of the one-vs-rest"),
+    "multi-class estimators swapped": ("linear-multiclass", _swap_subs, "coef_ is not that of the one-vs-rest|idata_ is not the posterior"),
     "deep JSON in the state": (
         "linear", lambda m: m["state"].update(deep=json.loads("[" * 500 + "]" * 500)), "deep|unknown attribute"),
 }
@@ -394,6 +395,10 @@ def test_forged_arrays_and_idata_are_refused(fmt, tmp_path):
     forge = _forge if fmt == 2 else _format_1_forge
     path.write_bytes(forge(data, **{"idata.nc": other["idata.nc"]}))
     with pytest.raises(InvalidModelFileError, match="idata_ has"):
+        bmm.load(path)
+    other, _ = _unzip(_saved_bytes("linear-flipped"))  # a binary fit of the same shapes
+    path.write_bytes(forge(data, **{"idata.nc": other["idata.nc"]}))
+    with pytest.raises(InvalidModelFileError, match="idata_ is not the posterior of this fit"):
         bmm.load(path)
     # the unforged file and its format-1 twin load and predict alike
     path.write_bytes(data if fmt == 2 else _as_format_1(data))

@@ -801,6 +801,11 @@ class LinearBSVM(_BayesianSVMClassifier):
                 np.allclose(self.coef_, mean[None, :d], rtol=1e-6, atol=1e-9)
                 and np.allclose(self.intercept_, intercept, rtol=1e-6, atol=1e-9)):
             raise ValueError("coef_ / intercept_ are not the posterior mean that predictions use")
+        beta = getattr(getattr(self.__dict__.get("idata_"), "posterior", None), "beta", None)
+        if beta is not None and (beta.shape[-1] != d or not np.allclose(
+                np.nanmean(np.asarray(beta, dtype=np.float64).reshape(-1, d), axis=0), mean[:d],
+                rtol=1e-5, atol=1e-6)):
+            raise ValueError("idata_ is not the posterior of this fit (its mean of beta is not coef_)")
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "_posterior" not in state and "_coef_mean" in state:  # written before the typed posteriors
