@@ -27,6 +27,7 @@ never replace an existing file (:func:`bayes_maxmargin.core.io.atomic_path`).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -249,15 +250,16 @@ def _sequence(node: Any) -> list:
 
 def _check_attribute_names(cls: type, names: Any, where: str, fitted: bool = False) -> None:
     """Refuse saved attribute names that are not plain identifiers, are special names, or would shadow
-    a method, property or class attribute of ``cls``; with ``fitted``, also names that are neither
+    a method, property or other descriptor of ``cls``; with ``fitted``, also names that are neither
     fitted attributes (``name_``) nor private state (``_name``), and constructor parameters."""
     params = set(cls._get_param_names()) if fitted and hasattr(cls, "_get_param_names") else set()
     for name in names:
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
             raise InvalidModelFileError(f"{where} has an attribute of invalid name {str(name)[:80]!r}")
-        if hasattr(cls, name):
-            raise InvalidModelFileError(
-                f"{where} sets {name!r}, which is a method, property or class attribute of {cls.__name__}")
+        attr = inspect.getattr_static(cls, name, None)
+        if callable(attr) or hasattr(attr, "__get__"):  # class data (a dataclass default) may be set
+            raise InvalidModelFileError(f"{where} sets {name!r}, which is a method, property or other "
+                                        f"descriptor of {cls.__name__}")
         if fitted and (name in params or not (name.startswith("_") or name.endswith("_"))):
             raise InvalidModelFileError(f"{where} has an unknown attribute {name!r}")
 

@@ -362,7 +362,8 @@ FORGERIES = {
     "an unknown state key": ("linear", _set_state("anything", 1), "unknown attribute 'anything'"),
     "a special name": ("gp", _set_state("__class__", 1), "invalid name"),
     "multi-class without params": ("linear-multiclass", _drop_sub_params, "malformed one-vs-rest estimator 0"),
-    "multi-class estimators swapped": ("linear-multiclass", _swap_subs, "coef_ is not that of the one-vs-rest|idata_ is not the posterior"),
+    "multi-class estimators swapped": ("linear-multiclass", _swap_subs,
+                                       "coef_ is not that of the one-vs-rest|idata_ is not the posterior"),
     "deep JSON in the state": (
         "linear", lambda m: m["state"].update(deep=json.loads("[" * 500 + "]" * 500)), "deep|unknown attribute"),
 }
