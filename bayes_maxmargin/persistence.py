@@ -5,37 +5,62 @@ A saved estimator is one zip file with three members:
 ``manifest.json``
     The format name and version, the library version, the estimator's class and constructor
     parameters, its fitted attributes as JSON (arrays and the InferenceData by reference), and the
-    SHA-256 of the other members.
+    SHA-256 and size of the other members.
 ``arrays.npz``
     Every array, read back with ``allow_pickle=False``.
 ``idata.nc``
     The fitted ``idata_`` (ArviZ InferenceData as netCDF), when there is one.
 
+The zip comment holds the SHA-256 of ``manifest.json`` (format version 2 on), so that every change
+of content is detected: of the manifest by its checksum, of the other members by theirs.
+
 Loading rebuilds objects only from an explicit list of the library's own classes (estimators,
 kernel-parameter and state tuples, the label encoder); nothing in the file is executed, imported
-or unpickled, so a tampered file can at worst fail with a :class:`ValueError`. Files are written
-atomically (:func:`bayes_maxmargin.core.io.atomic_path`).
+or unpickled. Sizes are checked as the zip's central directory and the ``.npy`` headers declare
+them, before anything is decompressed or allocated; repeated members, attribute names that would
+shadow a method, and fitted states that do not hang together (``_check_restored``) are refused.
+A damaged, foreign or tampered file fails with :class:`InvalidModelFileError` (a ValueError).
+Files are written atomically, through a temporary file of a unique name, and without ``overwrite``
+never replace an existing file (:func:`bayes_maxmargin.core.io.atomic_path`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
+import math
 import os
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "InvalidModelFileError", "load", "register", "save"]
+__all__ = ["FORMAT_VERSION", "MAX_BYTES", "InvalidModelFileError", "load", "register", "save"]
 
 FORMAT_NAME = "bayes_maxmargin.estimator"
-#: Version of the file layout; files of a newer version are refused.
-FORMAT_VERSION = 1
+#: Version of the file layout; files of a newer version are refused. Version 2 adds the manifest's
+#: checksum (in the zip comment) and the members' sizes; version 1 files still load.
+FORMAT_VERSION = 2
 _MEMBERS = ("manifest.json", "arrays.npz", "idata.nc")
+_MANIFEST_KEYS = {
+    1: {"format", "format_version", "library_version", "estimator", "params", "state", "sha256"},
+    2: {"format", "format_version", "library_version", "estimator", "params", "state", "sha256", "sizes"},
+}
+#: The zip comment of a format-2 file: this prefix and the hex SHA-256 of manifest.json.
+_CHECKSUM_PREFIX = b"bayes_maxmargin manifest sha256 "
+#: Default of :func:`load`'s ``max_bytes``: the most bytes a file's members may hold decompressed.
+MAX_BYTES = 4 * 2**30
+_MAX_MANIFEST_BYTES = 64 * 2**20
+#: Format-1 files (no recorded sizes): the largest compression ratio of a member beyond _RATIO_FLOOR bytes.
+_MAX_RATIO = 200
+_RATIO_FLOOR = 64 * 2**20
+#: The deepest nesting of values a manifest may have (estimators save a few levels).
+_MAX_DEPTH = 64
 
 
 class InvalidModelFileError(ValueError):
@@ -169,7 +194,7 @@ class _Encoder:
 
 
 class _Decoder:
-    def __init__(self, arrays: Any, idata: Any) -> None:
+    def __init__(self, arrays: dict[str, np.ndarray], idata: Any) -> None:
         self.arrays, self.idata = arrays, idata
 
     def _type(self, name: Any) -> type:
@@ -178,15 +203,18 @@ class _Decoder:
             raise InvalidModelFileError(f"the file names an unknown type {name!r}; it was not written by this library")
         return cls
 
-    def __call__(self, node: Any) -> Any:
+    def __call__(self, node: Any, depth: int = 0) -> Any:
         if node is None or isinstance(node, (bool, int, float, str)):
             return node
+        if depth > _MAX_DEPTH:
+            raise InvalidModelFileError(f"the manifest nests values more than {_MAX_DEPTH} deep")
         if not isinstance(node, dict) or len(node) == 0:
             raise InvalidModelFileError(f"malformed value in the manifest: {str(node)[:80]}")
+        depth += 1
         if "__array__" in node:
             key = node["__array__"]
-            if key not in self.arrays.files:
-                raise InvalidModelFileError(f"the manifest refers to a missing array {key!r}")
+            if not isinstance(key, str) or key not in self.arrays:
+                raise InvalidModelFileError(f"the manifest refers to a missing array {str(key)[:80]!r}")
             arr = self.arrays[key]
             arr = arr.astype(object) if node.get("object") else arr
             return arr[()] if node.get("scalar") else arr
@@ -196,26 +224,59 @@ class _Decoder:
             return self.idata
         if "__namedtuple__" in node:
             cls = self._type(node["__namedtuple__"])
-            return cls(*(self(v) for v in node["fields"]))
+            fields = node.get("fields")
+            if not isinstance(fields, list) or len(fields) != len(getattr(cls, "_fields", ())):
+                raise InvalidModelFileError(f"malformed {cls.__name__} in the manifest: {str(node)[:80]}")
+            return cls(*(self(v, depth) for v in fields))
         if "__list__" in node:
-            return [self(v) for v in node["__list__"]]
+            return [self(v, depth) for v in _sequence(node["__list__"])]
         if "__tuple__" in node:
-            return tuple(self(v) for v in node["__tuple__"])
+            return tuple(self(v, depth) for v in _sequence(node["__tuple__"]))
         if "__dict__" in node:
-            return {self._key(k): self(v) for k, v in node["__dict__"]}
+            items = _sequence(node["__dict__"])
+            if not all(isinstance(kv, list) and len(kv) == 2 for kv in items):
+                raise InvalidModelFileError(f"malformed dictionary in the manifest: {str(node)[:80]}")
+            return {self._key(k, depth): self(v, depth) for k, v in items}
         if "__object__" in node:
-            obj = self._type(node["__object__"]).__new__(self._type(node["__object__"]))
-            obj.__dict__.update(self(node["state"]))
+            cls = self._type(node["__object__"])
+            state = self(node.get("state"), depth)
+            if not isinstance(state, dict):
+                raise InvalidModelFileError(f"malformed {cls.__name__} in the manifest: {str(node)[:80]}")
+            _check_attribute_names(cls, state, f"the saved {cls.__name__}")
+            obj = cls.__new__(cls)
+            obj.__dict__.update(state)
             return obj
         raise InvalidModelFileError(f"malformed value in the manifest: {str(node)[:80]}")
 
-    def _key(self, node: Any) -> Any:
-        key = self(node)
+    def _key(self, node: Any, depth: int) -> Any:
+        key = self(node, depth)
         try:
             hash(key)
         except TypeError:
             raise InvalidModelFileError(f"malformed dictionary key in the manifest: {str(node)[:80]}") from None
         return key
+
+
+def _sequence(node: Any) -> list:
+    if not isinstance(node, list):
+        raise InvalidModelFileError(f"malformed value in the manifest: {str(node)[:80]}")
+    return node
+
+
+def _check_attribute_names(cls: type, names: Any, where: str, fitted: bool = False) -> None:
+    """Refuse saved attribute names that are not plain identifiers, are special names, or would shadow
+    a method, property or other descriptor of ``cls``; with ``fitted``, also names that are neither
+    fitted attributes (``name_``) nor private state (``_name``), and constructor parameters."""
+    params = set(cls._get_param_names()) if fitted and hasattr(cls, "_get_param_names") else set()
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+            raise InvalidModelFileError(f"{where} has an attribute of invalid name {str(name)[:80]!r}")
+        attr = inspect.getattr_static(cls, name, None)
+        if callable(attr) or hasattr(attr, "__get__"):  # class data (a dataclass default) may be set
+            raise InvalidModelFileError(f"{where} sets {name!r}, which is a method, property or other "
+                                        f"descriptor of {cls.__name__}")
+        if fitted and (name in params or not (name.startswith("_") or name.endswith("_"))):
+            raise InvalidModelFileError(f"{where} has an unknown attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------------ save / load
@@ -231,9 +292,13 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     estimator : LinearBSVM, GPBSVM, ...
         Any estimator of this library.
     path : str or path-like
-        The file to write (conventionally ``*.bmm``). It is written atomically.
+        The file to write (conventionally ``*.bmm``). It is written atomically, through a temporary
+        file of a unique name in the same folder.
     overwrite : bool, default False
-        Replace an existing file. Without it an existing file is never touched.
+        Replace an existing file. Without it an existing file is never touched, also when another
+        thread or process creates ``path`` while this one writes: the check and the publish are one
+        atomic step, so of two concurrent saves to a new ``path`` one succeeds and the other raises
+        :class:`FileExistsError`.
 
     Returns
     -------
@@ -290,63 +355,203 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
         "params": params,
         "state": state,
         "sha256": {name: _sha256(data) for name, data in members.items()},
+        "sizes": {name: len(data) for name, data in members.items()},
     }
-    with atomic_path(path) as tmp:
+    body = json.dumps(manifest).encode("utf-8")
+    with atomic_path(path, overwrite=overwrite) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("manifest.json", json.dumps(manifest))
+            zf.comment = _CHECKSUM_PREFIX + _sha256(body).encode("ascii")
+            zf.writestr("manifest.json", body)
             for name, data in members.items():
                 zf.writestr(name, data)
     return path
 
 
-def _read_members(path: Path) -> dict[str, bytes]:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-            unknown = sorted(set(names) - set(_MEMBERS))
-            if "manifest.json" not in names or unknown:
-                raise InvalidModelFileError(
-                    f"{str(path)!r} is not a bayes_maxmargin estimator file "
-                    f"({'unexpected members ' + str(unknown) if unknown else 'no manifest.json'})")
-            return {name: zf.read(name) for name in names}
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as err:
-        if isinstance(err, (InvalidModelFileError, FileNotFoundError, IsADirectoryError, PermissionError)):
-            raise
+def _damaged(path: Path, what: str) -> InvalidModelFileError:
+    return InvalidModelFileError(f"{str(path)!r}: {what} (the file was modified or damaged)")
+
+
+def _members(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
+    """The members of the file by name, from its central directory, checked before anything is read:
+    only the known names, each once, and declared sizes within ``max_bytes`` in all."""
+    infos = zf.infolist()
+    names = [info.filename for info in infos]
+    unknown = sorted(set(names) - set(_MEMBERS))
+    if "manifest.json" not in names or unknown:
         raise InvalidModelFileError(
-            f"{str(path)!r} is not a readable bayes_maxmargin estimator file (truncated or not a zip file: {err})"
-        ) from None
+            f"{str(path)!r} is not a bayes_maxmargin estimator file "
+            f"({'unexpected members ' + str(unknown) if unknown else 'no manifest.json'})")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise _damaged(path, f"it holds more than one member named {repeated}")
+    by_name = {info.filename: info for info in infos}
+    if by_name["manifest.json"].file_size > _MAX_MANIFEST_BYTES:
+        raise _damaged(path, f"manifest.json declares {by_name['manifest.json'].file_size} bytes, more than the "
+                             f"{_MAX_MANIFEST_BYTES} a manifest can have")
+    total = sum(info.file_size for info in infos)
+    if total > max_bytes:
+        raise InvalidModelFileError(
+            f"{str(path)!r}: its members declare {total} bytes in all, more than max_bytes={max_bytes}; pass a "
+            "larger max_bytes to load(...) if the file is trusted and the model is that large")
+    return by_name
 
 
-def _read_manifest(path: Path, raw: bytes) -> dict[str, Any]:
+def _hash_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
+    """SHA-256 of a member, streamed in chunks (zipfile stops at the declared size and checks the CRC-32)."""
+    digest = hashlib.sha256()
+    with zf.open(info) as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes, read in chunks: ``read()`` at once would let a damaged deflate stream inflate
+    to 2 GiB in one step before zipfile cuts it to the declared size."""
+    with zf.open(info) as fh:
+        return b"".join(iter(lambda: fh.read(1 << 20), b""))
+
+
+def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> dict[str, Any]:
+    """The parsed manifest, its checksum (in the zip comment, format 2 on) verified before it is parsed."""
+    raw = _read_member(zf, info)
+    comment = zf.comment
+    checked = comment.startswith(_CHECKSUM_PREFIX)
+    if comment and not checked:
+        raise _damaged(path, "its manifest checksum is unreadable")
+    if checked and comment[len(_CHECKSUM_PREFIX):] != _sha256(raw).encode("ascii"):
+        raise _damaged(path, "checksum mismatch in manifest.json")
     try:
-        manifest = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        manifest = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, InvalidModelFileError) as err:
         raise InvalidModelFileError(f"{str(path)!r}: manifest.json is not valid JSON ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise InvalidModelFileError(f"{str(path)!r} is not a bayes_maxmargin estimator file (format "
-                                    f"{manifest.get('format') if isinstance(manifest, dict) else None!r})")
+                                    f"{str(manifest.get('format') if isinstance(manifest, dict) else None)[:80]!r})")
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version < 1 or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1 or version > FORMAT_VERSION:
+        shown = version if isinstance(version, int) else str(version)[:20]
         raise InvalidModelFileError(
-            f"{str(path)!r} has format version {version!r}; this version of bayes_maxmargin reads format "
+            f"{str(path)!r} has format version {shown!r}; this version of bayes_maxmargin reads format "
             f"versions 1 to {FORMAT_VERSION}. Load it with the version that wrote it "
-            f"(bayes_maxmargin {manifest.get('library_version')!r}) or a newer one.")
-    for key in ("estimator", "params", "state", "sha256"):
-        if key not in manifest:
-            raise InvalidModelFileError(f"{str(path)!r}: manifest.json lacks {key!r}")
+            f"(bayes_maxmargin {str(manifest.get('library_version'))[:20]!r}) or a newer one.")
+    keys = _MANIFEST_KEYS[version]
+    if version >= 2 and not checked:
+        raise _damaged(path, "it lacks the manifest checksum that files of format version 2 carry")
+    if set(manifest) != keys:
+        missing, extra = sorted(keys - set(manifest)), sorted(set(manifest) - keys)
+        raise InvalidModelFileError(f"{str(path)!r}: manifest.json "
+                                    + (f"lacks {missing}" if missing else f"has unknown entries {extra}"))
+    if not all(isinstance(manifest[k], dict) for k in keys - {"format", "format_version", "library_version",
+                                                              "estimator"}):
+        raise _damaged(path, "malformed manifest.json")
     return manifest
 
 
-def load(path: str | os.PathLike) -> Any:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise InvalidModelFileError("a JSON object repeats a key")
+    return out
+
+
+def _verified_members(path: Path, zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo],
+                      manifest: dict[str, Any], ratio_limit: int | None) -> dict[str, bytes]:
+    """The bytes of the members other than the manifest, each checked against the manifest's SHA-256;
+    first, before anything is decompressed, its size from the central directory against the manifest's
+    (format 2 on), or its compression ratio against ``ratio_limit`` (format 1, beyond 64 MiB)."""
+    infos = {name: info for name, info in infos.items() if name != "manifest.json"}
+    if set(manifest["sha256"]) != set(infos):
+        raise InvalidModelFileError(f"{str(path)!r}: its members {sorted(infos)} do not match the manifest")
+    sizes = manifest.get("sizes")
+    members = {}
+    for name, info in infos.items():
+        if sizes is not None:
+            if not isinstance(sizes.get(name), int) or info.file_size != sizes[name]:
+                raise _damaged(path, f"{name} declares {info.file_size} bytes where the manifest records "
+                                     f"{str(sizes.get(name))[:20]}")
+            data = _read_member(zf, info)
+            digest = _sha256(data)
+        else:  # format 1: no recorded sizes; a member is hashed as a stream before it is held in memory
+            if ratio_limit and info.file_size > max(_RATIO_FLOOR, ratio_limit * info.compress_size):
+                raise InvalidModelFileError(
+                    f"{str(path)!r}: {name} declares {info.file_size} bytes from {info.compress_size}, a "
+                    f"compression ratio beyond {ratio_limit} (a damaged file, or a decompression bomb); pass "
+                    "max_bytes to load(...) if the file is trusted")
+            digest = _hash_member(zf, info)
+            data = None
+        if digest != manifest["sha256"][name]:
+            raise _damaged(path, f"checksum mismatch in {name}")
+        members[name] = _read_member(zf, info) if data is None else data
+    return members
+
+
+def _read_arrays(path: Path, data: bytes, max_bytes: int) -> dict[str, np.ndarray]:
+    """Every array of ``arrays.npz``, each ``.npy`` header checked (its shape and dtype must account for
+    exactly the bytes the member holds) before the array is allocated."""
+    from numpy.lib import format as npy
+
+    arrays = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as npz:
+        infos = npz.infolist()
+        names = [info.filename for info in infos]
+        if len(set(names)) != len(names) or not all(name.endswith(".npy") for name in names):
+            raise _damaged(path, "arrays.npz holds repeated or foreign members")
+        if sum(info.file_size for info in infos) > max_bytes:
+            raise _damaged(path, f"arrays.npz declares more than max_bytes={max_bytes} bytes of arrays")
+        for info in infos:
+            with npz.open(info) as fh:
+                version = npy.read_magic(fh)
+                if version not in ((1, 0), (2, 0)):
+                    raise _damaged(path, f"arrays.npz: {info.filename} has .npy format version {version}")
+                read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+                shape, _, dtype = read_header(fh)
+                size = math.prod(shape) * dtype.itemsize
+                if dtype.hasobject or size != info.file_size - fh.tell():
+                    raise _damaged(path, f"arrays.npz: {info.filename} declares shape {shape} of {dtype} "
+                                         f"({size} bytes) but holds {info.file_size - fh.tell()} bytes")
+            with npz.open(info) as fh:
+                arrays[info.filename[: -len(".npy")]] = npy.read_array(fh, allow_pickle=False)
+    return arrays
+
+
+def _read_idata(path: Path, data: bytes) -> Any:
+    import arviz as az
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            nc = Path(tmp) / "idata.nc"
+            nc.write_bytes(data)
+            idata = az.from_netcdf(str(nc))
+            for group in idata.groups():
+                getattr(idata, group).load()
+    except Exception as err:  # netCDF / HDF5 errors of a damaged member have no common base class
+        raise _damaged(path, f"idata.nc is unreadable ({type(err).__name__}: {err})") from None
+    return idata
+
+
+def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
     """Load an estimator saved by :func:`save`; it predicts exactly as the one that was saved.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    max_bytes : int, optional
+        The most bytes the file's members may hold once decompressed (default :data:`MAX_BYTES`, 4 GiB).
+        Sizes are checked as the file declares them, before anything is decompressed. Files of format
+        version 1 record no sizes: by default their members may not inflate more than 200-fold beyond
+        64 MiB; passing ``max_bytes`` lifts that limit (for a trusted file).
 
     Raises
     ------
     FileNotFoundError
         ``path`` does not exist.
     InvalidModelFileError (a ValueError)
-        The file is truncated, tampered with (a checksum does not match), not an estimator file,
-        or of a newer format version.
+        The file is truncated, damaged or tampered with (a checksum does not match, its contents do
+        not agree with each other), not an estimator file, larger than ``max_bytes``, or of a newer
+        format version. Files of format version 1 (earlier releases) carry no checksum of their
+        manifest: for them an edited manifest is found only where it makes the contents disagree.
 
     Examples
     --------
@@ -359,45 +564,86 @@ def load(path: str | os.PathLike) -> Any:
     >>> model.kernel
     'ard'
     """
-    import arviz as az
-
     path = Path(path).expanduser()
+    trusted, max_bytes = max_bytes is not None, MAX_BYTES if max_bytes is None else int(max_bytes)
     if not path.is_file():
         raise FileNotFoundError(f"no estimator file at {str(path)!r}")
-    members = _read_members(path)
-    manifest = _read_manifest(path, members.pop("manifest.json"))
-    if not isinstance(manifest["sha256"], dict) or set(manifest["sha256"]) != set(members):
-        raise InvalidModelFileError(f"{str(path)!r}: its members {sorted(members)} do not match the manifest")
-    for name, data in members.items():
-        if _sha256(data) != manifest["sha256"][name]:
-            raise InvalidModelFileError(f"{str(path)!r}: checksum mismatch in {name} (the file was modified or damaged)")
-    try:
-        arrays = np.load(io.BytesIO(members["arrays.npz"]), allow_pickle=False)
-    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as err:
-        raise InvalidModelFileError(f"{str(path)!r}: arrays.npz is unreadable ({err})") from None
-    idata = None
-    if "idata.nc" in members:
-        with tempfile.TemporaryDirectory() as tmp:
-            nc = Path(tmp) / "idata.nc"
-            nc.write_bytes(members["idata.nc"])
-            idata = az.from_netcdf(str(nc))
-            for group in idata.groups():
-                getattr(idata, group).load()
+    with open(path, "rb") as fh:  # a missing or unreadable file is not a damaged one: its OSError propagates
+        try:
+            return _load(path, fh, max_bytes, trusted)
+        except (InvalidModelFileError, MemoryError):
+            raise
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, NotImplementedError, OSError,
+                RuntimeError) as err:
+            if isinstance(err, RecursionError):
+                raise InvalidModelFileError(f"{str(path)!r}: the manifest nests values too deep") from None
+            raise InvalidModelFileError(
+                f"{str(path)!r} is not a readable bayes_maxmargin estimator file (truncated or not a zip file, or "
+                f"damaged: {type(err).__name__}: {err})") from None
+        except Exception as err:
+            raise InvalidModelFileError(
+                f"{str(path)!r}: the saved estimator cannot be rebuilt ({type(err).__name__}: {err})") from err
+
+
+def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
+    with zipfile.ZipFile(fh) as zf:
+        infos = _members(zf, path, max_bytes)
+        manifest = _read_manifest(path, zf, infos["manifest.json"])
+        members = _verified_members(path, zf, infos, manifest, None if trusted else _MAX_RATIO)
+    arrays = _read_arrays(path, members["arrays.npz"], max_bytes)
+    idata = _read_idata(path, members["idata.nc"]) if "idata.nc" in members else None
     decode = _Decoder(arrays, idata)
     cls = decode._type(manifest["estimator"])
     if not hasattr(cls, "get_params"):
         raise InvalidModelFileError(f"{str(path)!r}: {manifest['estimator']!r} is not an estimator")
-    try:
-        params = {k: decode(v) for k, v in manifest["params"].items()}
-        state = {k: decode(v) for k, v in manifest["state"].items()}
-        estimator = cls(**params)
-    except InvalidModelFileError:
-        raise
-    except (TypeError, ValueError, AttributeError) as err:
-        raise InvalidModelFileError(f"{str(path)!r}: the saved estimator cannot be rebuilt ({err})") from None
+    _check_attribute_names(cls, manifest["state"], f"{str(path)!r}: the saved {cls.__name__}", fitted=True)
+    params = {k: decode(v) for k, v in manifest["params"].items()}
+    state = {k: decode(v) for k, v in manifest["state"].items()}
+    for k, sub in enumerate(state.get("estimators_") or ()):
+        if not isinstance(sub, dict) or set(sub) != {"params", "state"} or not isinstance(sub["state"], dict):
+            raise _damaged(path, f"malformed one-vs-rest estimator {k}")
+        _check_attribute_names(cls, sub["state"], f"{str(path)!r}: the saved estimators_[{k}]", fitted=True)
+    estimator = cls(**params)
     restore = getattr(estimator, "_restore_saved", None)
     if restore is not None:
         restore(state)
     else:
         estimator.__dict__.update(state)
+    try:
+        _check_consistent(estimator)
+    except (ValueError, TypeError, IndexError, AttributeError, KeyError) as err:
+        raise _damaged(path, f"its contents do not agree with each other: {err}") from None
     return estimator
+
+
+def _check_consistent(est: Any) -> None:
+    """Raise ValueError where the fitted state of a loaded estimator does not hang together: the classes
+    against the label encoder, the one-vs-rest estimators and ``idata_``, the number of features against
+    the feature names and ``idata_``, the estimator's own checks (``_check_restored``), and a prediction
+    at two points of the right width, which must have the shapes ``classes_`` implies and be finite."""
+    if "classes_" not in vars(est):
+        return
+    classes, d = est.classes_, est.n_features_in_
+    if not isinstance(classes, np.ndarray) or classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(
+            classes):
+        raise ValueError(f"classes_ {str(classes)[:80]} is not a list of two or more distinct labels")
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
+        raise ValueError(f"n_features_in_ {str(d)[:20]} is not a positive integer")
+    names = getattr(est, "feature_names_in_", None)
+    if names is not None and len(names) != d:
+        raise ValueError(f"{len(names)} feature_names_in_ for n_features_in_={d}")
+    encoder = vars(est).get("_encoder")
+    if encoder is not None and not np.array_equal(encoder.classes_, classes):
+        raise ValueError(f"the label encoder's classes {str(encoder.classes_)[:80]} are not classes_")
+    subs = vars(est).get("estimators_")
+    if subs is not None and len(subs) != len(classes):
+        raise ValueError(f"{len(subs)} one-vs-rest estimators for {len(classes)} classes")
+    idata = vars(est).get("idata_")
+    posterior = getattr(idata, "posterior", None)
+    if posterior is not None:
+        for coord, size in (("feature", d), ("class", len(classes))):
+            if coord in posterior.coords and posterior.sizes[coord] != size:
+                raise ValueError(f"idata_ has {posterior.sizes[coord]} {coord} coordinates for {size}")
+    check = getattr(est, "_check_restored", None)
+    if check is not None:
+        check()

@@ -4,8 +4,10 @@ place of a good one."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,18 +15,67 @@ from typing import Any
 __all__ = ["atomic_path", "write_config", "write_json", "write_text"]
 
 
+def _temp_file(path: Path) -> Path:
+    """Create an empty file of a unique name in ``path``'s folder (``O_EXCL``, so two writers, threads
+    or processes, never share one) with the permissions an ordinary ``open`` gives."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
+
+
+#: errno values of a file system that refuses hard links (FAT, some network and FUSE file systems).
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
+
+
+def _publish_new(tmp: Path, path: Path) -> None:
+    """Put ``tmp`` at ``path`` only if nothing is there, atomically: the check and the publish are one
+    operation (a hard link, which fails when ``path`` exists), so of two writers racing for the same
+    new ``path`` exactly one wins and the other gets :class:`FileExistsError`. Where the file system
+    has no hard links, ``path`` is first claimed with an exclusive create (``O_EXCL``, still one winner)
+    and then replaced by ``tmp``."""
+    message = f"{str(path)!r} already exists; pass overwrite=True to replace it, or choose another path."
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(message) from None
+    except (OSError, NotImplementedError) as err:
+        if isinstance(err, OSError) and err.errno not in _NO_HARD_LINKS:
+            raise
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            raise FileExistsError(message) from None
+        os.replace(tmp, path)
+    else:
+        tmp.unlink()
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it is flushed to disk and renamed onto
-    ``path`` (``os.replace``, atomic on POSIX and Windows), on any exception it is removed and
-    ``path`` is left as it was."""
+def atomic_path(path: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
+    """Yield a new, empty temporary file next to ``path``, of a name no other writer uses; on success
+    it is flushed to disk and put at ``path``, on any exception it is removed and ``path`` is left as
+    it was.
+
+    With ``overwrite=True`` the temporary file is renamed onto ``path`` (``os.replace``, atomic on
+    POSIX and Windows). With ``overwrite=False`` an existing ``path`` is never replaced: the publish
+    checks and writes in one atomic step (see :func:`_publish_new`) and raises
+    :class:`FileExistsError` if ``path`` exists by then.
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _temp_file(path)
     try:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _publish_new(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

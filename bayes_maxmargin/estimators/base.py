@@ -208,6 +208,25 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
                     sub.idata_ = state["idata_"].isel(**{"class": k})
                 self.estimators_.append(sub)
 
+    def _check_restored(self) -> None:
+        """Raise ValueError where the state :func:`bayes_maxmargin.load` rebuilt does not hang together
+        (a damaged or edited file): two classes without one-vs-rest estimators, or one-vs-rest
+        estimators of another width or whose ``coef_`` / ``intercept_`` are not the stacked ones."""
+        subs = self.__dict__.get("estimators_")
+        if subs is None:
+            if len(self.classes_) != 2:
+                raise ValueError(f"{len(self.classes_)} classes_ on a binary fit")
+            return
+        for k, sub in enumerate(subs):
+            if sub.n_features_in_ != self.n_features_in_:
+                raise ValueError(f"estimators_[{k}] has {sub.n_features_in_} features, not {self.n_features_in_}")
+            sub._check_restored()
+        for name in ("coef_", "intercept_"):
+            if name in self.__dict__:
+                stacked = np.concatenate([np.asarray(getattr(sub, name)) for sub in subs], axis=0)
+                if not np.array_equal(stacked, self.__dict__[name]):
+                    raise ValueError(f"{name} is not that of the one-vs-rest estimators")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False

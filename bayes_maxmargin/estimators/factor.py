@@ -398,6 +398,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         with float_precision(True):
             return self._posterior.latent_moments(X - self.mean_)
 
+    def _check_restored(self) -> None:
+        """As the base class; and the centring ``mean_`` has ``n_features_in_`` entries."""
+        super()._check_restored()
+        mean = self.__dict__.get("mean_")
+        if mean is not None and not self._multiclass and np.shape(mean) != (self.n_features_in_,):
+            raise ValueError(f"mean_ has shape {np.shape(mean)}, not ({self.n_features_in_},)")
+
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "_structure" in state:  # written before the typed posteriors
             state = _posterior_from_attributes(state, self)

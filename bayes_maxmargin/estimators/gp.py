@@ -639,6 +639,14 @@ class GPBSVM(_BayesianSVMClassifier):
             state["_svi"] = (post.state._replace(nat_opt=None, hyper_opt=None), post.problem.features.spec.like)
         return state
 
+    def _check_restored(self) -> None:
+        """As the base class; and the training inputs of the posterior have ``n_features_in_`` columns."""
+        super()._check_restored()
+        X = getattr(self.__dict__.get("_posterior"), "X", None)
+        if X is not None and (np.ndim(X) != 2 or np.shape(X)[1] != self.n_features_in_):
+            raise ValueError(
+                f"the posterior's training inputs have shape {np.shape(X)}, not (n, {self.n_features_in_})")
+
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if {"_point", "_svi", "_f_draws"} & set(state):  # SVI fits, and fits written before the typed posteriors
             state = _posterior_from_point(state, self)

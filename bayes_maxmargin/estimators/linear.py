@@ -804,6 +804,30 @@ class LinearBSVM(_BayesianSVMClassifier):
             design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
         return self._posterior.latent_moments(design)
 
+    def _check_restored(self) -> None:
+        """As the base class; and a binary fit's posterior (what predictions use) must have the width of
+        the features, intercept and group effects, and ``coef_`` / ``intercept_`` must be its mean."""
+        super()._check_restored()
+        post = self.__dict__.get("_posterior")
+        if post is None or self._multiclass:
+            return
+        d = self.n_features_in_
+        p = d + int(bool(self.fit_intercept)) + len(self.__dict__.get("groups_", ()))
+        mean = np.asarray(post.mean)
+        spread = np.asarray(post[1] if len(post) > 1 else post.draws)
+        if mean.shape != (p,) or spread.ndim != 2 or spread.shape[1] != p:
+            raise ValueError(f"the posterior has {mean.shape} coefficients, not {p}")
+        intercept = mean[d] if self.fit_intercept else 0.0
+        if np.shape(self.coef_) != (1, d) or np.shape(self.intercept_) != (1,) or not (
+                np.allclose(self.coef_, mean[None, :d], rtol=1e-6, atol=1e-9)
+                and np.allclose(self.intercept_, intercept, rtol=1e-6, atol=1e-9)):
+            raise ValueError("coef_ / intercept_ are not the posterior mean that predictions use")
+        beta = getattr(getattr(self.__dict__.get("idata_"), "posterior", None), "beta", None)
+        if beta is not None and (beta.shape[-1] != d or not np.allclose(
+                np.nanmean(np.asarray(beta, dtype=np.float64).reshape(-1, d), axis=0), mean[:d],
+                rtol=1e-5, atol=1e-6)):
+            raise ValueError("idata_ is not the posterior of this fit (its mean of beta is not coef_)")
+
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "_posterior" not in state and "_coef_mean" in state:  # written before the typed posteriors
             state = _posterior_from_attributes(state, self.inference)

@@ -364,6 +364,21 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         Zs = np.einsum("nd,ldk->nlk", F, self.projection_)
         return Zs.reshape(F.shape[0], -1)
 
+    def _check_restored(self) -> None:
+        """Raise ValueError where the state :func:`bayes_maxmargin.load` rebuilt does not hang together
+        (a damaged or edited file): the widths of ``coef_``, ``intercept_``, ``projection_`` and the
+        basis against ``classes_`` and ``n_features_in_``."""
+        problems = 1 if len(self.classes_) == 2 else len(self.classes_)
+        d, basis = self.n_features_in_, self.__dict__.get("basis_vectors_")
+        if basis is not None and (np.ndim(basis) != 2 or np.shape(basis)[1] != d):
+            raise ValueError(f"basis_vectors_ has shape {np.shape(basis)}, not (M, {d})")
+        width = d if self._params["kernel"] is None else np.shape(basis)[0]
+        for name, shape in (("coef_", (problems, width)), ("intercept_", (problems,))):
+            if np.shape(self.__dict__[name]) != shape:
+                raise ValueError(f"{name} has shape {np.shape(self.__dict__[name])}, not {shape}")
+        if np.shape(self.projection_)[:2] != (problems, width):
+            raise ValueError(f"projection_ has shape {np.shape(self.projection_)}, not ({problems}, {width}, k)")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
