@@ -36,7 +36,8 @@ Examples::
 launcher, one output folder per job.
 
 Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
-turns it off); Ctrl-C or SIGTERM leave it and the draws so far.
+turns it off); Ctrl-C or SIGTERM stop the run at the end of its chunk and leave it and the draws so far
+(exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the signal ended).
 
 Compiled programs are kept between runs in JAX's persistent compilation cache,
 ``~/.cache/bayes_maxmargin/jax`` by default (``compilation_cache=<folder>`` elsewhere,
@@ -47,6 +48,8 @@ the same shapes skips most of the compilation.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -551,4 +554,16 @@ def main() -> None:
         if message:
             print(f"bmm: error: {message}", file=sys.stderr)
             sys.exit(2)
-    _hydra_main()
+    from bayes_maxmargin.engine.checkpoint import Terminated
+
+    try:
+        _hydra_main()
+    except Terminated as stop:
+        # the checkpoint and the draws are written: end as the signal ends a process (status 143 in
+        # a shell), without the seconds of the interpreter's shutdown
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(stop.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)
+        raise  # the signal is blocked: exit with 128 + its number

@@ -14,7 +14,7 @@ import pytest
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.engine import mcmc as driver
 from bayes_maxmargin.engine import svi
-from bayes_maxmargin.engine.checkpoint import CheckpointError
+from bayes_maxmargin.engine.checkpoint import CheckpointError, Terminated
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper
@@ -68,10 +68,12 @@ def test_sigterm_and_exceptions_leave_a_valid_checkpoint(tmp_path):
         if done >= 16:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt, match="signal"):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with pytest.raises(Terminated, match="stopped by SIGTERM") as stopped:
         _run(checkpoint=tmp_path / "term", callback=terminate)
-    assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
+    assert stopped.value.code == 143 and stopped.value.folder == tmp_path / "term"
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # the handlers are restored
+    assert az.from_netcdf(str(tmp_path / "term" / "idata.nc")).attrs["iterations_done"] == 16
     with pytest.raises(ValueError, match="stop"):
         _run(checkpoint=tmp_path / "exc", callback=_interrupt_after(8, ValueError))
     full = _run()

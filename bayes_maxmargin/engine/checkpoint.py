@@ -9,6 +9,18 @@ A checkpoint is a folder holding
 ``idata.nc``
     The draws kept so far as ArviZ InferenceData, written when the run stops early (Ctrl-C,
     SIGTERM, an exception) and when it completes.
+``checkpoint.lock``, ``checkpoint.owner``
+    The lock a run holds on the folder from start to end (:func:`checkpoint_session`) and the
+    process id of its holder: a second run on the same folder, in another thread or process, stops
+    at once with a :class:`CheckpointError` naming that process. The operating system releases the
+    lock of a process that dies, so a killed run never blocks the next one.
+
+While a checkpointed run is active in the main thread, SIGINT (Ctrl-C) and SIGTERM are acted upon
+between compiled chunks, shortened to about a second when slow (:mod:`bayes_maxmargin.engine.chunks`): the run
+writes its checkpoint and its draws, then raises ``KeyboardInterrupt`` (SIGINT) or
+:class:`Terminated` (SIGTERM, a ``SystemExit`` with status 143 = 128 + 15, so that an uncaught one
+ends the process with the status of a process killed by SIGTERM). A second signal acts at once, as
+without the run. A run without a checkpoint leaves the signal handlers alone.
 
 Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
 :mod:`bayes_maxmargin.engine.mcmc`), a run resumed from a checkpoint gives exactly the draws
@@ -20,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import threading
 import zipfile
@@ -30,13 +43,18 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-__all__ = ["Checkpoint", "CheckpointError", "checkpoint_folder", "flat_state", "read_checkpoint",
-           "restore_state", "resume_run", "sigterm_as_interrupt", "write_checkpoint", "write_draws", "write_progress"]
+__all__ = ["Checkpoint", "CheckpointError", "StopRequest", "Terminated", "checkpoint_folder", "checkpoint_session",
+           "flat_state", "read_checkpoint", "restore_state", "resume_run", "write_checkpoint", "write_draws",
+           "write_progress"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
 #: Prefix of a kernel's Info among the recorded arrays of a run (:func:`~bayes_maxmargin.engine.mcmc.run_chains`).
 INFO_PREFIX = "info:"
 VERSION = 1
+#: The files a run writes atomically into its folder (their temporary files are ``.{name}.*.tmp``).
+WRITTEN = ("checkpoint.npz", "idata.nc")
+LOCK_FILE = "checkpoint.lock"
+OWNER_FILE = "checkpoint.owner"
 
 
 class CheckpointError(ValueError):
@@ -186,18 +204,123 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
         idata.to_netcdf(str(tmp))
 
 
+class Terminated(SystemExit):
+    """A checkpointed run stopped on SIGTERM after writing its checkpoint and its draws.
+
+    A ``SystemExit`` with code 128 + the signal number (143 for SIGTERM): uncaught, the process ends
+    with the status a shell, ``timeout`` or a batch scheduler expects of a process terminated by
+    SIGTERM, without a traceback; caught (``except Terminated``), the checkpoint in ``folder`` is
+    complete up to the last chunk and ``resume=folder`` continues the run.
+
+    Attributes
+    ----------
+    signum : int
+        The signal received.
+    folder : Path
+        The checkpoint folder.
+    """
+
+    def __init__(self, signum: int, folder: Path):
+        super().__init__(128 + int(signum))
+        self.signum, self.folder = int(signum), Path(folder)
+
+    def __str__(self) -> str:
+        return (f"stopped by {signal.Signals(self.signum).name}; the checkpoint in {str(self.folder)!r} "
+                "holds the run up to its last chunk (resume from it)")
+
+
+class StopRequest:
+    """The first SIGINT / SIGTERM received during a checkpointed run, acted upon between chunks."""
+
+    def __init__(self, folder: Path | None = None):
+        self.folder, self.signum = folder, None
+
+    def raise_if_requested(self) -> None:
+        """Raise ``KeyboardInterrupt`` (SIGINT) or :class:`Terminated` (SIGTERM) if a signal came."""
+        if self.signum is None:
+            return
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt(f"stopped by SIGINT; the checkpoint in {str(self.folder)!r} holds the run up "
+                                    "to its last chunk (resume from it)")
+        raise Terminated(self.signum, self.folder)
+
+
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While active (main thread only), SIGTERM raises KeyboardInterrupt like Ctrl-C does."""
+def _signals_between_chunks(request: StopRequest) -> Iterator[None]:
+    """While active (main thread only), the first SIGINT or SIGTERM is recorded in ``request``
+    instead of acting; a second one gets the handler there was before (Ctrl-C twice interrupts at
+    once, SIGTERM twice kills). Ignored signals stay ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous: dict[int, Any] = {}
 
     def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        if request.signum is None:
+            request.signum = signum
+            return
+        signal.signal(signum, previous[signum])
+        signal.raise_signal(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
     try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            current = signal.getsignal(signum)
+            if current is not None and current != signal.SIG_IGN:  # None: a handler not set from Python
+                previous[signum] = signal.signal(signum, handler)
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Remove the temporary files of interrupted writes (``.checkpoint.npz.*.tmp``, ...): with the
+    folder locked, no other writer is at work there."""
+    for name in WRITTEN:
+        for tmp in folder.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock of a checkpoint folder; :class:`CheckpointError` naming the holder if another
+    run (thread or process) has it."""
+    from filelock import FileLock, Timeout
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder / LOCK_FILE, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        try:
+            owner = f" (process {int((folder / OWNER_FILE).read_text())})"
+        except (OSError, ValueError):
+            owner = ""
+        raise CheckpointError(f"the checkpoint folder {str(folder)!r} is in use by another fit{owner}") from None
+    try:
+        (folder / OWNER_FILE).write_text(str(os.getpid()))
+        yield
+    finally:
+        (folder / OWNER_FILE).unlink(missing_ok=True)
+        lock.release()
+
+
+@contextlib.contextmanager
+def checkpoint_session(folder: Path | None) -> Iterator[StopRequest]:
+    """What a checkpointed run holds from start to end: the folder's lock (after which stale
+    temporary files are removed) and SIGINT / SIGTERM deferred to the :class:`StopRequest` it
+    yields, which the run checks between chunks. Without a folder: nothing, a request that never
+    fires, and the signal handlers left as they are.
+
+    Raises
+    ------
+    CheckpointError
+        Another run holds the folder.
+    """
+    request = StopRequest(folder)
+    if folder is None:
+        yield request
+        return
+    with _folder_lock(folder), _signals_between_chunks(request):
+        _remove_stale_temporaries(folder)
+        yield request

@@ -8,16 +8,20 @@ Every Markov kernel of the library has the signature ``kernel(rng_key, state, da
   how the run is cut into chunks (a run resumed from a chunk boundary is the same run);
 * a chunk is at most ``chunk_size`` blocks of ``thin`` iterations, all chunks of a run of one
   length, compiled once per (kernel, shapes): kernels come from cached builders, so a second fit of
-  the same shapes does not recompile;
+  the same shapes does not recompile; a run whose chunks take more than a few seconds goes on with
+  shorter ones (:mod:`bayes_maxmargin.engine.chunks`), so that Ctrl-C and SIGTERM take effect soon;
 * after every chunk the host reports progress and checks that no state became non-finite; a
   chain that did stops the run with :class:`NonFiniteStateError` naming the chain, iteration and
   variable, never a NaN result.
 
 Warm-up is rounded up to a whole number of thinning blocks.
 
-With ``checkpoint=folder`` the states, keys and draws are written after every chunk
-(:mod:`bayes_maxmargin.engine.checkpoint`); Ctrl-C, SIGTERM or an exception then leave that
-checkpoint and the draws so far (``idata.nc``), and ``resume=folder`` continues the same chains.
+With ``checkpoint=folder`` the states, keys and draws are written every ``chunk_size`` blocks
+(:mod:`bayes_maxmargin.engine.checkpoint`); Ctrl-C, SIGTERM or an exception then write the
+checkpoint of the last chunk and the draws so far (``idata.nc``), and ``resume=folder`` continues
+the same chains. The run holds a lock on the folder, and Ctrl-C and SIGTERM take effect at the end
+of the running chunk (``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`).
+Without a checkpoint the signal handlers are left alone.
 """
 
 from __future__ import annotations
@@ -37,19 +41,20 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine.checkpoint import (
     INFO_PREFIX,
     checkpoint_folder,
+    checkpoint_session,
     fingerprint,
     resume_run,
-    sigterm_as_interrupt,
     write_draws,
     write_progress,
 )
+from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
 __all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
 
 Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
 Record = Callable[[Any], dict[str, Array]]
 
-#: Kept draws per compiled chunk (and per checkpoint) unless a run asks otherwise.
+#: Most kept draws per compiled chunk (and between checkpoints) unless a run asks otherwise.
 DEFAULT_CHUNK_SIZE = 250
 
 #: Runs predicted to take longer than this many seconds show a progress bar.
@@ -226,20 +231,23 @@ def run_chains(
     num_warmup, num_samples, thin : int
         Warm-up iterations (discarded), kept draws, and iterations per kept draw.
     chunk_size : int, optional
-        Most kept draws (blocks of ``thin`` iterations) per compiled chunk; default
-        :data:`DEFAULT_CHUNK_SIZE`. The run is cut into chunks of equal length. The draws do not
-        depend on it.
+        Most kept draws (blocks of ``thin`` iterations) per compiled chunk and between checkpoints;
+        default :data:`DEFAULT_CHUNK_SIZE`. The run is cut into chunks of equal length, shortened
+        when they take more than a few seconds (:mod:`bayes_maxmargin.engine.chunks`). The draws do
+        not depend on it.
     progress_bar : bool
         Show a progress bar when the run is predicted to take more than a few seconds.
     checkpoint : path, optional
-        Folder that receives ``checkpoint.npz`` after every chunk, and ``idata.nc`` (the draws so
-        far) when the run stops, early or not.
+        Folder that receives ``checkpoint.npz`` every ``chunk_size`` blocks and when the run stops,
+        and ``idata.nc`` (the draws so far) when the run stops, early or not. The run locks it, and
+        acts upon Ctrl-C and SIGTERM at the end of a chunk (:mod:`bayes_maxmargin.engine.checkpoint`).
     resume : path, optional
         Folder of a checkpoint of the same run (same kernel settings, seed, data, chains) to
         continue from; it is also the checkpoint folder unless ``checkpoint`` is given. A complete
         run's checkpoint returns its draws without running anything.
     callback : callable, optional
-        Called with the number of iterations done after every chunk (and its checkpoint).
+        Called with the number of iterations done every ``chunk_size`` blocks and at the end (after
+        the checkpoint).
     chain_keys : Array, optional
         One key per chain, replacing ``fold_in(rng_key, c)`` (then ``rng_key`` is unused): the
         one-vs-rest runs of :mod:`bayes_maxmargin.estimators.multiclass` stack the chains of several
@@ -255,18 +263,30 @@ def run_chains(
     Raises
     ------
     CheckpointError
-        ``resume`` holds no readable checkpoint, or one of a different run.
+        ``resume`` holds no readable checkpoint, or one of a different run; another run is using
+        the checkpoint folder.
+    KeyboardInterrupt, Terminated
+        A checkpointed run received SIGINT or SIGTERM (after writing its checkpoint and draws).
     """
     num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
     if chain_keys is None:
         chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
     elif chain_keys.shape[0] != num_chains:
         raise ValueError(f"chain_keys holds {chain_keys.shape[0]} keys for {num_chains} chains")
+    folder = checkpoint_folder(checkpoint, resume)
+    with checkpoint_session(folder) as stop:
+        return _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_samples, thin, chunk_size,
+                    progress_bar, folder, resume, callback, fusion_emitters, stop)
+
+
+def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_samples, thin, chunk_size, progress_bar,
+         folder, resume, callback, fusion_emitters, stop) -> ChainResult:
+    """The loop of :func:`run_chains` over chunks, inside its checkpoint session."""
+    num_chains = chain_keys.shape[0]
     warm_blocks = -(-num_warmup // thin)
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
     state, kept, done, bar = init_state, [], 0, None
-    folder = checkpoint_folder(checkpoint, resume)
     settings = None
     if folder is not None:
         settings = {"num_warmup": num_warmup, "num_samples": num_samples, "thin": thin, "num_chains": num_chains,
@@ -275,49 +295,57 @@ def run_chains(
         # a checkpoint is written only after a chunk passed the non-finite check: ``bad`` starts afresh
         ckpt, state = resume_run(resume, settings, init_state)
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
-    length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
+    period = length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
     unroll = _unroll()
     run_chunk = _run_chunk_fusion_emitters if fusion_emitters else _run_chunk
+    # chunks (of ``length`` blocks, shortened when slow) never cross a multiple of ``period`` blocks
+    # past where this run started: there the checkpoint is written and the callback called
+    origin, written = done, done
 
     def draws_so_far() -> dict[str, np.ndarray]:
         # a checkpoint written before kernels reported their Info has none: keep what every chunk has
         names = set.intersection(*(set(c) for c in kept)) if kept else set()
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0] if k in names} if kept else {}
 
-    with sigterm_as_interrupt():
-        try:
-            while done < total_blocks:
-                n_blocks = min(length, total_blocks - done)
-                t0 = time.perf_counter()
-                new_state, new_bad, records = run_chunk(
-                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
-                )
-                _check_finite(new_bad, new_state._fields)
-                lo = max(warm_blocks - done, 0)
-                if lo < n_blocks:
-                    records = jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records)
-                    kept.append(records)
-                state, bad, done = new_state, new_bad, done + n_blocks
+    try:
+        while done < total_blocks:
+            n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
+            t0, watch = time.perf_counter(), Stopwatch()
+            new_state, new_bad, records = run_chunk(
+                kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
+            )
+            _check_finite(new_bad, new_state._fields)
+            lo = max(warm_blocks - done, 0)
+            if lo < n_blocks:
+                kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
+            state, bad, done = new_state, new_bad, done + n_blocks
+            elapsed = time.perf_counter() - t0
+            length = shorter_length(length, watch.seconds)
+            if (done - origin) % period == 0 or done >= total_blocks:
                 if folder is not None:
                     write_progress(folder, settings, done, state, draws_so_far())
+                    written = done
                 if callback is not None:
                     callback(done * thin)
-                if bar is not None:
-                    bar.update(n_blocks * thin)
-                elif progress_bar and done < total_blocks:
-                    # predict the rest from the latest chunk; the first one includes compilation, so
-                    # it decides alone only when it was long in itself
-                    elapsed = time.perf_counter() - t0
-                    remaining = elapsed / n_blocks * (total_blocks - done)
-                    if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
-                        from tqdm.auto import tqdm
-
-                        bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
-        finally:
             if bar is not None:
-                bar.close()
-            if folder is not None:
-                write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
+                bar.update(n_blocks * thin)
+            elif progress_bar and done < total_blocks:
+                # predict the rest from the latest chunk; the first one includes compilation, so
+                # it decides alone only when it was long in itself
+                remaining = elapsed / n_blocks * (total_blocks - done)
+                if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
+                    from tqdm.auto import tqdm
+
+                    bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
+            stop.raise_if_requested()
+    finally:
+        if bar is not None:
+            bar.close()
+        if folder is not None:
+            if written < done:
+                write_progress(folder, settings, done, state, draws_so_far())
+            write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
+    stop.raise_if_requested()  # a signal during the last writes
     samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}
     info = {k[len(INFO_PREFIX):]: samples.pop(k) for k in [k for k in samples if k.startswith(INFO_PREFIX)]}
     return ChainResult(samples, state, total_blocks * thin, info)

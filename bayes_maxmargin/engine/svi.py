@@ -77,11 +77,12 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import jittered_cholesky
 from bayes_maxmargin.engine.checkpoint import (
     checkpoint_folder,
+    checkpoint_session,
     fingerprint,
     resume_run,
-    sigterm_as_interrupt,
     write_progress,
 )
+from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",
@@ -557,25 +558,30 @@ def run_svi(
     hyper_every : int
         Variational steps per round: one ELBO estimate and (``learn_hyper``) one ML-II step each.
     rounds_per_chunk : int, optional
-        Rounds per compiled chunk (host -> device transfer); default: about 2^18 rows per chunk
-        (over all classes).
+        Most rounds per compiled chunk (host -> device transfer), and rounds between checkpoints,
+        progress lines and calls of ``callback``; default: about 2^18 rows per chunk (over all
+        classes). Chunks that take more than a few seconds are shortened
+        (:mod:`bayes_maxmargin.engine.chunks`); the result does not depend on it.
     seed : int or sequence of K ints
         Seed of the minibatch stream (of each class).
     mesh : jax.sharding.Mesh, optional
         One-axis mesh ("batch"); the batch axis of every chunk is split across its devices.
         ``batch_size`` must be a multiple of the number of devices.
     progress : bool
-        Print the steps, the ELBO estimate and points per second after every chunk to stderr.
+        Print the steps, the ELBO estimate and points per second every ``rounds_per_chunk`` rounds
+        to stderr.
     callback : callable, optional
-        Called as ``callback(state, steps, seconds)`` after every chunk (e.g. to record held-out
-        error against time); ``state`` has the class axis of ``y``.
+        Called as ``callback(state, steps, seconds)`` every ``rounds_per_chunk`` rounds and at the
+        end (e.g. to record held-out error against time); ``state`` has the class axis of ``y``.
     cache_key : hashable, optional
         Identifies ``problem``'s functions and the transformations: runs with an equal key reuse
         one compiled program (the entry points :func:`svi_gp` and :func:`svi_linear` set it).
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` (state, optimiser states, minibatch stream, ELBO
-        trace) after every chunk, atomically; Ctrl-C, SIGTERM or an error leave the last one.
-        One binary problem only.
+        trace) every ``rounds_per_chunk`` rounds and when the run stops, atomically; Ctrl-C, SIGTERM
+        or an error leave the checkpoint of the last chunk. The run locks the folder and acts upon
+        Ctrl-C and SIGTERM at the end of a chunk (``KeyboardInterrupt``,
+        :class:`~bayes_maxmargin.engine.checkpoint.Terminated`). One binary problem only.
     resume : path, optional
         Checkpoint folder of the same run to continue from (also the checkpoint folder unless
         ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
@@ -598,7 +604,6 @@ def run_svi(
     if rounds_per_chunk is None:
         rounds_per_chunk = max(1, min(n_rounds, (1 << 18) // (k * batch_size * K)))
     R = int(rounds_per_chunk)
-    rows = R * k * batch_size
     dtype = dtype or states.nat.eta1.dtype
     scale = jnp.asarray(n / batch_size, dtype)
     gamma = jnp.asarray(gamma, dtype)
@@ -625,48 +630,77 @@ def run_svi(
         settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
                     "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
                     "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
-    if resume is not None:
-        ckpt, restored = resume_run(resume, settings, state)
-        carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
-        rngs[0].bit_generator.state = ckpt.extra["rng"]
-        if "pool" in ckpt.kept:
-            pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
-        elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
-    with threadpool_limits(limits=1, user_api="blas"), sigterm_as_interrupt():
-        while done < n_rounds:
-            active = np.arange(done, done + R) < n_rounds
-            Xc, yc = np.empty((K, rows, d), dtype), np.empty((K, rows), dtype)
-            for c in range(K):
-                idx = _batch_indices(n, rows, rngs[c], pools[c])
-                Xc[c], yc[c] = X[idx], Y[c][idx]
-            batch = (Xc.reshape(K, R, k, batch_size, d), yc.reshape(K, R, k, batch_size), active)
-            if shard is not None:
-                batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
-            carry, values = run(carry, batch, consts)
-            values = np.asarray(values)[:, active]
-            now = time.perf_counter() - t0
-            done += int(active.sum())
-            for trace, v in zip(elbos, values):
-                trace.append(v)
-            steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
-            times.append(np.full(values.shape[1], now))
-            if progress:
-                last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
-                print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "
-                      f"{done * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
-            if folder is not None:
-                kept = {"elbo": np.concatenate(elbos[0]), "steps": np.concatenate(steps),
-                        "times": np.concatenate(times)}
-                if pools[0]:
-                    kept["pool"] = pools[0][0][0]
-                extra = {"rng": rngs[0].bit_generator.state, "pool_pos": int(pools[0][0][1]) if pools[0] else 0}
-                host = _class(jax.device_get(carry[0]), 0)
-                write_progress(folder, settings, done, host, kept, extra)
-            if callback is not None:
-                callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
-            if bool(np.all(carry[1])):
-                break
+    with threadpool_limits(limits=1, user_api="blas"), checkpoint_session(folder) as stop:
+        if resume is not None:
+            ckpt, restored = resume_run(resume, settings, state)
+            carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
+            rngs[0].bit_generator.state = ckpt.extra["rng"]
+            if "pool" in ckpt.kept:
+                pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
+            elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
+
+        def checkpoint_of(at: tuple) -> tuple:
+            """The last arguments of write_progress for a point of the run after a chunk: rounds
+            done, state, chunks of the traces, stream (the generator's state, the epoch's permutation
+            and position)."""
+            at_done, at_state, chunks, rng_state, pool = at
+            kept = {"elbo": np.concatenate(elbos[0][:chunks]), "steps": np.concatenate(steps[:chunks]),
+                    "times": np.concatenate(times[:chunks])}
+            if pool is not None:
+                kept["pool"] = pool[0]
+            extra = {"rng": rng_state, "pool_pos": pool[1] if pool is not None else 0}
+            return at_done, _class(jax.device_get(at_state), 0), kept, extra
+
+        # chunks (of ``length`` rounds, shortened when slow) never cross a multiple of R rounds past
+        # where this run started: there the checkpoint is written, progress printed and the
+        # callback called
+        length, origin, progress_at = R, done, None
+        try:
+            while done < n_rounds:
+                watch = Stopwatch()
+                n_active = min(length, R - (done - origin) % R, n_rounds - done)
+                active = np.arange(length) < n_active
+                # the minibatches of the active rounds; the others are computed and discarded
+                used, size = n_active * k * batch_size, length * k * batch_size
+                Xc, yc = np.zeros((K, size, d), dtype), np.zeros((K, size), dtype)
+                for c in range(K):
+                    idx = _batch_indices(n, used, rngs[c], pools[c])
+                    Xc[c, :used], yc[c, :used] = X[idx], Y[c][idx]
+                batch = (Xc.reshape(K, length, k, batch_size, d), yc.reshape(K, length, k, batch_size), active)
+                if shard is not None:
+                    batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
+                carry, values = run(carry, batch, consts)
+                values = np.asarray(values)[:, active]
+                now = time.perf_counter() - t0
+                length = shorter_length(length, watch.seconds)
+                done += n_active
+                for trace, v in zip(elbos, values):
+                    trace.append(v)
+                steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
+                times.append(np.full(values.shape[1], now))
+                stopping = bool(np.all(carry[1]))
+                if folder is not None:  # this point, for a checkpoint now or when the run stops
+                    progress_at = (done, carry[0], len(steps), rngs[0].bit_generator.state,
+                                   (pools[0][0][0], int(pools[0][0][1])) if pools[0] else None)
+                if (done - origin) % R == 0 or done >= n_rounds or stopping:
+                    if progress:
+                        last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
+                        print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "
+                              f"{done * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr,
+                              flush=True)
+                    if folder is not None:
+                        write_progress(folder, settings, *checkpoint_of(progress_at))
+                        progress_at = None
+                    if callback is not None:
+                        callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
+                if stopping:
+                    break
+                stop.raise_if_requested()
+        finally:
+            if progress_at is not None:  # stopped between checkpoints
+                write_progress(folder, settings, *checkpoint_of(progress_at))
+        stop.raise_if_requested()  # a signal during the last writes
     final, diverged = jax.device_get(carry)
     steps, times = np.concatenate(steps), np.concatenate(times)
     results = []
