@@ -455,6 +455,7 @@ else:
 """
 
 
+@pytest.mark.slow  # two fresh interpreters import the package (JAX, ArviZ): tens of seconds on busy cores
 def test_two_processes_saving_to_one_new_path(tmp_path):
     src = tmp_path / "src.bmm"
     src.write_bytes(_saved_bytes("linear"))
