@@ -40,7 +40,8 @@ batched Cholesky factorisations of 8 x 64 x 64 in one program hang on a 2-core m
 of the runs). A call on a single matrix runs on its own thread and cannot wait. While the package
 lowers its programs, a LAPACK call on a stack is therefore lowered as one call per matrix (unrolled
 for up to :data:`UNROLL_LAPACK_BATCH` matrices, in a loop beyond); each matrix is factorised by the
-same LAPACK routine as before, so the results are the same to the bit. This applies to the programs
+same LAPACK routine as before, so with XLA's optimisations on the results are the same to the bit
+(with ``jax_disable_most_optimizations`` the surrounding program can round differently, by 1e-12). This applies to the programs
 of :func:`jit` (also under a top-level ``jax.vmap``) and to everything lowered during a fit or a
 prediction of the estimators (:func:`~bayes_maxmargin.core.linalg.float_precision`); the user's own
 programs keep JAX's lowering.
