@@ -197,10 +197,10 @@ class LinearBSVM(_BayesianSVMClassifier):
     iteration instead of O(n p^2 + p^3): EM (and ECM) and VB (``prior="gaussian"``, Algorithm 1)
     reach the same fixed point, and Gibbs draws the coefficients by the exact algorithm of
     Bhattacharya, Chakraborty & Mallick (2016, Biometrika), the same conditional with other
-    random numbers than the p-dimensional draw. The form is chosen by shape; p <= n fits are
-    unchanged. A flat intercept prior, ``inference="svi"`` and NUTS, and the Luts & Ormerod
-    extensions (``prior="penalty"`` / ``"laplace_zero"``, ``groups=``, ``missing="model"``) keep
-    the p-dimensional form.
+    random numbers than the p-dimensional draw; so does the Gibbs sampler of ``prior="penalty"``
+    and of ``groups=`` (Appendix A). The form is chosen by shape; p <= n fits are unchanged. A
+    flat intercept prior, ``inference="svi"`` and NUTS, VB with ``prior="penalty"`` or ``groups=``
+    (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the p-dimensional form.
     """
 
     def __init__(
@@ -679,7 +679,9 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
-                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
+                    wide = use_wide_form(n, data.X.shape[1] + m, np.ones(1))  # every prior here is proper
+                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
+                                    data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
                                log_joint=s["log_joint"])
