@@ -128,6 +128,7 @@ def _registry() -> dict[str, type]:
                  svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
                  posterior.DrawsPosterior, linear_posterior.PrecisionPosterior,
                  linear_posterior.CovariancePosterior, linear_posterior.DrawsPosterior,
+                 linear_posterior.LowRankPosterior,
                  factor_posterior.VBPosterior, factor_posterior.DrawsPosterior, factor_posterior.InterceptLinearKernel)
         _TYPES.update({old: _TYPES[new] for old, new in _MOVED.items()})
     return _TYPES

@@ -14,6 +14,8 @@ updates recur in every model and inference algorithm. They are written once here
 * :func:`sample_inv_lambda` / :func:`expected_inv_lambda` / :func:`expected_lambda` -- the
   conditional of 1 / lambda (inverse Gaussian, eq. 7) and its moments (eq. 8);
 * :func:`gaussian_conditional` -- the Gaussian conditional of weights that enter f linearly;
+  :func:`wide_gaussian_conditional` / :func:`sample_wide_gaussian` -- the same in its n-dimensional
+  (Woodbury) form for more weights than data points (:func:`use_wide_form`);
 * :func:`gamma_conditional` / :func:`draw_gamma` -- the Gamma conditional of the hinge scale gamma
   (eq. 7);
 * :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6).
@@ -34,16 +36,18 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
 
-__all__ = ["GaussianConditional", "augmented_log_likelihood", "augmented_sweep", "draw_gamma", "expected_inv_lambda",
-           "expected_lambda", "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c",
-           "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "sample_gaussian",
-           "sample_inv_lambda", "vb_hinge_bound", "vb_inv_lambda"]
+__all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
+           "draw_gamma", "expected_inv_lambda", "expected_lambda", "gamma_cm_step", "gamma_conditional",
+           "gaussian_conditional", "hinge_c", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "prior_gram",
+           "sample_gaussian", "sample_wide_gaussian", "sample_inv_lambda", "use_wide_form", "vb_hinge_bound",
+           "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -219,6 +223,104 @@ def sample_gaussian(
         return cond.mean + noise
     alpha = jnp.asarray(overrelaxation, cond.mean.dtype)
     return cond.mean + alpha * (previous - cond.mean) + jnp.sqrt(1.0 - alpha**2) * noise
+
+
+def use_wide_form(n: int, p: int, prior_prec: Any) -> bool:
+    """Whether the n-dimensional (wide) form of the Gaussian conditional applies and pays: more
+    weights than data points (p > n) and a proper prior on every weight (the form needs the prior
+    covariance diag(prior_prec)^-1; a flat intercept keeps the p-dimensional form)."""
+    return p > n and bool(np.all(np.asarray(prior_prec) > 0))
+
+
+class WideGaussianConditional(NamedTuple):
+    """The Gaussian conditional of :func:`gaussian_conditional` held in its n-dimensional form.
+
+    With A = diag(prior_prec), s = sqrt(gamma / lambda), G = diag(s) Phi and M = I_n + G A^-1 G',
+    the Woodbury identity gives
+
+        Sigma = (A + G'G)^-1 = A^-1 - A^-1 G' M^-1 G A^-1,
+
+    so the conditional is held by its mean, A^-1 (``prior_var``), s (``scale``), Phi (``design``)
+    and the lower Cholesky factor of the n x n matrix M (``inner_chol``, eigenvalues >= 1).
+    """
+
+    mean: Array
+    prior_var: Array
+    scale: Array
+    design: Array
+    inner_chol: Array
+
+    @property
+    def factor(self) -> Array:
+        """G = diag(s) Phi."""
+        return self.design * self.scale[:, None]
+
+
+def prior_gram(design: Array, prior_prec: Array) -> Array:
+    """Phi A^-1 Phi' (n x n), the prior covariance of f = Phi w; fixed over the iterations."""
+    return (design / prior_prec) @ design.T
+
+
+def wide_gaussian_conditional(
+    design: Array, y: Array, inv_lam: Array, gamma: Array, prior_prec: Array, gram: Array | None = None
+) -> WideGaussianConditional:
+    """:func:`gaussian_conditional` in its n-dimensional form, for p > n (every ``prior_prec`` > 0).
+
+    The mean P^-1 gamma Phi' Y (1 + 1/lambda) is Sigma G' alpha with alpha = s * y (1 + lambda)
+    (since G' alpha = gamma Phi' diag(1/lambda) Y (1 + lambda)), and Sigma G' = A^-1 G' M^-1, so
+
+        mean = A^-1 Phi' (s * M^-1 alpha),    M = I + (s s') * (Phi A^-1 Phi'),
+
+    one n x n Cholesky and no p x p matrix (Bhattacharya, Chakraborty & Mallick 2016, Sec. 2):
+    O(n p) given ``gram`` = Phi A^-1 Phi' (:func:`prior_gram`, computed here when None, O(n^2 p)).
+    The other arguments as in :func:`gaussian_conditional`.
+    """
+    prior_var = 1.0 / prior_prec
+    if gram is None:
+        gram = prior_gram(design, prior_prec)
+    s = jnp.sqrt(gamma * inv_lam)
+    inner = gram * jnp.outer(s, s) + jnp.eye(gram.shape[0], dtype=gram.dtype)
+    chol = jnp.linalg.cholesky(inner)
+    alpha = s * y * (1.0 + 1.0 / inv_lam)
+    mean = prior_var * (design.T @ (s * cho_solve((chol, True), alpha)))
+    return WideGaussianConditional(mean, prior_var, s, design, chol)
+
+
+def sample_wide_gaussian(
+    key: Array, cond: WideGaussianConditional, previous: Array | None = None, overrelaxation: float = 0.0
+) -> Array:
+    """One draw of the conditional held by ``cond``, as :func:`sample_gaussian` (same overrelaxed
+    move), in O(n p) with the exact algorithm of Bhattacharya, Chakraborty & Mallick (2016, Alg. 1)
+    for the zero-mean part: u ~ N(0, A^-1), delta ~ N(0, I_n), v = G u + delta, w = M^-1 (-v),
+    noise = u + A^-1 G' w ~ N(0, Sigma). mean + noise is their draw with alpha = s * y (1 + lambda).
+    The random numbers differ from :func:`sample_gaussian`'s.
+    """
+    k_u, k_delta = jax.random.split(key)
+    dtype = cond.mean.dtype
+    u = jnp.sqrt(cond.prior_var) * jax.random.normal(k_u, cond.mean.shape, dtype)
+    delta = jax.random.normal(k_delta, cond.scale.shape, dtype)
+    w = cho_solve((cond.inner_chol, True), -(cond.scale * (cond.design @ u) + delta))
+    noise = u + cond.prior_var * (cond.design.T @ (cond.scale * w))
+    if previous is None:
+        return cond.mean + noise
+    alpha = jnp.asarray(overrelaxation, dtype)
+    return cond.mean + alpha * (previous - cond.mean) + jnp.sqrt(1.0 - alpha**2) * noise
+
+
+def wide_latent_variances(cond: WideGaussianConditional, gram: Array) -> Array:
+    """diag(Phi Sigma Phi') at the n rows of ``cond.design``, ``gram`` = Phi A^-1 Phi'.
+
+    G Sigma G' = I - M^-1, so row i has variance (1 - (M^-1)_ii) / s_i^2, accurate where
+    (M^-1)_ii is small (points the data pin down, large s_i); elsewhere the direct
+    k_ii - ||L^-1 diag(s) K_i||^2 with K = ``gram`` is used, which then loses no digits.
+    """
+    eye = jnp.eye(cond.inner_chol.shape[0], dtype=cond.inner_chol.dtype)
+    inv_chol = solve_triangular(cond.inner_chol, eye, lower=True)
+    m_inv_diag = jnp.sum(inv_chol**2, axis=0)
+    pinned = (1.0 - m_inv_diag) / cond.scale**2
+    half = inv_chol @ (gram * cond.scale[:, None])
+    direct = jnp.diagonal(gram) - jnp.sum(half**2, axis=0)
+    return jnp.where(m_inv_diag < 0.5, pinned, direct)
 
 
 def gamma_conditional(u: Array, inv_lam: Array, a0: Array, b0: Array) -> tuple[Array, Array]:

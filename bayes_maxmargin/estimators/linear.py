@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.augmentation import use_wide_form
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
@@ -27,7 +28,12 @@ from bayes_maxmargin.estimators.base import (
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
-from bayes_maxmargin.models.linear.posterior import CovariancePosterior, DrawsPosterior, PrecisionPosterior
+from bayes_maxmargin.models.linear.posterior import (
+    CovariancePosterior,
+    DrawsPosterior,
+    LowRankPosterior,
+    PrecisionPosterior,
+)
 from bayes_maxmargin.models.linear.svi import svi_linear
 from bayes_maxmargin.models.luts.gibbs import (
     build_laplace_zero_kernel,
@@ -167,7 +173,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         The VB lower bound log p(y; q) after every iteration (VB only).
     coef_cov_ : ndarray
         VB only: covariance of q over (features, intercept, random intercepts), the order of
-        ``coef_``, ``intercept_``, ``random_effects_``.
+        ``coef_``, ``intercept_``, ``random_effects_``. Not set by a fit in the n-dimensional form
+        (see Notes): q is then held without any p x p matrix.
     sigma_u2_ : float
         Posterior mean of sigma_u^2 (penalty, Laplace-zero, random-intercept and missing-data fits).
     inclusion_probabilities_ : ndarray of shape (n_features,)
@@ -181,6 +188,19 @@ class LinearBSVM(_BayesianSVMClassifier):
     imputation_mean_, imputation_cov_ : ndarray
         Posterior means of mu and Sigma of the imputation model (``missing="model"``); NaN
         entries of X at prediction are integrated over it (see :meth:`predict_latent`).
+
+    Notes
+    -----
+    Wide data. With more coefficients than training points (p = n_features + intercept > n) and
+    a proper prior on every coefficient (``intercept_scale`` not None), the Gaussian conditional
+    of the coefficients is handled in its n-dimensional form (Woodbury identity), O(n^2 p) per
+    iteration instead of O(n p^2 + p^3): EM (and ECM) and VB (``prior="gaussian"``, Algorithm 1)
+    reach the same fixed point, and Gibbs draws the coefficients by the exact algorithm of
+    Bhattacharya, Chakraborty & Mallick (2016, Biometrika), the same conditional with other
+    random numbers than the p-dimensional draw; so does the Gibbs sampler of ``prior="penalty"``
+    and of ``groups=`` (Appendix A). The form is chosen by shape; p <= n fits are unchanged. A
+    flat intercept prior, ``inference="svi"`` and NUTS, VB with ``prior="penalty"`` or ``groups=``
+    (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the p-dimensional form.
 
     Examples
     --------
@@ -397,6 +417,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 ),
                 *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])),
             )
+            params["wide"] = use_wide_form(*design.shape, hyper.prior_prec)
             key = self._fit_key()
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
@@ -411,7 +432,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
         result = self._solve(
             run_chains,
-            build_linear_kernel(sample_gamma, params["overrelaxation"]),
+            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"]),
             record_linear,
             state,
             k_run,
@@ -468,7 +489,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         res = self._solve(
             linear_em,
             coef0, data, hyper, jnp.asarray(params["tol"], coef0.dtype),
-            max_iter=params["max_iter"], estimate_gamma=estimate_gamma,
+            max_iter=params["max_iter"], estimate_gamma=estimate_gamma, wide=params["wide"],
         )
         n_iter = int(res.n_iter)
         objective = np.asarray(res.objective[: n_iter + 1], dtype=np.float64)
@@ -492,6 +513,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         coef = np.asarray(res.coef, dtype=np.float64)[None, None]
         gamma = np.asarray(res.gamma, dtype=np.float64)[None, None] if estimate_gamma else None
         stats = {"log_joint": objective[None, None, -1], "objective": objective[None, None, :]}
+        if params["wide"]:
+            return coef, gamma, stats, LowRankPosterior.from_conditional(res.conditional)
         return coef, gamma, stats, np.asarray(res.conditional.prec_chol, dtype=np.float64)
 
     def _fit_nuts(self, key, data, hyper, params):
@@ -516,13 +539,17 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _store(self, design, coef_draws, gamma_draws, stats, y, params, prec_chol=None) -> None:
         """The typed posterior (draws, or the Gaussian N(mean, (L L')^-1) of EM / SVI given its precision
-        factor ``prec_chol``), the fitted attributes and ``idata_``."""
+        factor ``prec_chol``, or a :class:`LowRankPosterior` given as ``prec_chol``), the fitted
+        attributes and ``idata_``."""
         coef_draws = np.asarray(coef_draws, dtype=np.float64)
         d = self.n_features_in_
         beta = coef_draws[..., :d]
         intercept = coef_draws[..., d] if self.fit_intercept else np.zeros(coef_draws.shape[:2])
         draws = DrawsPosterior(coef_draws.reshape(-1, coef_draws.shape[-1]))
-        self._posterior = draws if prec_chol is None else PrecisionPosterior(draws.mean, prec_chol)
+        if isinstance(prec_chol, LowRankPosterior):
+            self._posterior = prec_chol
+        else:
+            self._posterior = draws if prec_chol is None else PrecisionPosterior(draws.mean, prec_chol)
         self.coef_ = beta.reshape(-1, d).mean(axis=0)[None, :]
         self.intercept_ = np.array([intercept.mean()])
         posterior = {"beta": beta}
@@ -673,18 +700,25 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
-                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"]), record_mixed, state, key, data, h, **run)
+                    wide = use_wide_form(n, data.X.shape[1] + m, np.ones(1))  # every prior here is proper
+                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
+                                    data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
                                log_joint=s["log_joint"])
             else:  # Algorithm 1: prior="gaussian", inference="vb"
                 design = self._design(X)
                 prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
-                res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol, **vb_kw)
+                wide = use_wide_form(*design.shape, prec)
+                res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol,
+                                  wide=wide, **vb_kw)
                 st = res.state
-                L = np.asarray(st.prec_chol, dtype=np.float64)
-                half = np.linalg.solve(L, np.eye(L.shape[0]))
-                out.update(mean=np.asarray(st.mean), cov=half.T @ half, res=res)
+                if wide:  # q(beta) in its n-dimensional form: no p x p matrix
+                    out.update(mean=np.asarray(st.mean), posterior=LowRankPosterior.from_conditional(st.q), res=res)
+                else:
+                    L = np.asarray(st.prec_chol, dtype=np.float64)
+                    half = np.linalg.solve(L, np.eye(L.shape[0]))
+                    out.update(mean=np.asarray(st.mean), cov=half.T @ half, res=res)
         self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
 
     def _store_luts(self, out: dict[str, Any], y: np.ndarray, params, n_groups: int) -> None:
@@ -707,8 +741,11 @@ class LinearBSVM(_BayesianSVMClassifier):
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
             mean = np.asarray(out["mean"], dtype=np.float64)
-            self._posterior = CovariancePosterior(mean, np.asarray(out["cov"], dtype=np.float64))
-            self.coef_cov_ = self._posterior.cov
+            if "posterior" in out:
+                self._posterior = out["posterior"]
+            else:
+                self._posterior = CovariancePosterior(mean, np.asarray(out["cov"], dtype=np.float64))
+                self.coef_cov_ = self._posterior.cov
             draws = mean[None, None]
             stats = {"lower_bound": self.lower_bound_[None, None]}
             inclusion = out.get("inclusion")

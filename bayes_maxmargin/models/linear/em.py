@@ -22,10 +22,13 @@ from jax import Array
 
 from bayes_maxmargin.core.augmentation import (
     GaussianConditional,
+    WideGaussianConditional,
     expected_inv_lambda,
     gamma_cm_step,
     gaussian_conditional,
     log_pseudo_likelihood,
+    prior_gram,
+    wide_gaussian_conditional,
 )
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine.fixed_point import ecm_loop
@@ -47,16 +50,17 @@ class EMResult(NamedTuple):
         Log posterior at the start and after every iteration; NaN after convergence.
     n_iter : Array
         Iterations run.
-    conditional : GaussianConditional
+    conditional : GaussianConditional or WideGaussianConditional
         The Gaussian conditional of the weights at E[1/lambda] of the last E-step (its precision
-        factor gives the conditional posterior covariance used for predictive variances).
+        factor, or its n-dimensional form, gives the conditional posterior covariance used for
+        predictive variances).
     """
 
     coef: Array
     gamma: Array
     objective: Array
     n_iter: Array
-    conditional: GaussianConditional
+    conditional: GaussianConditional | WideGaussianConditional
 
 
 def linear_objective(
@@ -69,10 +73,14 @@ def linear_objective(
     )
 
 
-def _em_step(coef, gamma, data: LinearData, hyper: LinearHyper, estimate_gamma: bool):
+def _em_step(coef, gamma, data: LinearData, hyper: LinearHyper, estimate_gamma: bool, gram: Array | None = None):
+    """One ECM iteration; with ``gram`` (Phi A^-1 Phi') the M-step in its n-dimensional form."""
     u = 1.0 - data.y * (data.design @ coef)
     inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)  # E-step, eq. (8)
-    cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
+    if gram is None:
+        cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
+    else:
+        cond = wide_gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec, gram)
     coef = cond.mean  # CM-step for the weights
     if estimate_gamma:  # CM-step for gamma
         u_new = 1.0 - data.y * (data.design @ coef)
@@ -80,9 +88,10 @@ def _em_step(coef, gamma, data: LinearData, hyper: LinearHyper, estimate_gamma: 
     return coef, gamma, cond
 
 
-@partial(jit, static_argnames=("max_iter", "estimate_gamma"))
+@partial(jit, static_argnames=("max_iter", "estimate_gamma", "wide"))
 def linear_em(
-    coef0: Array, data: LinearData, hyper: LinearHyper, tol: Array, *, max_iter: int, estimate_gamma: bool
+    coef0: Array, data: LinearData, hyper: LinearHyper, tol: Array, *, max_iter: int, estimate_gamma: bool,
+    wide: bool = False,
 ) -> EMResult:
     """Run EM / ECM from ``coef0`` until the relative increase of the objective is below ``tol``.
 
@@ -100,11 +109,16 @@ def linear_em(
         Maximum number of iterations.
     estimate_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and is updated by its CM-step (needs a0 > 1).
+    wide : bool
+        Solve the M-step in its n-dimensional form (:func:`~bayes_maxmargin.core.augmentation.wide_gaussian_conditional`,
+        O(n^2 p) instead of O(n p^2 + p^3); needs every prior precision > 0): the same fixed point,
+        for p > n (:func:`~bayes_maxmargin.core.augmentation.use_wide_form`).
     """
     gamma0 = jnp.asarray(hyper.gamma, coef0.dtype)
-    _, _, cond0 = _em_step(coef0, gamma0, data, hyper, False)
+    gram = prior_gram(data.design, hyper.prior_prec) if wide else None
+    _, _, cond0 = _em_step(coef0, gamma0, data, hyper, False, gram)
     coef, gamma, cond, trace, n_iter = ecm_loop(
-        lambda c, g: _em_step(c, g, data, hyper, estimate_gamma),
+        lambda c, g: _em_step(c, g, data, hyper, estimate_gamma, gram),
         lambda c, g: linear_objective(c, g, data, hyper, estimate_gamma),
         coef0, gamma0, cond0, tol, max_iter,
     )

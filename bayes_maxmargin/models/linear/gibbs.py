@@ -5,7 +5,8 @@ Linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, eq. 7 with f = Phi 
 1. 1 / lambda_n | w, gamma ~ IG(c / ``|1 - y_n f_n|``, gamma + 2 gamma0);
 2. w | lambda, gamma ~ N(P^-1 gamma Phi' Y (1 + 1/lambda), P^-1),
    P = diag(prior_prec) + gamma Phi' Lambda^-1 Phi (one Cholesky of P), drawn directly or by
-   an overrelaxed move that leaves this conditional invariant (Adler 1981);
+   an overrelaxed move that leaves this conditional invariant (Adler 1981); for p > n in its
+   n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016), O(n^2 p) instead of O(n p^2 + p^3);
 3. gamma | w, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2) when gamma has a prior.
 
 The kernel targets the augmented program ``linear_bsvm(..., augmented=True)``; its ``log_joint``
@@ -26,7 +27,10 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gaussian_conditional,
     log_lambda_prior,
+    prior_gram,
     sample_gaussian,
+    sample_wide_gaussian,
+    wide_gaussian_conditional,
 )
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
 
@@ -70,7 +74,7 @@ def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma:
 
 
 @functools.cache
-def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
+def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: bool = False):
     """The Gibbs kernel of the linear Bayesian SVM (cached: one function per structure).
 
     Parameters
@@ -80,6 +84,10 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
     overrelaxation : float
         Adler overrelaxation alpha in (-1, 1) of the coefficient update
         (:func:`~bayes_maxmargin.core.augmentation.sample_gaussian`); 0 is the plain Gibbs draw.
+    wide : bool
+        Draw the coefficients in O(n^2 p) by the algorithm of Bhattacharya, Chakraborty & Mallick
+        (2016) (:func:`~bayes_maxmargin.core.augmentation.sample_wide_gaussian`; needs every prior
+        precision > 0), for p > n: the same conditional, other random numbers.
 
     Returns
     -------
@@ -91,6 +99,10 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0):
         rng_key: Array, state: LinearGibbsState, data: LinearData, hyper: LinearHyper
     ) -> tuple[LinearGibbsState, None]:
         def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:
+            if wide:
+                gram = prior_gram(data.design, hyper.prior_prec)
+                cond = wide_gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec, gram)
+                return sample_wide_gaussian(key, cond, state.coef, overrelaxation)
             cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
             return sample_gaussian(key, cond, state.coef, overrelaxation)
 

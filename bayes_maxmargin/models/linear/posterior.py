@@ -4,6 +4,8 @@ predictive moments of the latent f = phi' w at a design matrix.
 * :class:`PrecisionPosterior`, N(mean, (L L')^-1): EM (the Gaussian conditional at the mode) and SVI
   (q(beta), Wenzel et al. 2017, Sec. 4.5);
 * :class:`CovariancePosterior`, N(mean, cov): the mean-field VB algorithms of Luts & Ormerod (2014);
+* :class:`LowRankPosterior`, N(mean, diag(prior_var) - V'V) with V of n rows: EM and VB (Algorithm 1)
+  with more coefficients than data points, where no p x p matrix is formed;
 * :class:`DrawsPosterior`, draws of w: Gibbs, NUTS and the Luts & Ormerod samplers.
 
 Each has ``mean`` (the posterior mean of w), ``latent_moments(design)`` and ``weight_moment(d)`` (E[w w']
@@ -15,11 +17,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import cho_solve
+from scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.predict import gaussian_latent_moments, latent_moments_from_draws
 
-__all__ = ["CovariancePosterior", "DrawsPosterior", "PrecisionPosterior"]
+__all__ = ["CovariancePosterior", "DrawsPosterior", "LowRankPosterior", "PrecisionPosterior"]
 
 
 class PrecisionPosterior(NamedTuple):
@@ -51,6 +53,39 @@ class CovariancePosterior(NamedTuple):
     def weight_moment(self, d: int) -> np.ndarray:
         """E[w w'] of the first ``d`` coefficients: Sigma + mu mu'."""
         return self.cov[:d, :d] + np.outer(self.mean[:d], self.mean[:d])
+
+
+class LowRankPosterior(NamedTuple):
+    """w ~ N(mean, diag(prior_var) - V'V), V = L^-1 G diag(prior_var) of shape (n, p): the Woodbury
+    form of a Gaussian conditional with p > n
+    (:class:`~bayes_maxmargin.core.augmentation.WideGaussianConditional`, M = L L')."""
+
+    mean: np.ndarray
+    prior_var: np.ndarray
+    half: np.ndarray
+
+    @classmethod
+    def from_conditional(cls, cond) -> "LowRankPosterior":
+        """From a :class:`~bayes_maxmargin.core.augmentation.WideGaussianConditional` (O(n^2 p))."""
+        prior_var = np.asarray(cond.prior_var, dtype=np.float64)
+        scaled = np.asarray(cond.factor, dtype=np.float64) * prior_var
+        half = solve_triangular(np.asarray(cond.inner_chol, dtype=np.float64), scaled, lower=True)
+        return cls(np.asarray(cond.mean, dtype=np.float64), prior_var, half)
+
+    def latent_moments(self, design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """design @ mean and the variances phi_i' diag(prior_var) phi_i - ||V phi_i||^2 (at least 0)."""
+        var = np.sum(design**2 * self.prior_var, axis=1) - np.sum((self.half @ design.T) ** 2, axis=0)
+        return design @ self.mean, np.maximum(var, 0.0)
+
+    @property
+    def cov(self) -> np.ndarray:
+        """The p x p covariance (formed on request)."""
+        return np.diag(self.prior_var) - self.half.T @ self.half
+
+    def weight_moment(self, d: int) -> np.ndarray:
+        """E[w w'] of the first ``d`` coefficients: Sigma + mu mu'."""
+        V = self.half[:, :d]
+        return np.diag(self.prior_var[:d]) - V.T @ V + np.outer(self.mean[:d], self.mean[:d])
 
 
 class DrawsPosterior(NamedTuple):

@@ -34,8 +34,11 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gaussian_conditional,
     margin_floor,
+    prior_gram,
     sample_gaussian,
     sample_inv_lambda,
+    sample_wide_gaussian,
+    wide_gaussian_conditional,
 )
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.distributions import InverseGaussian
@@ -114,7 +117,7 @@ def init_mixed(coef: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) 
 
 
 @functools.cache
-def build_mixed_kernel(overrelaxation: float = 0.0):
+def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
     """The Gibbs kernel of Appendix A (Luts & Ormerod 2014) for model (5) with Sigma = sigma_u^2 I.
 
     Parameters
@@ -122,6 +125,11 @@ def build_mixed_kernel(overrelaxation: float = 0.0):
     overrelaxation : float
         Adler overrelaxation of the (beta, u) draw (:func:`~bayes_maxmargin.core.augmentation.sample_gaussian`);
         0 is the plain Gibbs draw of the appendix.
+    wide : bool
+        Draw (beta, u) in its n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016;
+        :func:`~bayes_maxmargin.core.augmentation.sample_wide_gaussian`), O(n^2 (p + m)) instead of
+        O(n (p + m)^2 + (p + m)^3), for p + m > n: the same conditional, other random numbers. The prior
+        covariance of f is X X' sigma_beta^2 + sigma_u^2 Z Z', with Z Z' fixed over the iterations.
     """
 
     def kernel(rng_key: Array, state: MixedGibbsState, data: MixedData, hyper: LutsHyper):
@@ -133,8 +141,13 @@ def build_mixed_kernel(overrelaxation: float = 0.0):
         prior_prec = jnp.concatenate(
             [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / state.sigma_u2, dtype)]
         )
-        cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
-        coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
+        if wide:
+            gram = prior_gram(data.X, prior_prec[:p]) + state.sigma_u2 * (data.Z @ data.Z.T)
+            cond = wide_gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec, gram)
+            coef = sample_wide_gaussian(k_coef, cond, state.coef, overrelaxation)
+        else:
+            cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
+            coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
         u = coef[p:]
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(u**2))
         log_joint = mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper)

@@ -1,0 +1,205 @@
+"""Wide data (more coefficients than points): the n-dimensional form of the linear models' Gaussian
+conditional (Woodbury identity; Bhattacharya, Chakraborty & Mallick 2016 for the Gibbs draw) gives
+the same conditional, the same EM / VB fixed points and the same Gibbs posterior as the
+p-dimensional form, and the estimator picks it by shape."""
+
+from __future__ import annotations
+
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayes_maxmargin as bmm
+from bayes_maxmargin import LinearBSVM
+from bayes_maxmargin.core.augmentation import (
+    gaussian_conditional,
+    prior_gram,
+    sample_wide_gaussian,
+    use_wide_form,
+    wide_gaussian_conditional,
+    wide_latent_variances,
+)
+from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.estimators import linear as linear_estimator
+from bayes_maxmargin.models.linear.em import linear_em
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, prior_precision
+from bayes_maxmargin.models.linear.posterior import LowRankPosterior, PrecisionPosterior
+from bayes_maxmargin.models.luts.vb import vb_gaussian
+
+from ._posterior import assert_posteriors_agree
+
+
+def _problem(n: int, d: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] - 0.5 * X[:, 1] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+def _data(X, y):
+    return LinearData(jnp.asarray(np.hstack([X, np.ones((X.shape[0], 1))])), jnp.asarray(y))
+
+
+def _hyper(d, gamma0=0.0, intercept_scale=10.0):
+    prec = prior_precision(d, 0.8, intercept_scale, True)
+    return LinearHyper(prec, *(jnp.asarray(v, jnp.float64) for v in (1.3, 2.0, 1.0, gamma0)))
+
+
+@pytest.fixture
+def x64():
+    with float_precision(True):
+        yield
+
+
+def test_use_wide_form_by_shape_and_prior():
+    assert use_wide_form(10, 11, np.ones(11))
+    assert not use_wide_form(10, 10, np.ones(10))
+    assert not use_wide_form(10, 30, np.r_[np.ones(29), 0.0])  # a flat intercept keeps the p-form
+
+
+def test_wide_conditional_equals_full(x64):
+    X, y = _problem(8, 25)
+    data, hyper = _data(X, y), _hyper(25)
+    inv_lam = jnp.asarray(np.random.default_rng(1).gamma(1.0, 2.0, size=8))
+    full = gaussian_conditional(data.design, data.y, inv_lam, hyper.gamma, hyper.prior_prec)
+    gram = prior_gram(data.design, hyper.prior_prec)
+    wide = wide_gaussian_conditional(data.design, data.y, inv_lam, hyper.gamma, hyper.prior_prec, gram)
+    np.testing.assert_allclose(wide.mean, full.mean, rtol=1e-10, atol=1e-12)
+    L = np.asarray(full.prec_chol)
+    cov = np.linalg.inv(L @ L.T)
+    post = LowRankPosterior.from_conditional(wide)
+    np.testing.assert_allclose(post.cov, cov, rtol=1e-9, atol=1e-12)
+    D = np.asarray(data.design)
+    np.testing.assert_allclose(wide_latent_variances(wide, gram), np.sum((D @ cov) * D, axis=1), rtol=1e-9)
+    Xt = np.random.default_rng(2).normal(size=(5, 26))
+    m, v = post.latent_moments(Xt)
+    m_full, v_full = PrecisionPosterior(np.asarray(full.mean), L).latent_moments(Xt)
+    np.testing.assert_allclose(m, m_full, rtol=1e-10)
+    np.testing.assert_allclose(v, v_full, rtol=1e-9)
+    np.testing.assert_allclose(post.weight_moment(25), cov[:25, :25] + np.outer(full.mean[:25], full.mean[:25]),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_wide_draws_have_the_conditional_moments(x64):
+    """Bhattacharya et al.'s draw (and its overrelaxed move) leaves N(mean, Sigma) as it is:
+    moments of 20000 draws within a few Monte Carlo standard errors."""
+    X, y = _problem(6, 12)
+    data, hyper = _data(X, y), _hyper(12)
+    inv_lam = jnp.asarray(np.random.default_rng(3).gamma(2.0, 1.0, size=6))
+    cond = wide_gaussian_conditional(data.design, data.y, inv_lam, hyper.gamma, hyper.prior_prec)
+    cov = LowRankPosterior.from_conditional(cond).cov
+    keys = jax.random.split(jax.random.PRNGKey(0), 20000)
+    for previous in (None, cond.mean + 0.3):
+        draws = np.asarray(jax.vmap(lambda k: sample_wide_gaussian(k, cond, previous, -0.5))(keys))
+        sd = np.sqrt(np.diag(cov))
+        if previous is None:
+            z = (draws.mean(axis=0) - cond.mean) / (sd / np.sqrt(len(keys)))
+            assert np.abs(z).max() < 4.5
+            np.testing.assert_allclose(np.cov(draws.T), cov, atol=0.04 * sd.max() ** 2)
+        else:  # overrelaxed from a fixed point: mean moves by alpha (previous - mean), sd by sqrt(1 - alpha^2)
+            expect = cond.mean - 0.5 * 0.3
+            z = (draws.mean(axis=0) - expect) / (np.sqrt(0.75) * sd / np.sqrt(len(keys)))
+            assert np.abs(z).max() < 4.5
+            np.testing.assert_allclose(np.cov(draws.T), 0.75 * cov, atol=0.04 * sd.max() ** 2)
+
+
+@pytest.mark.parametrize("gamma0, estimate_gamma", [(0.0, False), (0.5, True)])
+def test_em_fixed_points_agree(x64, gamma0, estimate_gamma):
+    """The two forms run the same ECM map: iterates agree to ~1e-10 for tens of iterations and the
+    converged MAPs and objectives agree. Near the fixed point support vectors sit at the margin
+    floor, E[1/lambda] ~ 1e8, and the p x p precision has a condition number of ~1e9-1e10, so the
+    p-dimensional M-step itself is accurate to ~1e-7 there (the n x n system of the wide form, to
+    ~1e-10, checked against an extended-precision solve while writing this test)."""
+    X, y = _problem(15, 30)
+    data, hyper = _data(X, y), _hyper(30, gamma0)
+    coef0 = jnp.zeros(31)
+    a, b = (linear_em(coef0, data, hyper, jnp.asarray(-1.0), max_iter=20, estimate_gamma=estimate_gamma, wide=w)
+            for w in (False, True))
+    np.testing.assert_allclose(b.coef, a.coef, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(b.objective, a.objective, rtol=1e-13)
+    np.testing.assert_allclose(b.gamma, a.gamma, rtol=1e-10)
+    a, b = (linear_em(coef0, data, hyper, jnp.asarray(1e-13), max_iter=3000, estimate_gamma=estimate_gamma, wide=w)
+            for w in (False, True))
+    np.testing.assert_allclose(b.coef, a.coef, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(b.objective[int(b.n_iter)], a.objective[int(a.n_iter)], rtol=1e-11)
+    np.testing.assert_allclose(b.gamma, a.gamma, rtol=1e-6)
+
+
+@pytest.mark.parametrize("accelerate", [False, True])
+def test_vb_fixed_points_agree(x64, accelerate):
+    X, y = _problem(15, 30)
+    data, prec = _data(X, y), prior_precision(30, 0.8, 10.0, True)
+    a, b = (vb_gaussian(data, prec, 1e-13, max_iter=3000, accelerate=accelerate, wide=w) for w in (False, True))
+    assert int(a.n_iter) < 3000 and int(b.n_iter) < 3000
+    np.testing.assert_allclose(b.state.mean, a.state.mean, rtol=1e-6 if accelerate else 1e-9, atol=1e-8)
+    np.testing.assert_allclose(b.state.chi, a.state.chi, rtol=1e-6 if accelerate else 1e-9)
+    np.testing.assert_allclose(b.lower_bound[int(b.n_iter) - 1], a.lower_bound[int(a.n_iter) - 1], rtol=1e-12)
+    if not accelerate:  # the same sweeps: the same bound after every one of them
+        np.testing.assert_allclose(b.lower_bound[: int(b.n_iter)], a.lower_bound[: int(a.n_iter)], rtol=1e-12)
+
+
+def _fit_in_form(monkeypatch, wide: bool, X, y, **kwargs):
+    monkeypatch.setattr(linear_estimator, "use_wide_form", lambda n, p, prec: wide)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LinearBSVM(progress_bar=False, random_state=0, **kwargs).fit(X, y)
+
+
+def test_gibbs_posteriors_agree(monkeypatch):
+    """Gibbs with the p-dimensional and the n-dimensional coefficient draws: the same posterior of
+    beta (means within 4 Monte Carlo standard errors, standard deviations within 4 MCSE of sd)."""
+    X, y = _problem(15, 30)
+    kw = dict(inference="gibbs", num_samples=2000, num_warmup=300, num_chains=4, sigma=0.8)
+    fits = [_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True)]
+    assert not np.array_equal(fits[0].coef_, fits[1].coef_)  # two samplers, different random numbers
+    assert_posteriors_agree(fits[0].idata_, fits[1].idata_, ["beta", "intercept"], sd_rtol=0.15)
+    sa, sb = (az.summary(f.idata_, var_names=["beta", "intercept"], round_to="none") for f in fits)
+    z_sd = np.abs(sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
+    assert (z_sd < 4).all(), z_sd.max()
+
+
+def test_penalty_gibbs_posteriors_agree(monkeypatch):
+    """The Appendix A sampler (prior="penalty") in both forms: the same posterior of (beta, sigma_u^2),
+    means within 4 Monte Carlo standard errors, standard deviations of the coefficients within 4 MCSE
+    of sd (sigma_u^2 mixes slowly in either form, an ESS of about 100 in 12000 draws here)."""
+    X, y = _problem(15, 30, seed=1)
+    kw = dict(inference="gibbs", prior="penalty", A_u=2.0, B_u=2.0, num_samples=3000, num_warmup=500, num_chains=4)
+    fits = [_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True)]
+    assert not np.array_equal(fits[0].coef_, fits[1].coef_)
+    sa, sb = (az.summary(f.idata_, var_names=["beta", "intercept", "sigma_u2"], round_to="none") for f in fits)
+    z_mean = np.abs(sa["mean"] - sb["mean"]) / np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2)
+    assert (z_mean < 4).all(), z_mean.max()
+    coefs = sa.index != "sigma_u2"
+    z_sd = np.abs(sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
+    assert (z_sd[coefs] < 4).all(), z_sd.max()
+
+
+@pytest.mark.parametrize("inference", ["em", "vb"])
+def test_estimator_forms_agree_and_save(monkeypatch, tmp_path, inference):
+    X, y = _problem(12, 20)
+    Xt = np.random.default_rng(5).normal(size=(6, 20))
+    kw = dict(inference=inference, max_iter=30 if inference == "em" else 200, accelerate=False)
+    full, wide = (_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True))
+    assert isinstance(wide._posterior, LowRankPosterior) and not hasattr(wide, "coef_cov_")
+    np.testing.assert_allclose(wide.coef_, full.coef_, rtol=1e-8, atol=1e-10)
+    for a, b in zip(wide.predict_latent(Xt), full.predict_latent(Xt)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
+    bmm.save(wide, tmp_path / "wide.bmm")
+    loaded = bmm.load(tmp_path / "wide.bmm")
+    np.testing.assert_array_equal(loaded.predict_proba(Xt), wide.predict_proba(Xt))
+
+
+def test_estimator_picks_the_form_by_shape():
+    X, y = _problem(12, 20)
+    em = dict(inference="em", max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert isinstance(LinearBSVM(**em).fit(X, y)._posterior, LowRankPosterior)
+        assert isinstance(LinearBSVM(**em).fit(X[:, :5], y)._posterior, PrecisionPosterior)
+        assert isinstance(LinearBSVM(intercept_scale=None, **em).fit(X, y)._posterior, PrecisionPosterior)
+        vb = LinearBSVM("vb", max_iter=5).fit(X, y)
+    assert isinstance(vb._posterior, LowRankPosterior)
