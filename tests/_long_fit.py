@@ -43,8 +43,8 @@ def main() -> None:
 
         checkpoint.np.savez = savez
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(4000, 40))  # a first chunk of 250 iterations takes seconds, the later ones are shorter
-    y = np.where(X[:, 0] + rng.normal(size=4000) > 0, 1, -1)
+    X = rng.normal(size=(2000, 20))
+    y = np.where(X[:, 0] + rng.normal(size=2000) > 0, 1, -1)
     try:
         LinearBSVM(num_samples=100_000, num_warmup=0, num_chains=2, random_state=0, progress_bar=False).fit(
             X, y, checkpoint=args.checkpoint, resume=args.resume)
