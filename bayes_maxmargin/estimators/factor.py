@@ -268,6 +268,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 self._fit_gibbs(Xc, y, run_io)
             else:
                 self._fit_vbem(Xc, y)
+        self._check_mixing()
         self._stage2 = None
         stage2 = self.classifier if not self.joint else self.second_stage
         if stage2 is not None:

@@ -394,6 +394,7 @@ class GPBSVM(_BayesianSVMClassifier):
                    "vi": self._fit_vi}
             posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
+        self._check_mixing()
         return self
 
     def _fit_vi(self, key, X, y, theta0, learn, hyper, params):

@@ -357,6 +357,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         if reason is not None:
             self._check_luts(params, reason)
             self._fit_luts(X, y, Z, nan, params)
+            self._check_mixing()
             return self
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
@@ -380,6 +381,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
+        self._check_mixing()
         return self
 
     def _fit_gibbs(self, key, data, hyper, params):
