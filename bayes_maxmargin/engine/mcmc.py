@@ -23,7 +23,6 @@ checkpoint and the draws so far (``idata.nc``), and ``resume=folder`` continues 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
@@ -43,6 +42,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_draws,
     write_progress,
 )
+from bayes_maxmargin.engine.progress import fit_progress, tick
 
 __all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
 
@@ -52,7 +52,8 @@ Record = Callable[[Any], dict[str, Array]]
 #: Kept draws per compiled chunk (and per checkpoint) unless a run asks otherwise.
 DEFAULT_CHUNK_SIZE = 250
 
-#: Runs predicted to take longer than this many seconds show a progress bar.
+#: Runs predicted to take longer than this many seconds show a progress bar (superseded by
+#: :data:`bayes_maxmargin.engine.progress.DELAY_S`: a run shows its progress after that long).
 PROGRESS_THRESHOLD_S = 3.0
 
 #: Iterations per loop trip on an accelerator. There every trip of an XLA loop ends in a
@@ -122,6 +123,7 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
 
     def one_iteration(i, carry):
         state, _, (bad_iter, bad_field) = carry
+        tick(i)  # the run's progress (traced only while a fit reports it)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, i)
         state, info = step(keys, state, data, hyper)
         ok, field = _first_nonfinite(state)
@@ -210,7 +212,8 @@ def run_chains(
         :data:`DEFAULT_CHUNK_SIZE`. The run is cut into chunks of equal length. The draws do not
         depend on it.
     progress_bar : bool
-        Show a progress bar when the run is predicted to take more than a few seconds.
+        Show the run's progress (:mod:`bayes_maxmargin.engine.progress`: "compiling", then
+        iterations) once it has taken more than a second.
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` after every chunk, and ``idata.nc`` (the draws so
         far) when the run stops, early or not.
@@ -245,7 +248,7 @@ def run_chains(
     warm_blocks = -(-num_warmup // thin)
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
-    state, kept, done, bar = init_state, [], 0, None
+    state, kept, done = init_state, [], 0
     folder = checkpoint_folder(checkpoint, resume)
     settings = None
     if folder is not None:
@@ -264,11 +267,12 @@ def run_chains(
         names = set.intersection(*(set(c) for c in kept)) if kept else set()
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0] if k in names} if kept else {}
 
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt(), fit_progress(progress_bar, "sampling", total_blocks * thin) as bar:
+        if bar is not None:  # the count of this run (also with the reporter of an enclosing fit)
+            bar.restart(total_blocks * thin, done * thin)
         try:
             while done < total_blocks:
                 n_blocks = min(length, total_blocks - done)
-                t0 = time.perf_counter()
                 new_state, new_bad, records = run_chunk(
                     kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
                 )
@@ -282,20 +286,9 @@ def run_chains(
                     write_progress(folder, settings, done, state, draws_so_far())
                 if callback is not None:
                     callback(done * thin)
-                if bar is not None:
-                    bar.update(n_blocks * thin)
-                elif progress_bar and done < total_blocks:
-                    # predict the rest from the latest chunk; the first one includes compilation, so
-                    # it decides alone only when it was long in itself
-                    elapsed = time.perf_counter() - t0
-                    remaining = elapsed / n_blocks * (total_blocks - done)
-                    if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
-                        from tqdm.auto import tqdm
-
-                        bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
+                if bar is not None:  # also between the in-chunk reports: a chunk's last iteration
+                    bar.report(done * thin)
         finally:
-            if bar is not None:
-                bar.close()
             if folder is not None:
                 write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
     samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}

@@ -82,6 +82,7 @@ from bayes_maxmargin.engine.checkpoint import (
     sigterm_as_interrupt,
     write_progress,
 )
+from bayes_maxmargin.engine.progress import active as active_progress
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",
@@ -633,6 +634,9 @@ def run_svi(
             pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
         elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
+    bar = active_progress()
+    if bar is not None:
+        bar.restart(n_rounds * k, done * k)
     with threadpool_limits(limits=1, user_api="blas"), sigterm_as_interrupt():
         while done < n_rounds:
             active = np.arange(done, done + R) < n_rounds
@@ -651,6 +655,8 @@ def run_svi(
                 trace.append(v)
             steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
             times.append(np.full(values.shape[1], now))
+            if bar is not None:
+                bar.report(done * k)
             if progress:
                 last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
                 print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "

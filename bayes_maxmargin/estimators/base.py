@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,7 @@ from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
 from bayes_maxmargin.diagnostics import warn_if_not_mixed
 from bayes_maxmargin.engine.nuts import nuts_chains, to_host
+from bayes_maxmargin.engine.progress import fit_progress
 from bayes_maxmargin.estimators import multiclass as _mc
 
 __all__ = []
@@ -33,6 +35,20 @@ _CALLER_ATTRIBUTES = frozenset({
     "_parent_callback_ctx", "_callback_fit_ctx", "_skl_callbacks", "_skl_callbacks_to_teardown",
     "_metadata_request", "_ovr_recorder",
 })
+
+
+def reports_progress(fit: Any) -> Any:
+    """Run ``fit`` inside a progress reporter (:func:`~bayes_maxmargin.engine.progress.fit_progress`)
+    when the estimator's ``progress_bar`` is on: "compiling", then the iterations of whichever
+    inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter."""
+
+    @functools.wraps(fit)
+    def fit_reporting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        enabled = bool(getattr(self, "progress_bar", False)) and "_ovr_recorder" not in self.__dict__
+        with fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"):
+            return fit(self, *args, **kwargs)
+
+    return fit_reporting
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):

@@ -37,7 +37,7 @@ from bayes_maxmargin.data.parameters import (
 )
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _BayesianSVMClassifier
+from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, reports_progress
 from bayes_maxmargin.estimators.gp import GPBSVM
 from bayes_maxmargin.estimators.linear import LinearBSVM
 from bayes_maxmargin.estimators.multiclass import register_batched
@@ -237,6 +237,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             )
 
     # ------------------------------------------------------------------ fit
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "FactorBSVM":
         """Fit the factor model and its classifier (jointly, or in two steps).
 

@@ -28,6 +28,7 @@ from bayes_maxmargin.estimators.base import (
     _chain_normals,
     _check_gamma_prior,
     _pointwise_log_lik,
+    reports_progress,
 )
 from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
@@ -342,6 +343,7 @@ class GPBSVM(_BayesianSVMClassifier):
         return p
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "GPBSVM":
         """Fit the MAP with ML-II (ECM, FITC) or the posterior at fixed theta (Gibbs, NUTS).
 

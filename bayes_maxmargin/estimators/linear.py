@@ -23,6 +23,7 @@ from bayes_maxmargin.estimators.base import (
     _chain_normals,
     _check_gamma_prior,
     _pointwise_log_lik,
+    reports_progress,
 )
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
@@ -297,6 +298,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, groups: Any = None, *, checkpoint: Any = None, resume: Any = None) -> "LinearBSVM":
         """Fit the posterior (Gibbs, NUTS, VB) or the MAP (EM) of the linear Bayesian SVM.
 

@@ -32,7 +32,7 @@ from bayes_maxmargin.data.parameters import (
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
 from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _as_key
+from bayes_maxmargin.estimators.base import _as_key, reports_progress
 from bayes_maxmargin.models.projection.gibbs import (
     build_projection_kernel,
     init_projection,
@@ -206,6 +206,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         return p
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "MaxMarginProjection":
         """Run the Gibbs sampler(s) on (X, y).
 
