@@ -70,3 +70,10 @@ def test_short_gibbs_fit_warns_and_em_does_not(synthetic_binary):
     with warnings.catch_warnings():
         warnings.simplefilter("error", MixingWarning)
         LinearBSVM(inference="em", random_state=0).fit(X, y)
+
+
+def test_warning_points_at_the_callers_line(synthetic_binary):
+    X, y = synthetic_binary
+    with pytest.warns(MixingWarning) as record:
+        LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=False, random_state=0).fit(X, y)
+    assert record[0].filename == __file__

@@ -298,7 +298,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                   "n_components_used": ["problem"]},
             attrs={"model": self._model_name(), "inference": "gibbs", "library": f"bayes_maxmargin {__version__}"},
         )
-        warn_if_not_mixed(self.idata_, type(self).__name__)
+        warn_if_not_mixed(self.idata_, type(self).__name__, stacklevel=4)
         return self
 
     def _model_name(self) -> str:
