@@ -7,7 +7,7 @@ each fitted by hand-written conjugate Gibbs, EM, VB and SVI kernels compiled wit
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.data import Dataset, list_datasets, load_dataset
-from bayes_maxmargin.diagnostics import convergence_summary, to_inference_data
+from bayes_maxmargin.diagnostics import MixingWarning, convergence_summary, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError
 from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.persistence import InvalidModelFileError, load, save
@@ -19,6 +19,7 @@ __all__ = [
     "InvalidModelFileError",
     "LinearBSVM",
     "MaxMarginProjection",
+    "MixingWarning",
     "NonFiniteStateError",
     "__version__",
     "convergence_summary",

@@ -39,6 +39,10 @@ Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every
 turns it off); Ctrl-C or SIGTERM stop the run at the end of its chunk and leave it and the draws so far
 (exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the signal ended).
 
+Errors end in one line ``bmm: error: ...`` saying what to set, with exit status 2 (a wrong option or
+missing data) or 1 (a failed run); ``HYDRA_FULL_ERROR=1 bmm ...`` shows the traceback instead. The
+run's log (``<run folder>/cli.log``) records the steps of the run and every warning.
+
 Compiled programs are kept between runs in JAX's persistent compilation cache,
 ``~/.cache/bayes_maxmargin/jax`` by default (``compilation_cache=<folder>`` elsewhere,
 ``compilation_cache=null`` off; see :func:`use_compilation_cache`), so that a rerun with data of
@@ -65,6 +69,14 @@ from bayes_maxmargin.core.io import atomic_path, write_config, write_json
 from bayes_maxmargin.persistence import save
 
 __all__ = ["COMPILATION_CACHE_MAX_BYTES", "SMOKE_INFERENCE", "main", "run", "smoke_inference", "use_compilation_cache"]
+
+#: Datasets that need no data folder (the rest of :data:`DATASETS` are read from BMM_DATA_DIR).
+BUILT_IN_DATASETS = ("wdbc", "susy_synthetic")
+
+#: Experiments whose ``smoke=true`` run needs no data folder (the others read benchmark datasets).
+SMOKE_WITHOUT_DATA = ("luts_simulation",)
+
+log = logging.getLogger("bayes_maxmargin.cli")
 
 #: Datasets that may be asked for with ``data=<name>`` (loaded through BMM_DATA_DIR except the
 #: built-in wdbc and susy_synthetic).
@@ -360,16 +372,19 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
-    from bayes_maxmargin.diagnostics import convergence_summary
+    from bayes_maxmargin.diagnostics import convergence_summary, has_draws
     from bayes_maxmargin.metrics import classification_report_dict
 
     ds = _load(cfg)
     train, test = _split(ds, cfg)
     X_tr, X_te, y_tr, y_te = ds.X[train], ds.X[test], ds.y[train], ds.y[test]
+    log.info("data=%s: %d training and %d test rows, %d features", cfg.data.name, len(train), len(test), ds.X.shape[1])
     if cfg.data.standardize:  # training-set statistics; missing cells stay missing
         scaler = StandardScaler().fit(X_tr)
         X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    X_tr, X_te = _named(X_tr, ds.feature_names), _named(X_te, ds.feature_names)
     clf = _estimator(cfg)
+    log.info("fitting %r", clf)
     grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
     fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
@@ -383,11 +398,14 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         raise ValueError(f"resume={cfg.resume}: only inference=gibbs and svi runs are checkpointed and resumed")
     clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
+    log.info("fitted in %.1f s", wall)
     proba = clf.predict_proba(X_te, **test_groups)[:, 1]
     pred = clf.predict(X_te, **test_groups)
     pos = clf.classes_[1]
     metrics = {k: float(v) for k, v in classification_report_dict(y_te, pred, proba, pos).items()}
-    metrics.update(convergence_summary(clf.idata_))
+    draws = has_draws(clf.idata_)
+    if draws:
+        metrics.update(convergence_summary(clf.idata_))
     metrics.update(
         wall_time_s=wall,
         n_train=int(len(y_tr)),
@@ -406,6 +424,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         clf.idata_.to_netcdf(str(tmp))
     save(clf, output_dir / "model.bmm", overwrite=True)
     write_json(output_dir / "metrics.json", metrics)
+    log.info("metrics: %s", ", ".join(f"{k}={v}" for k, v in metrics.items()))
     if cfg.plots:
         import matplotlib
 
@@ -414,10 +433,24 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
 
         if cfg.inference.name in ("vi", "svi"):  # a point in q's parameters: the ELBO trace instead
             plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
-        else:
+        elif draws:
             plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
+        else:
+            log.info("no trace plot: inference=%s gives a point estimate, not draws", cfg.inference.name)
         plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
     return metrics
+
+
+def _named(X: Any, names: Any) -> Any:
+    """A dense ``X`` as a DataFrame with the dataset's feature names (the estimator then keeps them
+    as ``feature_names_in_`` and labels its draws and trace plot with them); anything else as is."""
+    import numpy as np
+
+    if not isinstance(X, np.ndarray) or names is None or len(names) != X.shape[1] or len(set(names)) != len(names):
+        return X
+    import pandas as pd
+
+    return pd.DataFrame(X, columns=[str(n) for n in names])
 
 
 #: Most bytes the compilation cache of ``bmm`` keeps (least recently used entries go first).
@@ -487,23 +520,71 @@ def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:
     if "elbo" in metrics:
         rows.append(("final ELBO", "elbo"))
     for label, key in rows:
-        print(f"  {label:<16} {metrics[key]:.4f}")
+        if key in metrics:
+            print(f"  {label:<16} {metrics[key]:.4f}")
+    if "max_rhat" not in metrics:
+        print(f"  {'convergence':<16} none to check: inference={metrics['inference']} gives a point estimate, not draws")
     print(f"  outputs in {output_dir}")
+
+
+def _full_error() -> bool:
+    """Whether the user asked for tracebacks (``HYDRA_FULL_ERROR=1``)."""
+    import os
+
+    return os.environ.get("HYDRA_FULL_ERROR", "") not in ("", "0")
+
+
+def data_dir_message(dataset: str, experiment: str | None = None) -> str:
+    """What to do when ``dataset`` (read by ``experiment``, if given) needs the benchmark data
+    folder and BMM_DATA_DIR is not set."""
+    hint = ""
+    if dataset == "breast_cancer":
+        hint = " (the breast-cancer data of Raetsch's benchmarks; the built-in breast-cancer data is data=wdbc)"
+    who = f"+experiment={experiment} reads the dataset {dataset}{hint}, one" if experiment else f"data={dataset}{hint} is one"
+    return (
+        f"{who} of the papers' benchmark datasets, which do not ship with the package: "
+        f"set BMM_DATA_DIR to the folder that holds them (one sub-folder per dataset, e.g. "
+        f"$BMM_DATA_DIR/{dataset}/data.csv.gz with meta.json; docs/reproductions/index.md lists the datasets and "
+        f"each folder's PROVENANCE.txt its public source). Built in, no download: "
+        f"{', '.join(f'data={n}' for n in BUILT_IN_DATASETS)}; "
+        f"{', '.join(f'+experiment={n}' for n in SMOKE_WITHOUT_DATA)} smoke=true."
+    )
+
+
+def error_message(err: BaseException, experiment: str | None = None) -> tuple[str, int]:
+    """The one-line message and exit status of an error that ends a ``bmm`` run: 2 for a wrong
+    option or missing data (the user can fix the command), 1 for a run that failed."""
+    from bayes_maxmargin.data.datasets import DataDirNotSetError
+    from bayes_maxmargin.data.parameters import InvalidParameterError
+
+    if isinstance(err, DataDirNotSetError):
+        return data_dir_message(getattr(err, "dataset", "?"), experiment), 2
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, (InvalidParameterError, FileNotFoundError)):  # an option or a path to correct
+        return text, 2
+    if isinstance(err, ValueError):  # invalid data or settings found during the run
+        return text, 1
+    return f"{type(err).__name__}: {text} (HYDRA_FULL_ERROR=1 shows the traceback)", 1
 
 
 @hydra.main(version_base=None, config_path="configs", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)
-    from bayes_maxmargin.data.parameters import InvalidParameterError
-
+    logging.captureWarnings(True)  # the library's warnings (MixingWarning, ...) reach cli.log
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     write_config(output_dir / "config.yaml", cfg)
     try:
         use_compilation_cache(cfg.compilation_cache)
         _job(cfg, output_dir)
-    except InvalidParameterError as err:
-        print(f"bmm: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    except Exception as err:  # noqa: BLE001 - one line for the user; the traceback on request
+        if _full_error():
+            raise
+        experiment = cfg.experiment.get("name") if cfg.get("experiment") is not None else None
+        message, status = error_message(err, experiment)
+        log.info("error: %s", message)
+        log.debug("traceback of the error", exc_info=err)  # to cli.log only
+        print(f"bmm: error: {message}", file=sys.stderr)
+        sys.exit(status)
 
 
 def _job(cfg: DictConfig, output_dir: Path) -> None:

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import arviz as az
 import numpy as np
 
-__all__ = ["convergence_summary", "to_inference_data"]
+__all__ = ["MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary", "has_draws", "mixing_problem",
+           "to_inference_data", "warn_if_not_mixed"]
+
+#: Largest rank-normalised split R-hat of mixed chains (Vehtari, Gelman, Simpson, Carpenter & Buerkner
+#: 2021, "Rank-normalization, folding, and localization: an improved R-hat", Sec. 4.3: use the
+#: sample only if R-hat < 1.01); checked only with at least two chains.
+MAX_RHAT = 1.01
+#: Smallest bulk effective sample size per chain (Vehtari et al. 2021, Sec. 4.3: at least 100 per
+#: chain, so that R-hat and the ESS themselves are reliable; PyMC warns below the same number).
+MIN_ESS_PER_CHAIN = 100
+
+
+class MixingWarning(UserWarning):
+    """The chains of an MCMC fit have not mixed (R-hat above :data:`MAX_RHAT` or bulk ESS below
+    :data:`MIN_ESS_PER_CHAIN` per chain): its draws do not represent the posterior yet."""
+
+
+class MixingProblem(NamedTuple):
+    """The worst-mixing element of a posterior: its name (``var[coords]``), R-hat (NaN with one
+    chain) and bulk ESS, and the run's numbers of chains and draws."""
+
+    name: str
+    rhat: float
+    ess_bulk: float
+    chains: int
+    draws: int
 
 
 def to_inference_data(
@@ -93,3 +120,76 @@ def convergence_summary(idata: az.InferenceData, var_names: list[str] | None = N
         "min_ess_bulk": float(summ["ess_bulk"].min()),
         "min_ess_tail": float(summ["ess_tail"].min()),
     }
+
+
+def has_draws(idata: az.InferenceData) -> bool:
+    """Whether the posterior holds MCMC draws (more than one draw), not a point estimate or the
+    parameters of a variational distribution (EM, ECM, VB, VI: one chain of one draw)."""
+    return int(idata.posterior.sizes.get("draw", 1)) > 1
+
+
+def _element_name(var: str, da: Any, index: tuple[int, ...]) -> str:
+    """``var[label, ...]``: the coordinate values of the element at ``index`` of ``da``'s non-sample dims."""
+    dims = [d for d in da.dims if d not in ("chain", "draw")]
+    if not dims:
+        return var
+    labels = []
+    for dim, i in zip(dims, index):
+        values = da.coords[dim].values if dim in da.coords else np.arange(da.sizes[dim])
+        labels.append(f"{dim}={values[i]}")
+    return f"{var}[{', '.join(labels)}]"
+
+
+def mixing_problem(idata: az.InferenceData) -> MixingProblem | None:
+    """The worst-mixing posterior element if the chains have not mixed, else None.
+
+    Not mixed: with at least two chains, a rank-normalised split R-hat above :data:`MAX_RHAT`;
+    with any number of chains, a bulk ESS below :data:`MIN_ESS_PER_CHAIN` times the number of
+    chains. The worst element is the one of the largest R-hat when one is too large, else the one
+    of the smallest bulk ESS. Posteriors of fewer than four draws (point estimates) give None;
+    elements whose draws are all equal (fixed values) are skipped.
+    """
+    post = idata.posterior
+    chains, draws = int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 1))
+    if draws < 4:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant draws: ArviZ's division by zero
+        ess = az.ess(post, method="bulk")
+        rhat = az.rhat(post) if chains >= 2 else None
+    worst_r, worst_e = None, None
+    for var in post.data_vars:
+        e = np.asarray(ess[var].values, dtype=float)
+        r = np.asarray(rhat[var].values, dtype=float) if rhat is not None else np.full(e.shape, np.nan)
+        if np.any(np.isfinite(r)):
+            i = np.unravel_index(np.nanargmax(r), r.shape)
+            if worst_r is None or r[i] > worst_r[0]:
+                worst_r = (float(r[i]), float(e[i]), var, i)
+        if np.any(np.isfinite(e)):
+            i = np.unravel_index(np.nanargmin(e), e.shape)
+            if worst_e is None or e[i] < worst_e[1]:
+                worst_e = (float(r[i]), float(e[i]), var, i)
+    if worst_r is not None and worst_r[0] > MAX_RHAT:
+        r, e, var, i = worst_r
+    elif worst_e is not None and worst_e[1] < MIN_ESS_PER_CHAIN * chains:
+        r, e, var, i = worst_e
+    else:
+        return None
+    return MixingProblem(_element_name(var, post[var], i), r, e, chains, draws)
+
+
+def warn_if_not_mixed(idata: az.InferenceData, owner: str = "the fit", stacklevel: int = 3) -> MixingProblem | None:
+    """Issue a :class:`MixingWarning` naming the worst variable when :func:`mixing_problem` finds
+    one (MCMC fits only: a posterior of one draw is never checked); return it."""
+    problem = mixing_problem(idata)
+    if problem is not None:
+        rhat = f"R-hat {problem.rhat:.3g}, " if np.isfinite(problem.rhat) else ""
+        warnings.warn(
+            f"The chains of {owner} have not mixed: {problem.name} has {rhat}bulk ESS {problem.ess_bulk:.0f} "
+            f"({problem.chains} chain(s) of {problem.draws} draws; mixed chains have R-hat <= {MAX_RHAT} and "
+            f"bulk ESS >= {MIN_ESS_PER_CHAIN} per chain, Vehtari et al. 2021). Its draws may not represent the "
+            "posterior: run longer chains (num_warmup, num_samples) or more of them, and check "
+            "bayes_maxmargin.convergence_summary / plots.plot_trace.",
+            MixingWarning, stacklevel=stacklevel,
+        )
+    return problem

@@ -17,6 +17,7 @@ __all__ = [
     "auc",
     "balanced_error_rate",
     "brier_score",
+    "calibration_bins",
     "classification_report_dict",
     "error_rate",
     "expected_calibration_error",
@@ -226,15 +227,40 @@ def expected_calibration_error(
             f"Invalid value for confidence: {confidence!r}; valid options are "
             "'positive', 'top_label'"
         )
+    _, _, counts, gaps = calibration_bins(conf, hit, n_bins)
+    return float(np.sum(counts * gaps) / conf.shape[0])
+
+
+def calibration_bins(
+    confidence: np.ndarray, outcome: np.ndarray, n_bins: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Equal-width bins of ``[0, 1]`` (right-closed, 0 in the first bin; the assignment of
+    :func:`sklearn.calibration.calibration_curve` with ``strategy="uniform"``), empty bins dropped.
+
+    Parameters
+    ----------
+    confidence : ndarray of shape (n,)
+        Probabilities in ``[0, 1]``.
+    outcome : ndarray of shape (n,)
+        1.0 where the event the probability is for happened, else 0.0.
+    n_bins : int
+        Number of bins.
+
+    Returns
+    -------
+    mean_confidence, mean_outcome, counts, gaps : ndarray
+        Per non-empty bin: the mean confidence, the mean outcome (fraction of events), the number
+        of points and ``|mean_outcome - mean_confidence|``.
+    """
     edges = np.linspace(0.0, 1.0, int(n_bins) + 1)
-    idx = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, int(n_bins) - 1)
-    n = conf.shape[0]
+    idx = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, int(n_bins) - 1)
     counts = np.bincount(idx, minlength=n_bins)
-    sum_conf = np.bincount(idx, weights=conf, minlength=n_bins)
-    sum_hit = np.bincount(idx, weights=hit, minlength=n_bins)
+    sum_conf = np.bincount(idx, weights=confidence, minlength=n_bins)
+    sum_hit = np.bincount(idx, weights=outcome, minlength=n_bins)
     nonempty = counts > 0
-    gaps = np.abs(sum_hit[nonempty] - sum_conf[nonempty])  # = n_b * |acc_b - conf_b|
-    return float(gaps.sum() / n)
+    n_b = counts[nonempty]
+    mean_conf, mean_hit = sum_conf[nonempty] / n_b, sum_hit[nonempty] / n_b
+    return mean_conf, mean_hit, n_b, np.abs(mean_hit - mean_conf)
 
 
 def auc(y_true: Any, score: Any, pos_label: Any) -> float:

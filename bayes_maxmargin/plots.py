@@ -131,14 +131,43 @@ def _arviz_figure(
     return _save(_figure_of(axes), path)
 
 
+def _largest_coords(post: Any, var_names: Sequence[str] | str | None, max_coords: int) -> dict[str, list[Any]]:
+    """For every dimension (besides chain and draw) of the plotted variables that is longer than
+    ``max_coords``: the ``max_coords`` coordinates of the largest absolute posterior means (over
+    the variables that have the dimension and their other dimensions), in their original order."""
+    names = [var_names] if isinstance(var_names, str) else list(var_names or post.data_vars)
+    scores: dict[str, Any] = {}
+    for name in names:
+        da = post[name]
+        for dim in da.dims:
+            if dim in ("chain", "draw") or da.sizes[dim] <= max_coords:
+                continue
+            others = [d for d in da.dims if d != dim]
+            score = np.abs(da.mean(("chain", "draw"))).max([d for d in others if d not in ("chain", "draw")])
+            scores[dim] = score if dim not in scores else np.maximum(scores[dim], score)
+    out = {}
+    for dim, score in scores.items():
+        values = score.values
+        keep = np.sort(np.argsort(-np.nan_to_num(values, nan=-np.inf), kind="stable")[:max_coords])
+        coord = post[dim].values if dim in post.coords else np.arange(post.sizes[dim])
+        out[dim] = [coord[i] for i in keep]
+    return out
+
+
 def plot_trace(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
     path: PathLike | None = None,
     ax: Any = None,
+    max_coords: int | None = 8,
     **kwargs: Any,
 ) -> Figure:
     """Trace plot (marginal densities and sampled values per chain) via :func:`arviz.plot_trace`.
+
+    Every element of a vector variable gets its own row, titled with its coordinate (the feature
+    names when the estimator was fitted on a DataFrame or the names were given as coordinates).
+    Of a dimension longer than ``max_coords`` (e.g. 30 coefficients) only the ``max_coords``
+    elements of the largest absolute posterior means are drawn, and the figure's title says so.
 
     Parameters
     ----------
@@ -152,8 +181,12 @@ def plot_trace(
     ax : ndarray of matplotlib.axes.Axes, optional
         Axes of shape ``(n_panels, 2)`` to draw on (ArviZ's ``axes``); a new
         figure is created when omitted.
+    max_coords : int or None, default 8
+        Most elements drawn per dimension; None draws all.
     **kwargs
-        Passed on to :func:`arviz.plot_trace`.
+        Passed on to :func:`arviz.plot_trace` (``coords`` replaces the
+        selection by ``max_coords``; ``compact=True`` overlays the elements
+        of a variable in one panel).
 
     Returns
     -------
@@ -163,13 +196,29 @@ def plot_trace(
     Raises
     ------
     ValueError
-        If ``idata`` has no posterior group or the estimator is not fitted.
+        If ``idata`` has no posterior group, holds a single draw (the point
+        estimate of EM, ECM, VB or VI: there is no trace), or the estimator is
+        not fitted.
     """
     az = _arviz()
     idata = _posterior_of(idata)
+    post = idata.posterior
+    if int(post.sizes.get("draw", 1)) < 2:
+        raise ValueError(
+            "the posterior holds a single draw (a point estimate or a variational distribution's "
+            "parameters): there are no draws to trace"
+        )
+    selected = {} if max_coords is None or "coords" in kwargs else _largest_coords(post, var_names, max_coords)
+    if selected:
+        kwargs["coords"] = selected
+    kwargs.setdefault("compact", False)
     if ax is None:
         kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
-    return _arviz_figure(az.plot_trace, idata, var_names, path, axes=ax, **kwargs)
+    fig = _arviz_figure(az.plot_trace, idata, var_names, None, axes=ax, **kwargs)
+    if selected:
+        fig.suptitle("; ".join(f"{len(v)} of {post.sizes[d]} {d}s (largest |posterior mean|)"
+                               for d, v in selected.items()), fontsize="medium")
+    return _save(fig, path)
 
 
 def plot_rank(
@@ -217,24 +266,6 @@ def plot_rank(
     return _arviz_figure(az.plot_rank, idata, var_names, path, ax=ax, **kwargs)
 
 
-def _calibration_bins(
-    y_pos: np.ndarray, proba: np.ndarray, n_bins: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-bin mean predicted probability, fraction of positives and count.
-
-    Equal-width bins on ``[0, 1]`` with the same assignment as
-    :func:`sklearn.calibration.calibration_curve` (``strategy="uniform"``);
-    empty bins are dropped.
-    """
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    ids = np.searchsorted(edges[1:-1], proba)
-    count = np.bincount(ids, minlength=n_bins)
-    sum_p = np.bincount(ids, weights=proba, minlength=n_bins)
-    sum_y = np.bincount(ids, weights=y_pos.astype(float), minlength=n_bins)
-    keep = count > 0
-    return sum_p[keep] / count[keep], sum_y[keep] / count[keep], count[keep]
-
-
 def _label_text(label: Any) -> str:
     """A class label as text (NumPy scalars as their Python value)."""
     return str(label.item() if hasattr(label, "item") else label)
@@ -247,16 +278,17 @@ def plot_reliability(
     n_bins: int = 10,
     path: PathLike | None = None,
     ax: Axes | None = None,
+    confidence: str = "top_label",
 ) -> Figure:
     """Reliability diagram with a histogram of the predicted probabilities below it.
 
     The calibration curve (fraction of positives against mean predicted
-    probability in ``n_bins`` equal-width bins, from
-    :func:`sklearn.calibration.calibration_curve`) is drawn against the
-    diagonal of perfect calibration. The title reports the expected
-    calibration error over the same bins,
-
-    ``ECE = sum_b (n_b / N) |frac_pos_b - mean_proba_b|``.
+    probability in ``n_bins`` equal-width bins, those of
+    :func:`bayes_maxmargin.metrics.calibration_bins`) is drawn against the
+    diagonal of perfect calibration. The title reports
+    :func:`bayes_maxmargin.metrics.expected_calibration_error` over the same
+    bins, by default the top-label ECE that the command line writes to
+    ``metrics.json``.
 
     Parameters
     ----------
@@ -273,6 +305,9 @@ def plot_reliability(
     ax : matplotlib.axes.Axes, optional
         Axes to draw the curve on; the histogram is appended below it, taking
         part of its area. A new figure is created when omitted.
+    confidence : {"top_label", "positive"}, default "top_label"
+        The ECE of the title, as in
+        :func:`~bayes_maxmargin.metrics.expected_calibration_error`.
 
     Returns
     -------
@@ -286,7 +321,8 @@ def plot_reliability(
         outside ``[0, 1]`` or non-finite.
     """
     from mpl_toolkits.axes_grid1 import make_axes_locatable
-    from sklearn.calibration import calibration_curve
+
+    from bayes_maxmargin.metrics import calibration_bins, expected_calibration_error
 
     y = np.asarray(y_true).ravel()
     proba = np.asarray(proba_pos, dtype=float).ravel()
@@ -300,12 +336,8 @@ def plot_reliability(
     if n_bins < 1:
         raise ValueError(f"n_bins must be positive, got {n_bins}")
 
-    y_pos = y == pos_label
-    frac_pos, mean_pred = calibration_curve(
-        y_pos.astype(int), proba, n_bins=n_bins, strategy="uniform", pos_label=1
-    )
-    _, _, counts = _calibration_bins(y_pos, proba, n_bins)
-    ece = float(np.sum(counts / y.size * np.abs(frac_pos - mean_pred)))
+    mean_pred, frac_pos, _, _ = calibration_bins(proba, (y == pos_label).astype(float), n_bins)
+    ece = expected_calibration_error(y, proba, pos_label, n_bins, confidence=confidence)
 
     if ax is None:
         fig = Figure(figsize=(5.0, 6.0))
@@ -319,7 +351,8 @@ def plot_reliability(
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel(f"fraction of class {_label_text(pos_label)}")
-    ax.set_title(f"Reliability diagram (ECE = {ece:.3f})")
+    kind = "top-label" if confidence == "top_label" else "positive-class"
+    ax.set_title(f"Reliability diagram ({kind} ECE = {ece:.3f})")
     ax.legend(loc="upper left")
     ax.tick_params(labelbottom=False)
 

@@ -281,3 +281,60 @@ def test_gibbs_job_checkpoints_and_resumes(tmp_path):
     np.testing.assert_array_equal(a.posterior["beta"].values, b.posterior["beta"].values)
     with pytest.raises(ValueError, match="no checkpoint folder there"):
         run(_composed(*cfg, f"resume={tmp_path / 'none'}"), tmp_path / "c")
+
+
+def test_missing_data_folder_is_one_line_saying_what_to_set(tmp_path, monkeypatch):
+    """No BMM_DATA_DIR: `bmm data=pima` (and an experiment's smoke run on benchmark data) end in one
+    line naming BMM_DATA_DIR and what runs without it, exit status 2, no traceback; the
+    traceback is in cli.log, and on the console with HYDRA_FULL_ERROR=1."""
+    from bayes_maxmargin.cli import error_message
+    from bayes_maxmargin.data import load_dataset
+    from bayes_maxmargin.data.datasets import DataDirNotSetError
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    out = tmp_path / "pima"
+    res = bmm("data=pima", f"hydra.run.dir={out}", "compilation_cache=null", cwd=tmp_path, unset_env=("BMM_DATA_DIR",))
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bmm: error: data=pima "), res.stderr
+    assert "BMM_DATA_DIR" in lines[0] and "data=wdbc" in lines[0] and "luts_simulation" in lines[0]
+    assert "Traceback" in (out / "cli.log").read_text()
+    monkeypatch.delenv("BMM_DATA_DIR")
+    for name, experiment, expected in [("breast_cancer", None, "the built-in breast-cancer data is data=wdbc"),
+                                       ("crabs", "henao_table1", "+experiment=henao_table1 reads the dataset crabs")]:
+        with pytest.raises(DataDirNotSetError) as info:
+            load_dataset(name)
+        message, status = error_message(info.value, experiment)
+        assert status == 2 and expected in message and "BMM_DATA_DIR" in message
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    res = bmm("data=pima", f"hydra.run.dir={tmp_path / 'full'}", cwd=tmp_path, unset_env=("BMM_DATA_DIR",))
+    assert res.returncode != 0 and "Traceback" in res.stderr and "DataDirNotSetError" in res.stderr
+
+
+def test_help_describes_the_command_and_the_data(tmp_path):
+    res = bmm("--help", cwd=tmp_path)
+    assert res.returncode == 0
+    assert res.stdout.startswith("bmm: fit a Bayesian SVM")
+    for text in ("Examples:", "bmm inference=em", "+experiment=luts_simulation smoke=true", "BMM_DATA_DIR",
+                 "HYDRA_FULL_ERROR=1", "== Configuration groups =="):
+        assert text in res.stdout, text
+
+
+def test_point_estimate_job_logs_and_skips_the_trace(tmp_path):
+    """EM: no "max R-hat nan" and no empty trace plot, but a line saying there are no draws; the
+    coefficients carry the dataset's feature names; cli.log holds the run's steps."""
+    from bayes_maxmargin.data import load_dataset
+
+    out = tmp_path / "run"
+    res = bmm(f"hydra.run.dir={out}", "inference=em", "compilation_cache=null", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "nan" not in res.stdout and "point estimate, not draws" in res.stdout
+    assert not (out / "trace.png").exists() and (out / "reliability.png").exists()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "max_rhat" not in metrics
+    names = [str(n) for n in load_dataset("wdbc").feature_names]
+    idata = az.from_netcdf(str(out / "idata.nc"))
+    assert list(idata.posterior["beta"].coords["feature"].values) == names
+    log_text = (out / "cli.log").read_text()
+    for text in ("data=wdbc: 398 training and 171 test rows", "fitting LinearBSVM", "fitted in", "metrics: error="):
+        assert text in log_text, log_text

@@ -215,3 +215,68 @@ def test_random_state_takes_a_jax_key(blobs, tmp_path):
         assert np.asarray(sub.random_state).tolist() == jax.random.fold_in(jax.random.PRNGKey(7), k).tolist()
     path = save(typed, tmp_path / "keyed.bmm")
     np.testing.assert_array_equal(load(path).predict_proba(X), typed.predict_proba(X))
+
+
+# ------------------------------------------------------------------ inside scikit-learn meta-estimators
+#: One cheap multi-class fit per estimator and inference method; scikit-learn's meta-estimators set
+#: ``_parent_callback_ctx`` on the final estimator before ``fit`` and delete it afterwards.
+META_CASES = {
+    "linear-em": lambda: LinearBSVM(**EM, random_state=0),
+    "linear-vb": lambda: LinearBSVM("vb", max_iter=50, tol=1e-8, random_state=0),
+    "linear-gibbs": lambda: LinearBSVM(**GIBBS, random_state=0),
+    "gp-ecm": lambda: GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, random_state=0),
+    "factor-vbem": lambda: FactorBSVM(n_factors=2, inference="vbem", max_iter=1, m_steps=1, random_state=0),
+    "projection-gibbs": lambda: MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
+}
+#: Compiled per data shape in tens of seconds on two cores: run with -m extended.
+_SLOW_META = ("factor-vbem", "projection-gibbs")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) if n in _SLOW_META else n
+                                  for n in META_CASES])
+def test_multiclass_fit_inside_pipeline(blobs, name):
+    """A Pipeline's multi-class fit keeps the caller's attributes and equals the fit outside it
+    (bit for bit: the scaled inputs and the key are the same)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = blobs
+    pipe = _fit_quiet(make_pipeline(StandardScaler(), META_CASES[name]()), X, y)
+    assert not hasattr(pipe[-1], "_parent_callback_ctx")
+    Xs = StandardScaler().fit_transform(X)
+    direct = _fit_quiet(META_CASES[name](), Xs, y)
+    np.testing.assert_array_equal(pipe.decision_function(X), direct.decision_function(Xs))
+    assert np.mean(pipe.predict(X) == y) > 0.9
+
+
+def test_multiclass_refit_keeps_caller_attributes(blobs):
+    """The fitted state that a multi-class refit clears is the fit's own: a metadata request set by
+    ``set_fit_request``-like callers and a parent callback context survive it."""
+    X, y = blobs
+    est = LinearBSVM(**EM, random_state=0)
+    marker = object()
+    est._parent_callback_ctx = marker
+    _fit_quiet(est, X, y)
+    _fit_quiet(est, X, y)
+    assert est._parent_callback_ctx is marker
+    assert "_parent_callback_ctx" not in est._saved_state()
+    del est._parent_callback_ctx
+
+
+@pytest.mark.parametrize("name", ["linear-em", "gp-ecm"])
+def test_multiclass_grid_search_and_cross_val_score(blobs, name):
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = blobs
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    pipe = make_pipeline(StandardScaler(), META_CASES[name]())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = cross_val_score(pipe, X, y, cv=cv, error_score="raise")
+        param = "linearbsvm__sigma" if name.startswith("linear") else "gpbsvm__gamma"
+        grid = GridSearchCV(pipe, {param: [1.0, 2.0]}, cv=cv, error_score="raise").fit(X, y)
+    assert scores.shape == (3,) and np.all(scores > 0.8)
+    assert grid.best_score_ > 0.8 and grid.best_estimator_[-1].classes_.tolist() == LABELS.tolist()
+    assert len(grid.best_estimator_[-1].estimators_) == 3

@@ -293,3 +293,44 @@ def test_inclusion_probabilities(lin_gibbs: Any, tmp_path: Path) -> None:
         plots.plot_inclusion_probabilities(np.array([0.5, 1.2]))
     with pytest.raises(ValueError, match="different numbers"):
         plots.plot_inclusion_probabilities({"a": np.zeros(3), "b": np.zeros(4)})
+
+
+def test_plot_trace_names_and_limits_the_coefficients(tmp_path: Path) -> None:
+    """30 named coefficients: one row per drawn coefficient, titled with its name, only the 8 of
+    the largest |posterior mean|, and the figure says which."""
+    rng = np.random.default_rng(3)
+    names = [f"feat_{j}" for j in range(30)]
+    means = np.zeros(30)
+    means[[2, 5, 7, 11, 13, 17, 19, 29]] = 5.0 + np.arange(8)
+    beta = means + rng.normal(size=(2, 40, 30))
+    idata = az.from_dict(posterior={"beta": beta}, coords={"feature": names}, dims={"beta": ["feature"]})
+    fig = plots.plot_trace(idata, path=tmp_path / "trace.png")
+    titles = [a.get_title() for a in fig.axes if a.get_title()]
+    shown = sorted({n for t in titles for n in names if t.endswith(n)})
+    assert shown == sorted(names[j] for j in (2, 5, 7, 11, 13, 17, 19, 29))
+    assert "8 of 30 features" in fig.get_suptitle()
+    assert_png(tmp_path / "trace.png")
+    fig = plots.plot_trace(idata, max_coords=None)  # all, up to ArviZ's plot.max_subplots
+    assert len(fig.axes) > 2 * 8
+
+
+def test_plot_trace_of_a_point_estimate_says_there_are_no_draws() -> None:
+    point = az.from_dict(posterior={"beta": np.zeros((1, 1, 3))})
+    with pytest.raises(ValueError, match="no draws"):
+        plots.plot_trace(point)
+
+
+def test_reliability_title_is_the_metrics_ece() -> None:
+    """One ECE: the diagram's title is metrics.expected_calibration_error (what bmm writes to
+    metrics.json), for both confidence definitions."""
+    from bayes_maxmargin.metrics import expected_calibration_error
+
+    rng = np.random.default_rng(4)
+    proba = rng.beta(2.0, 2.0, size=300)
+    y = np.where(rng.uniform(size=300) < proba**0.7, 1, -1)  # miscalibrated
+    for confidence in ("top_label", "positive"):
+        title = plots.plot_reliability(y, proba, 1, confidence=confidence).axes[0].get_title()
+        ece = expected_calibration_error(y, proba, 1, confidence=confidence)
+        assert f"ECE = {ece:.3f}" in title
+    assert expected_calibration_error(y, proba, 1) != pytest.approx(
+        expected_calibration_error(y, proba, 1, confidence="positive"))

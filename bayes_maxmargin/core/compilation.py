@@ -25,6 +25,10 @@ the test suite does) before its first fit keeps them off: the optimisation level
 (a per-program option would override it). ``COMPILER_OPTIONS.clear()`` before the first fit compiles
 everything with XLA's defaults. The user's own JAX programs and ``XLA_FLAGS`` are left alone.
 
+While a fit reports its progress (:mod:`bayes_maxmargin.engine.progress`), a function is traced and
+cached apart from its plain version (its loops then carry the progress callbacks); a function whose
+first such trace inserted no callback keeps using its plain version.
+
 The options are settled at the first call of a compiled function, not at import, so that importing
 the package never initialises a JAX backend (``jax.distributed.initialize`` must come first). Called
 inside another program (JAX accepts options only on the outermost one) a function is traced as by a
@@ -198,6 +202,29 @@ def _top_level(args: tuple, kwargs: dict) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs)))
 
 
+def _ticks_enabled() -> bool:
+    from bayes_maxmargin.engine import progress
+
+    return progress.ticks_enabled()
+
+
+class _Reporting:
+    """The versions of a :class:`_Compiled` function traced while a progress reporter is active:
+    a distinct wrapper of the function, so that JAX traces and caches them apart."""
+
+    def __init__(self, owner: "_Compiled") -> None:
+        fun = owner._fun
+
+        @functools.wraps(fun)
+        def reporting(*args: Any, **kwargs: Any) -> Any:
+            return fun(*args, **kwargs)
+
+        options = owner.options
+        self.nested = jax.jit(reporting, **owner._kwargs)
+        self.jitted = jax.jit(reporting, **owner._kwargs, compiler_options=options) if options else self.nested
+        self.checked = False  # whether the first call told if the function has callbacks at all
+
+
 class _Compiled:
     """A function compiled by ``jax.jit`` with :func:`compiler_options`, created at its first use;
     every attribute of the jitted function (``lower``, ``_cache_size``, ...) is available."""
@@ -207,6 +234,8 @@ class _Compiled:
         self._fun, self._kwargs, self._extra, self._fusion = fun, kwargs, extra, fusion_emitters
         self._jitted: Callable | None = None
         self._nested = jax.jit(fun, **kwargs)
+        self._reporting: _Reporting | None = None
+        self._no_callbacks = False
 
     @property
     def options(self) -> dict[str, Any]:
@@ -225,7 +254,20 @@ class _Compiled:
         # also around a nested call: under a top-level jax.vmap the batched program is lowered and run
         # within this call (inside another jit it is only traced, and lowered with the caller's program)
         with unbatched_lapack():
-            return (self.jitted if _top_level(args, kwargs) else self._nested)(*args, **kwargs)
+            top = _top_level(args, kwargs)
+            if self._no_callbacks or not _ticks_enabled():
+                return (self.jitted if top else self._nested)(*args, **kwargs)
+            from bayes_maxmargin.engine import progress
+
+            if self._reporting is None:
+                self._reporting = _Reporting(self)
+            rep = self._reporting
+            before = progress.inserted
+            out = (rep.jitted if top else rep.nested)(*args, **kwargs)
+            if not rep.checked:  # the first call traced: did it insert a callback?
+                rep.checked = True
+                self._no_callbacks = progress.inserted == before
+            return out
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` of the top-level program."""
@@ -233,7 +275,8 @@ class _Compiled:
             return self.jitted.lower(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options"):
+        if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options",
+                                              "_reporting", "_no_callbacks"):
             raise AttributeError(name)
         return getattr(self.jitted, name)
 

@@ -312,12 +312,14 @@ def load_dataset(
 
     if root is None:
         builtin = sorted(set(_REGISTRY) | set(_ALIASES))
-        raise DataDirNotSetError(
+        err = DataDirNotSetError(
             f"Dataset {name!r} is not built in (built-in datasets: {', '.join(builtin)}) "
             f"and no data folder is configured: set the environment variable "
             f"{DATA_DIR_ENV} to the folder holding the datasets, or pass "
             f"data_dir=... to load_dataset."
         )
+        err.dataset = key
+        raise err
     if not root.is_dir():
         raise FileNotFoundError(
             f"Cannot load dataset {name!r}: the data folder {str(root)!r} (from {source}) "

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
+from bayes_maxmargin.engine.progress import loop_start, tick
+
 __all__ = ["VBResult", "cavi_loop", "ecm_loop", "squarem_cycle"]
 
 
@@ -41,12 +43,14 @@ def ecm_loop(step, objective, x0: Any, gamma0: Array, aux0: Any, tol: Array, max
 
     def body(carry):
         x, gamma, _, trace, i, _ = carry
+        tick(i)
         x, gamma, aux = step(x, gamma)
         obj = objective(x, gamma)
         delta = jnp.abs(obj - trace[i]) / jnp.maximum(jnp.abs(obj), 1.0)
         return x, gamma, aux, trace.at[i + 1].set(obj), i + 1, delta
 
     init = (x0, gamma0, aux0, trace, jnp.asarray(0), jnp.asarray(jnp.inf, dtype))
+    loop_start()
     x, gamma, aux, trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
     return x, gamma, aux, trace, n_iter
 
@@ -150,9 +154,11 @@ def cavi_loop(step, bound, state0: Any, tol: Array, max_iter: int,
 
     def body(carry):
         state, trace, i, _ = carry
+        tick(i)
         state, b = advance(state)
         return state, trace.at[i].set(b), i + 1, b - trace[i - 1]
 
     init = (state, trace, jnp.asarray(1), jnp.asarray(jnp.inf, dtype))
+    loop_start()
     state, trace, n_iter, _ = lax.while_loop(cond_fn, body, init)
     return VBResult(state, trace, n_iter)

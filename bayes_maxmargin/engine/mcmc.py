@@ -27,7 +27,6 @@ Without a checkpoint the signal handlers are left alone.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
@@ -48,6 +47,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
+from bayes_maxmargin.engine.progress import fit_progress, tick
 
 __all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
 
@@ -57,7 +57,8 @@ Record = Callable[[Any], dict[str, Array]]
 #: Most kept draws per compiled chunk (and between checkpoints) unless a run asks otherwise.
 DEFAULT_CHUNK_SIZE = 250
 
-#: Runs predicted to take longer than this many seconds show a progress bar.
+#: Runs predicted to take longer than this many seconds show a progress bar (superseded by
+#: :data:`bayes_maxmargin.engine.progress.DELAY_S`: a run shows its progress after that long).
 PROGRESS_THRESHOLD_S = 3.0
 
 #: Iterations per loop trip on an accelerator. There every trip of an XLA loop ends in a
@@ -147,6 +148,7 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
 
     def one_iteration(i, carry):
         state, _, (bad_iter, bad_field) = carry
+        tick(i)  # the run's progress (traced only while a fit reports it)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, i)
         state, info = step(keys, state, data, hyper)
         ok, field = _first_nonfinite(state)
@@ -236,7 +238,8 @@ def run_chains(
         when they take more than a few seconds (:mod:`bayes_maxmargin.engine.chunks`). The draws do
         not depend on it.
     progress_bar : bool
-        Show a progress bar when the run is predicted to take more than a few seconds.
+        Show the run's progress (:mod:`bayes_maxmargin.engine.progress`: "compiling", then
+        iterations) once it has taken more than a second.
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` every ``chunk_size`` blocks and when the run stops,
         and ``idata.nc`` (the draws so far) when the run stops, early or not. The run locks it, and
@@ -286,7 +289,7 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
     warm_blocks = -(-num_warmup // thin)
     total_blocks = warm_blocks + num_samples
     bad = (jnp.full((num_chains,), -1, jnp.int32), jnp.zeros((num_chains,), jnp.int32))
-    state, kept, done, bar = init_state, [], 0, None
+    state, kept, done = init_state, [], 0
     settings = None
     if folder is not None:
         settings = {"num_warmup": num_warmup, "num_samples": num_samples, "thin": thin, "num_chains": num_chains,
@@ -307,44 +310,36 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
         names = set.intersection(*(set(c) for c in kept)) if kept else set()
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0] if k in names} if kept else {}
 
-    try:
-        while done < total_blocks:
-            n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
-            t0, watch = time.perf_counter(), Stopwatch()
-            new_state, new_bad, records = run_chunk(
-                kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
-            )
-            _check_finite(new_bad, new_state._fields)
-            lo = max(warm_blocks - done, 0)
-            if lo < n_blocks:
-                kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
-            state, bad, done = new_state, new_bad, done + n_blocks
-            elapsed = time.perf_counter() - t0
-            length = shorter_length(length, watch.seconds)
-            if (done - origin) % period == 0 or done >= total_blocks:
-                if folder is not None:
+    with fit_progress(progress_bar, "sampling", total_blocks * thin) as bar:
+        if bar is not None:  # the count of this run (also with the reporter of an enclosing fit)
+            bar.restart(total_blocks * thin, done * thin)
+        try:
+            while done < total_blocks:
+                n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
+                watch = Stopwatch()
+                new_state, new_bad, records = run_chunk(
+                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
+                )
+                _check_finite(new_bad, new_state._fields)
+                lo = max(warm_blocks - done, 0)
+                if lo < n_blocks:
+                    kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
+                state, bad, done = new_state, new_bad, done + n_blocks
+                length = shorter_length(length, watch.seconds)
+                if (done - origin) % period == 0 or done >= total_blocks:
+                    if folder is not None:
+                        write_progress(folder, settings, done, state, draws_so_far())
+                        written = done
+                    if callback is not None:
+                        callback(done * thin)
+                if bar is not None:  # also between the in-chunk reports: a chunk's last iteration
+                    bar.report(done * thin)
+                stop.raise_if_requested()
+        finally:
+            if folder is not None:
+                if written < done:
                     write_progress(folder, settings, done, state, draws_so_far())
-                    written = done
-                if callback is not None:
-                    callback(done * thin)
-            if bar is not None:
-                bar.update(n_blocks * thin)
-            elif progress_bar and done < total_blocks:
-                # predict the rest from the latest chunk; the first one includes compilation, so
-                # it decides alone only when it was long in itself
-                remaining = elapsed / n_blocks * (total_blocks - done)
-                if remaining > PROGRESS_THRESHOLD_S and (done > n_blocks or elapsed > 10 * PROGRESS_THRESHOLD_S):
-                    from tqdm.auto import tqdm
-
-                    bar = tqdm(total=total_blocks * thin, initial=done * thin, unit="it", leave=False)
-            stop.raise_if_requested()
-    finally:
-        if bar is not None:
-            bar.close()
-        if folder is not None:
-            if written < done:
-                write_progress(folder, settings, done, state, draws_so_far())
-            write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
+                write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
     stop.raise_if_requested()  # a signal during the last writes
     samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}
     info = {k[len(INFO_PREFIX):]: samples.pop(k) for k in [k for k in samples if k.startswith(INFO_PREFIX)]}

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model, log_density
 
 from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.engine import progress
 
 __all__ = ["nuts_chains", "run_nuts", "to_host"]
 
@@ -57,6 +59,9 @@ def nuts_chains(
     leaves, treedef = jax.tree_util.tree_flatten(model_kwargs or {})
     traced = tuple(isinstance(v, (float, np.ndarray, jax.Array)) for v in leaves)
     static = tuple(None if t else v for t, v in zip(traced, leaves))
+    bar = progress.active()
+    if bar is not None:
+        bar.restart(num_warmup + num_samples * thin)
     return _nuts_program(model, rng_key, model_args, [v for t, v in zip(traced, leaves) if t],
                          (treedef, traced, static), num_warmup, num_samples, num_chains, thin,
                          float(target_accept_prob), int(max_tree_depth))
@@ -78,15 +83,25 @@ def _nuts_program(model, rng_key, model_args, kwarg_values, kwarg_spec, num_warm
         state = sample_kernel(state, model_args=model_args, model_kwargs=model_kwargs)
         return state, state.diverging
 
-    def kept(state, _):
+    ticks = progress.ticks_enabled()  # iteration numbers for the progress callbacks only
+
+    def kept(state, b):
         state, div = jax.lax.scan(step, state, None, length=thin)
+        if ticks:
+            progress.tick(num_warmup + (b + 1) * thin - 1)
         return state, (state.z, div.any(), state.num_steps, state.accept_prob)
+
+    def warm(state, i):
+        if ticks:
+            progress.tick(i)
+        return step(state, None)[0], None
 
     def chain(z0, key):
         state = init_kernel(z0, num_warmup, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
                             model_args=model_args, model_kwargs=model_kwargs, rng_key=key)
-        state, _ = jax.lax.scan(lambda s, _: (step(s, None)[0], None), state, None, length=num_warmup)
-        _, (z, div, n, acc) = jax.lax.scan(kept, state, None, length=num_samples)
+        state, _ = jax.lax.scan(warm, state, jnp.arange(num_warmup) if ticks else None, length=num_warmup)
+        _, (z, div, n, acc) = jax.lax.scan(kept, state, jnp.arange(num_samples) if ticks else None,
+                                           length=num_samples)
         return jax.vmap(constrain)(z), div, n, acc
 
     samples, div, n, acc = jax.vmap(chain)(info.param_info.z, jax.random.split(key_run, num_chains))

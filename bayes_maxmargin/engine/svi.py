@@ -83,6 +83,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
+from bayes_maxmargin.engine.progress import active as active_progress
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",
@@ -639,6 +640,9 @@ def run_svi(
             if "pool" in ckpt.kept:
                 pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
             elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
+        bar = active_progress()
+        if bar is not None:
+            bar.restart(n_rounds * k, done * k)
 
         def checkpoint_of(at: tuple) -> tuple:
             """The last arguments of write_progress for a point of the run after a chunk: rounds
@@ -679,6 +683,8 @@ def run_svi(
                     trace.append(v)
                 steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
                 times.append(np.full(values.shape[1], now))
+                if bar is not None:
+                    bar.report(done * k)
                 stopping = bool(np.all(carry[1]))
                 if folder is not None:  # this point, for a checkpoint now or when the run stops
                     progress_at = (done, carry[0], len(steps), rngs[0].bit_generator.state,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any
 
@@ -19,10 +20,35 @@ from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_param
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
+from bayes_maxmargin.diagnostics import warn_if_not_mixed
 from bayes_maxmargin.engine.nuts import nuts_chains, to_host
+from bayes_maxmargin.engine.progress import fit_progress
 from bayes_maxmargin.estimators import multiclass as _mc
 
 __all__ = []
+
+#: Attributes that a caller, not ``fit``, sets on an estimator: scikit-learn's callback protocol
+#: (a meta-estimator such as ``Pipeline`` sets ``_parent_callback_ctx`` before calling ``fit`` and
+#: deletes it afterwards; ``set_callbacks``), metadata routing requests (``set_fit_request``) and the
+#: one-vs-rest recorder. A refit keeps them; they are not part of the fitted state.
+_CALLER_ATTRIBUTES = frozenset({
+    "_parent_callback_ctx", "_callback_fit_ctx", "_skl_callbacks", "_skl_callbacks_to_teardown",
+    "_metadata_request", "_ovr_recorder",
+})
+
+
+def reports_progress(fit: Any) -> Any:
+    """Run ``fit`` inside a progress reporter (:func:`~bayes_maxmargin.engine.progress.fit_progress`)
+    when the estimator's ``progress_bar`` is on: "compiling", then the iterations of whichever
+    inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter."""
+
+    @functools.wraps(fit)
+    def fit_reporting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        enabled = bool(getattr(self, "progress_bar", False)) and "_ovr_recorder" not in self.__dict__
+        with fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"):
+            return fit(self, *args, **kwargs)
+
+    return fit_reporting
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
@@ -82,8 +108,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             return False
         name = type(self).__name__
         _, y_checked = check_X_y(X, y, allow_nan=True, estimator_name=name)
-        params = self.get_params(deep=False)
-        for attr in [a for a in vars(self) if a not in params]:
+        for attr in self._fitted_state():
             delattr(self, attr)
         encoder = OneVsRestLabelEncoder(name).fit(y_checked)
         codes = encoder.transform(y_checked)
@@ -99,7 +124,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         self.__dict__.update(_mc.combine_attributes(subs))
         if all(hasattr(s, "idata_") for s in subs):
             self.idata_ = _mc.combine_idata(subs, self.classes_)
+        self._check_mixing(stacklevel=6)
         return True
+
+    def _check_mixing(self, stacklevel: int = 5) -> None:
+        """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
+        fit have not mixed; the one-vs-rest sub-fits leave it to the multi-class fit, which checks
+        its posterior (all classes) once."""
+        if "_ovr_recorder" not in self.__dict__ and hasattr(self, "idata_"):
+            warn_if_not_mixed(self.idata_, type(self).__name__, stacklevel=stacklevel)
 
     @property
     def _multiclass(self) -> bool:
@@ -182,11 +215,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
                 )
         return {"checkpoint": checkpoint, "resume": resume}
 
+    def _fitted_state(self) -> dict[str, Any]:
+        """The attributes ``fit`` set: everything but the parameters and :data:`_CALLER_ATTRIBUTES`."""
+        params = self.get_params(deep=False)
+        return {k: v for k, v in vars(self).items() if k not in params and k not in _CALLER_ATTRIBUTES}
+
     def _saved_state(self) -> dict[str, Any]:
         """Everything ``fit`` set, for :func:`bayes_maxmargin.save`; the one-vs-rest
         sub-estimators as their parameters and saved states (their draws live in ``idata_``)."""
-        params = self.get_params(deep=False)
-        state = {k: v for k, v in vars(self).items() if k not in params}
+        state = self._fitted_state()
         if "estimators_" in state:
             state["estimators_"] = [
                 {"params": sub.get_params(deep=False),

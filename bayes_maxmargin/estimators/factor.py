@@ -37,7 +37,7 @@ from bayes_maxmargin.data.parameters import (
 )
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _BayesianSVMClassifier
+from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, reports_progress
 from bayes_maxmargin.estimators.gp import GPBSVM
 from bayes_maxmargin.estimators.linear import LinearBSVM
 from bayes_maxmargin.estimators.multiclass import register_batched
@@ -250,6 +250,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             )
 
     # ------------------------------------------------------------------ fit
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "FactorBSVM":
         """Fit the factor model and its classifier (jointly, or in two steps).
 
@@ -281,6 +282,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 self._fit_gibbs(Xc, y, run_io)
             else:
                 self._fit_vbem(Xc, y)
+        self._check_mixing()
         self._stage2 = None
         stage2 = self.classifier if not self.joint else self.second_stage
         if stage2 is not None:

@@ -28,6 +28,7 @@ from bayes_maxmargin.estimators.base import (
     _chain_normals,
     _check_gamma_prior,
     _pointwise_log_lik,
+    reports_progress,
 )
 from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
@@ -356,6 +357,7 @@ class GPBSVM(_BayesianSVMClassifier):
         return p
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "GPBSVM":
         """Fit the MAP with ML-II (ECM, FITC) or the posterior at fixed theta (Gibbs, NUTS).
 
@@ -408,6 +410,7 @@ class GPBSVM(_BayesianSVMClassifier):
                    "vi": self._fit_vi}
             posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
+        self._check_mixing()
         return self
 
     def _fit_vi(self, key, X, y, theta0, learn, hyper, params):

@@ -24,6 +24,7 @@ from bayes_maxmargin.estimators.base import (
     _chain_normals,
     _check_gamma_prior,
     _pointwise_log_lik,
+    reports_progress,
 )
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
@@ -338,6 +339,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, groups: Any = None, *, checkpoint: Any = None, resume: Any = None) -> "LinearBSVM":
         """Fit the posterior (Gibbs, NUTS, VB) or the MAP (EM) of the linear Bayesian SVM.
 
@@ -398,6 +400,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         if reason is not None:
             self._check_luts(params, reason)
             self._fit_luts(X, y, Z, nan, params)
+            self._check_mixing()
             return self
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
@@ -422,6 +425,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
+        self._check_mixing()
         return self
 
     def _fit_gibbs(self, key, data, hyper, params):

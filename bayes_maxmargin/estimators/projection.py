@@ -30,9 +30,9 @@ from bayes_maxmargin.data.parameters import (
     check_scalar_param,
 )
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
-from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _as_key
+from bayes_maxmargin.estimators.base import _as_key, reports_progress
 from bayes_maxmargin.models.projection.gibbs import (
     build_projection_kernel,
     init_projection,
@@ -218,6 +218,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         return p
 
     # ------------------------------------------------------------------ fitting
+    @reports_progress
     def fit(self, X: Any, y: Any, *, checkpoint: Any = None, resume: Any = None) -> "MaxMarginProjection":
         """Run the Gibbs sampler(s) on (X, y).
 
@@ -309,6 +310,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                   "n_components_used": ["problem"]},
             attrs={"model": self._model_name(), "inference": "gibbs", "library": f"bayes_maxmargin {__version__}"},
         )
+        warn_if_not_mixed(self.idata_, type(self).__name__, stacklevel=4)
         return self
 
     def _model_name(self) -> str:

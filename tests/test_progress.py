@@ -1,0 +1,63 @@
+"""Progress of a fit (bayes_maxmargin.engine.progress): "compiling", then iterations, for the
+compiled loops too, without changing what they compute."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from bayes_maxmargin import GPBSVM, LinearBSVM
+from bayes_maxmargin.engine import progress
+
+
+def test_segments_count_restarting_loops():
+    """Counters that restart (ECM rounds, vmapped classes reporting the same or a frozen
+    iteration) add up per segment; a restart sets the phase's length and what ran before."""
+    p = progress.Progress("fit", delay=1e9, file=io.StringIO())
+    for i in (1, 2, 2, 1, 3):  # one segment, repeated and stale reports
+        p.report(i)
+    assert p.n == 3
+    p.new_segment()
+    p.report(5)
+    assert p.n == 8
+    p.restart(100, done=40)
+    p.report(41)
+    assert (p.n, p.total) == (41, 100)
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Progress shown at once, into a buffer; the counts reported, in a list."""
+    buf, counts = io.StringIO(), []
+    init, report = progress.Progress.__init__, progress.Progress.report
+
+    def to_buffer(self, desc, total=None, delay=0.0, file=None):
+        init(self, desc, total, 0.0, buf)
+
+    def recorded(self, i):
+        report(self, i)
+        counts.append(self.n)
+
+    monkeypatch.setattr(progress.Progress, "__init__", to_buffer)
+    monkeypatch.setattr(progress.Progress, "report", recorded)
+    return buf, counts
+
+
+@pytest.mark.parametrize("make", [
+    lambda pb: LinearBSVM(inference="em", progress_bar=pb, random_state=0),
+    lambda pb: LinearBSVM(num_samples=30, num_warmup=10, num_chains=2, progress_bar=pb, random_state=0),
+    lambda pb: GPBSVM(inference="ecm", learn_kernel=False, max_iter=15, progress_bar=pb, random_state=0),
+], ids=["linear-em", "linear-gibbs", "gp-ecm"])
+def test_fit_reports_compiling_then_iterations_and_computes_the_same(synthetic_binary, shown, make):
+    X, y = synthetic_binary
+    X, y = X[:60], y[:60]
+    buf, counts = shown
+    quiet = make(False).fit(X, y)
+    assert buf.getvalue() == "" and counts == []
+    reported = make(True).fit(X, y)
+    assert "compiling" in buf.getvalue()
+    # iterations reported one by one from inside the compiled loop, not only at its end
+    assert len(set(counts)) > 2 and max(counts) > 2
+    np.testing.assert_array_equal(reported.predict_proba(X), quiet.predict_proba(X))
