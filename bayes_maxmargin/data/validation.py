@@ -409,9 +409,8 @@ def check_magnitude(
     if X.size == 0:
         return
     limit = magnitude_limit(dtype, n_terms)
-    with np.errstate(invalid="ignore"):
-        col_max = np.nanmax(np.abs(X), axis=0) if np.isnan(X).any() else np.abs(X).max(axis=0)
-    too_big = np.flatnonzero(np.nan_to_num(col_max, nan=0.0) > limit)
+    col_max = np.abs(np.where(np.isnan(X), 0.0, X)).max(axis=0)
+    too_big = np.flatnonzero(col_max > limit)
     if not too_big.size:
         return
     j = int(too_big[0])
