@@ -9,11 +9,14 @@ from bayes_maxmargin._version import __version__
 from bayes_maxmargin.data import Dataset, list_datasets, load_dataset
 from bayes_maxmargin.diagnostics import MixingWarning, convergence_summary, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError
+from bayes_maxmargin.engine.nuts import DivergenceWarning, DivergentSamplerError
 from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
 from bayes_maxmargin.persistence import InvalidModelFileError, load, save
 
 __all__ = [
     "Dataset",
+    "DivergenceWarning",
+    "DivergentSamplerError",
     "FactorBSVM",
     "GPBSVM",
     "InvalidModelFileError",

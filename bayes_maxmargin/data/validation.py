@@ -21,10 +21,15 @@ import scipy.sparse as sp
 from sklearn.utils import column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 
-__all__ = ["check_X_y", "check_array_2d", "check_n_features"]
+__all__ = ["check_X_y", "check_array_2d", "check_finite_output", "check_magnitude", "check_n_features", "magnitude_limit"]
 
 #: How many column indices / class labels an error message lists at most.
 _MAX_LISTED = 10
+
+#: Headroom factor of :func:`magnitude_limit` on the squared data: the fits multiply squared inputs
+#: by hyperparameters, inverse variances and covariances, so the largest sum of squares may only
+#: reach ``finfo.max / MAGNITUDE_HEADROOM`` (2**32, a factor 2**16 on the inputs themselves).
+MAGNITUDE_HEADROOM = 2.0**32
 
 
 # ---------------------------------------------------------------------------
@@ -59,6 +64,10 @@ def _column_label(j: int, columns: Sequence[Any] | None) -> str:
 
 def _by(estimator_name: str | None) -> str:
     return f" by {estimator_name}" if estimator_name else ""
+
+
+def _of(estimator_name: str | None) -> str:
+    return f" of {estimator_name}" if estimator_name else ""
 
 
 def _is_dataframe(X: Any) -> bool:
@@ -334,6 +343,113 @@ def check_array_2d(
             msg += f" (or a value too large for dtype {dtype})."
             raise ValueError(msg)
     return out
+
+
+def magnitude_limit(dtype: Any, n_terms: int) -> float:
+    """Largest absolute input value whose squares cannot overflow in ``dtype``.
+
+    The models square their inputs and sum the products: the linear predictor's variance
+    ``x' S x`` sums ``d`` terms, a kernel's squared distance ``|x - x'|^2`` sums ``d`` squares of
+    differences of up to ``2 |x|``, and the Gram matrix ``X' X`` of a fit sums ``n`` products.
+    With every ``|x| <= M`` and ``n_terms`` such terms, the largest of these sums is at most
+    ``4 n_terms M^2``; requiring it to stay below ``finfo(dtype).max / MAGNITUDE_HEADROOM`` gives
+
+    ``M = sqrt(finfo(dtype).max / (4 n_terms MAGNITUDE_HEADROOM))``,
+
+    about ``1e149 / sqrt(n_terms)`` for float64 and ``1.4e14 / sqrt(n_terms)`` for float32.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        Floating dtype of the computation.
+    n_terms : int
+        Number of squared inputs summed in the largest sum (``n_samples * n_features`` for a fit,
+        ``n_features`` for a prediction).
+
+    Returns
+    -------
+    float
+    """
+    big = float(np.finfo(np.dtype(dtype)).max)
+    return float(np.sqrt(big / (4.0 * max(int(n_terms), 1) * MAGNITUDE_HEADROOM)))
+
+
+def check_magnitude(
+    X: np.ndarray,
+    *,
+    dtype: Any,
+    n_terms: int,
+    name: str = "X",
+    columns: Sequence[Any] | None = None,
+    estimator_name: str | None = None,
+) -> None:
+    """Refuse inputs so large that the model's squared quantities would overflow.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n_samples, n_features)
+        Validated float input (NaN cells, where allowed, are ignored).
+    dtype : numpy dtype
+        Floating dtype of the computation.
+    n_terms : int
+        See :func:`magnitude_limit`.
+    name : str, default="X"
+        Name of the argument, used in the message.
+    columns : sequence or None, default=None
+        Column names (of a DataFrame input), added to the message.
+    estimator_name : str or None, default=None
+        Name of the calling estimator, added to the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the first column whose largest absolute value exceeds the limit, that value and
+        the limit, and suggesting standardisation.
+    """
+    if X.size == 0:
+        return
+    limit = magnitude_limit(dtype, n_terms)
+    col_max = np.abs(np.where(np.isnan(X), 0.0, X)).max(axis=0)
+    too_big = np.flatnonzero(col_max > limit)
+    if not too_big.size:
+        return
+    j = int(too_big[0])
+    more = f" (and {too_big.size - 1} other column(s))" if too_big.size > 1 else ""
+    raise ValueError(
+        f"Input {name} column {_column_label(j, columns)}{more} has a value of magnitude "
+        f"{col_max[j]:.3g}, above {limit:.3g}, the largest whose squares stay finite in "
+        f"{np.dtype(dtype)} computations{_of(estimator_name)}; standardise {name} (e.g. "
+        "sklearn.preprocessing.StandardScaler) or rescale the column."
+    )
+
+
+def check_finite_output(values: Any, what: str, name: str = "X") -> None:
+    """Refuse to return a non-finite prediction: raise naming the rows of ``name`` that gave one.
+
+    Parameters
+    ----------
+    values : array or tuple of arrays, each with one row per sample
+        The outputs of a prediction method.
+    what : str
+        What the outputs are, used in the message.
+    name : str, default="X"
+        Name of the input argument, used in the message.
+
+    Raises
+    ------
+    ValueError
+        If any output is NaN or infinite.
+    """
+    arrays = [np.asarray(a) for a in (values if isinstance(values, tuple) else (values,))]
+    bad = np.zeros(arrays[0].shape[0], dtype=bool)
+    for a in arrays:
+        bad |= ~np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+    if bad.any():
+        raise ValueError(
+            f"The {what} of {name} row(s) [{_fmt_list(list(np.flatnonzero(bad)))}] is not finite: the inputs "
+            "are too large (or too far from the training data) for the fitted model; standardise "
+            f"{name} (e.g. sklearn.preprocessing.StandardScaler) before fitting and predicting."
+        )
 
 
 def check_X_y(

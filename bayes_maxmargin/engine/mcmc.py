@@ -49,7 +49,7 @@ from bayes_maxmargin.engine.checkpoint import (
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 from bayes_maxmargin.engine.progress import fit_progress, tick
 
-__all__ = ["ChainResult", "NonFiniteStateError", "run_chains"]
+__all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "run_chains"]
 
 Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
 Record = Callable[[Any], dict[str, Array]]
@@ -103,6 +103,12 @@ class NonFiniteStateError(FloatingPointError):
     >>> clf.predict(X[:3]).shape
     (3,)
     """
+
+
+def float64_hint(dtype: Any) -> str:
+    """``" (or use float64)"`` for a computation in a lower precision; empty for float64, which has
+    no higher precision to suggest."""
+    return "" if np.dtype(dtype) == np.float64 else " (or use float64)"
 
 
 class ChainResult(NamedTuple):
@@ -184,16 +190,23 @@ def _key_data(keys: Array) -> np.ndarray:
     return np.asarray(keys)
 
 
-def _check_finite(bad: tuple[Array, Array], fields: tuple[str, ...]) -> None:
+def _check_finite(bad: tuple[Array, Array], fields: tuple[str, ...], dtype: Any = np.float64) -> None:
     bad_iter, bad_field = (np.asarray(b) for b in bad)
     broken = np.flatnonzero(bad_iter >= 0)
     if broken.size:
         c = broken[np.argmin(bad_iter[broken])]
         raise NonFiniteStateError(
             f"chain {c} produced a non-finite value of '{fields[bad_field[c]]}' at iteration "
-            f"{bad_iter[c]}; the run was stopped. Check the data scale and the hyperparameters "
-            "(or use float64)."
+            f"{bad_iter[c]}; the run was stopped. Check the data scale and the hyperparameters"
+            f"{float64_hint(dtype)}."
         )
+
+
+def _state_dtype(state: Any) -> np.dtype:
+    """The widest floating dtype among the fields of a state (float64 when there is none)."""
+    kinds = [np.dtype(leaf.dtype) for leaf in jax.tree_util.tree_leaves(state)
+             if jnp.issubdtype(leaf.dtype, jnp.floating)]
+    return max(kinds, key=lambda t: t.itemsize) if kinds else np.dtype(np.float64)
 
 
 def run_chains(
@@ -320,7 +333,7 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
                 new_state, new_bad, records = run_chunk(
                     kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
                 )
-                _check_finite(new_bad, new_state._fields)
+                _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
                 lo = max(warm_blocks - done, 0)
                 if lo < n_blocks:
                     kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))

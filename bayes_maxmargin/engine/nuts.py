@@ -10,6 +10,7 @@ Draws are laid out (chain, draw, ...) like :func:`~bayes_maxmargin.engine.mcmc.r
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,17 @@ from numpyro.infer.util import initialize_model, log_density
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine import progress
 
-__all__ = ["nuts_chains", "run_nuts", "to_host"]
+__all__ = ["DivergenceWarning", "DivergentSamplerError", "check_divergences", "nuts_chains", "run_nuts", "to_host"]
+
+
+class DivergenceWarning(UserWarning):
+    """Some NUTS transitions after warm-up diverged: the draws may be biased."""
+
+
+class DivergentSamplerError(RuntimeError, ValueError):
+    """Every NUTS transition after warm-up diverged: the draws are not from the posterior.
+
+    Also a :class:`ValueError`: the usual cause is the scale of the data."""
 
 
 def nuts_chains(
@@ -120,6 +131,49 @@ def to_host(samples: dict[str, Array], extra: dict[str, Array]) -> tuple[dict[st
     stats = {k: np.asarray(v) for k, v in extra.items()}
     stats["tree_depth"] = np.floor(np.log2(np.maximum(stats["n_steps"], 1))).astype(np.int64) + 1
     return {k: np.asarray(v) for k, v in samples.items()}, stats
+
+
+def check_divergences(diverging: np.ndarray, name: str = "NUTS") -> tuple[int, float]:
+    """Count the divergent transitions of a run, warn if there are any and refuse a run where all diverged.
+
+    Parameters
+    ----------
+    diverging : ndarray of bool, shape (..., chain, draw)
+        The ``diverging`` statistic of :func:`nuts_chains` (a leading axis for the problems of a
+        one-vs-rest fit).
+    name : str, default="NUTS"
+        Who ran the sampler, used in the messages.
+
+    Returns
+    -------
+    count : int
+        Number of kept draws whose transitions diverged.
+    fraction : float
+        ``count`` over the number of kept draws.
+
+    Raises
+    ------
+    DivergentSamplerError
+        If every kept transition of a chain set (a problem) diverged.
+    """
+    div = np.asarray(diverging, dtype=bool)
+    count, total = int(div.sum()), max(div.size, 1)
+    fraction = count / total
+    per_problem = div.reshape(-1, div.shape[-2] * div.shape[-1])  # one row per problem
+    if div.size and per_problem.all(axis=1).any():
+        raise DivergentSamplerError(
+            f"{name}: all {per_problem.shape[1]} NUTS transitions after warm-up diverged ({count} of {total} in all), "
+            "so the draws are not from the posterior. Standardise X (e.g. sklearn.preprocessing.StandardScaler), "
+            "check the scale of the data and the hyperparameters, or lengthen num_warmup."
+        )
+    if count:
+        warnings.warn(
+            f"{name}: {count} of {total} NUTS transitions after warm-up diverged (fraction {fraction:.3f}); the "
+            "draws may be biased. Standardise X, check the data scale, or lengthen num_warmup.",
+            DivergenceWarning,
+            stacklevel=3,
+        )
+    return count, fraction
 
 
 def run_nuts(

@@ -19,9 +19,15 @@ from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_param
-from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
+from bayes_maxmargin.data.validation import (
+    check_array_2d,
+    check_finite_output,
+    check_magnitude,
+    check_n_features,
+    check_X_y,
+)
 from bayes_maxmargin.diagnostics import warn_if_not_mixed
-from bayes_maxmargin.engine.nuts import nuts_chains, to_host
+from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.engine.progress import fit_progress
 from bayes_maxmargin.estimators import multiclass as _mc
 
@@ -72,7 +78,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        columns = list(X.columns) if hasattr(X, "columns") else None
         X, y = check_X_y(X, y, allow_nan=allow_nan, estimator_name=name, nan_hint=nan_hint)
+        check_magnitude(X, dtype=self._compute_dtype(), n_terms=X.size, columns=columns, estimator_name=name)
         self._encoder = BinaryLabelEncoder().fit(y)
         self.classes_ = self._encoder.classes_
         self.n_features_in_ = X.shape[1]
@@ -97,9 +105,11 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _nuts(self, model, key, model_args, model_kwargs, params):
         """NUTS draws of ``model`` (:func:`~bayes_maxmargin.engine.nuts.nuts_chains`, one
         vmapped program over the classes of a one-vs-rest fit) as host arrays and statistics."""
-        return to_host(*self._solve(
+        samples, stats = to_host(*self._solve(
             nuts_chains, model, key, model_args, model_kwargs, num_warmup=params["num_warmup"],
             num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"]))
+        self.num_divergences_, self.divergence_fraction_ = check_divergences(stats["diverging"], type(self).__name__)
+        return samples, stats
 
     def _fit_multiclass(self, X: Any, y: Any, **fit_kwargs: Any) -> bool:
         """Fit a y of K > 2 classes one-vs-rest (:mod:`bayes_maxmargin.estimators.multiclass`) and return
@@ -142,9 +152,16 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _predict_input(self, X: Any, allow_nan: bool = False) -> np.ndarray:
         check_is_fitted(self, "classes_")
         name = type(self).__name__
+        columns = list(X.columns) if hasattr(X, "columns") else None
         X = check_array_2d(X, allow_nan=allow_nan, estimator_name=name)
         check_n_features(X, self.n_features_in_, name)
+        check_magnitude(X, dtype=self._compute_dtype(), n_terms=X.shape[1], columns=columns, estimator_name=name)
         return X
+
+    def _compute_dtype(self) -> np.dtype:
+        """The floating dtype of the fit (``precision``), which bounds the input magnitudes
+        (:func:`~bayes_maxmargin.data.validation.magnitude_limit`)."""
+        return np.dtype(getattr(self, "precision", "float64"))
 
     def _multiclass_latent(self, X: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
         """(n, K) predictive means and variances of the K one-vs-rest latent functions."""
@@ -158,9 +175,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         that of the binary problem ``classes_[k]`` vs rest (``estimators_[k]``).
         """
         X = self._predict_input(X)
-        if self._multiclass:
-            return self._multiclass_latent(X)
-        return self._latent_moments(X)
+        moments = self._multiclass_latent(X) if self._multiclass else self._latent_moments(X)
+        check_finite_output(moments, "predictive mean or variance of f")
+        return moments
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Probit-scale margin m / sqrt(1 + v) of the posterior predictive of f.

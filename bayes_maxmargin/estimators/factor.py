@@ -28,6 +28,7 @@ from sklearn.base import TransformerMixin
 
 from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel
 from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.memory import check_dense_memory
 from bayes_maxmargin.core.parameters import free_fields, from_unconstrained, params_dict, to_unconstrained
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
@@ -35,6 +36,7 @@ from bayes_maxmargin.data.parameters import (
     check_option,
     check_scalar_param,
 )
+from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, reports_progress
@@ -49,6 +51,11 @@ from bayes_maxmargin.models.factor.vbem import VBHyper, init_vb, run_vbem, run_v
 __all__ = ["FactorBSVM"]
 
 register_batched(run_vbem, run_vbem_batched)
+
+
+#: Dense N x N matrices held at the peak of a fit whose classifier has an N x N covariance (the
+#: VB-EM fits, the joint Gibbs fit of the GP classifier): as for the full-GP fits of GPBSVM.
+DENSE_BUFFERS = 12
 
 
 class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
@@ -272,6 +279,12 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         run_io = self._run_io({"inference": self.inference}, checkpoint, resume)
         X, y = self._fit_input(X, y)
         self._check_params(X)
+        if self.inference == "vbem" or (self.joint and self.classifier == "gp"):
+            check_dense_memory(
+                X.shape[0], self.precision, DENSE_BUFFERS,
+                what=f"FactorBSVM(classifier={self.classifier!r}, inference={self.inference!r})",
+                advice="subsample the training points",
+            )
         self.mean_ = X.mean(axis=0)
         Xc = X - self.mean_
         t0 = time.perf_counter()
@@ -388,8 +401,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         """
         X = self._predict_input(X)
         if self._multiclass:
-            return np.hstack([sub.transform(X) for sub in self.estimators_])
-        return self._scores(X - self.mean_)
+            scores = np.hstack([sub.transform(X) for sub in self.estimators_])
+        else:
+            scores = self._scores(X - self.mean_)
+        check_finite_output(scores, "factor scores")
+        return scores
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params) -> np.ndarray:
         return self.fit(X, y).transform(X)

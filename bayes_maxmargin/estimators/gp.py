@@ -14,6 +14,7 @@ from jax.scipy.linalg import cho_solve
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel, kernel_name
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision
+from bayes_maxmargin.core.memory import check_dense_memory
 from bayes_maxmargin.core.parameters import free_fields, params_dict, replace_fields, trainable_fields
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
@@ -22,7 +23,7 @@ from bayes_maxmargin.data.parameters import (
     check_scalar_param,
 )
 from bayes_maxmargin.diagnostics import to_inference_data
-from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
@@ -95,6 +96,13 @@ def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
         return trainable_fields(params, learn_kernel)
     except ValueError as err:
         raise InvalidParameterError(str(err)) from None
+
+
+#: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
+#: Cholesky factor and the working matrices of an iteration and of its gradient): the peak resident
+#: memory of fits at N = 2000 (learned kernel parameters; Gibbs with two chains) over N^2 * 8 bytes,
+#: rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs.
+DENSE_BUFFERS = {"ecm": 13, "gibbs": 18, "nuts": 18, "vi": 14}
 
 
 class GPBSVM(_BayesianSVMClassifier):
@@ -388,6 +396,12 @@ class GPBSVM(_BayesianSVMClassifier):
                     f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
                     f"training points N = {n})"
                 )
+        if params["inference"] in DENSE_BUFFERS:
+            check_dense_memory(
+                n, params["precision"], DENSE_BUFFERS[params["inference"]],
+                what=f"GPBSVM(inference={params['inference']!r})",
+                advice="use inference='fitc' or inference='svi' (inducing points, O(N M) memory)",
+            )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
         if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
             params["kernel"] = params["kernel"].structure()
@@ -421,7 +435,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
             raise NonFiniteStateError(
                 f"Batch VI produced a non-finite ELBO at kernel_params = {params_dict(theta0)}; check the data "
-                "scale and the kernel parameters (or use float64)."
+                f"scale and the kernel parameters{float64_hint(X.dtype)}."
             )
         self.elbo_ = elbo
         self.n_iter_ = int(res.n_iter)
@@ -450,7 +464,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if not res.elbo.size:
             raise NonFiniteStateError(
                 f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
-                f"{params_dict(theta0)}; lower step_size, check the data scale (or use float64)."
+                f"{params_dict(theta0)}; lower step_size, check the data scale{float64_hint(dtype)}."
             )
         self._posterior = SVIPosterior(state, prediction_problem(problem.features.spec, state))
         theta, Z, mean_u, cov_u = inducing_posterior(state, problem.features.spec)
@@ -485,7 +499,7 @@ class GPBSVM(_BayesianSVMClassifier):
             raise ValueError(
                 f"The {kernel_name(params['kernel'])!r} kernel matrix of the training inputs at kernel_params = "
                 f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
-                f"jitter (now {params['jitter']}), check the kernel parameters, or use float64."
+                f"jitter (now {params['jitter']}) or check the kernel parameters{float64_hint(X.dtype)}."
             ) from None
 
     def _fit_ecm(self, key, X, y, theta0, learn, hyper, params):
@@ -536,7 +550,7 @@ class GPBSVM(_BayesianSVMClassifier):
             raise NonFiniteStateError(
                 f"ECM produced a non-finite latent function or objective at kernel_params = "
                 f"{params_dict(theta)}, gamma = {float(gamma):.4g}; check the data scale, the kernel "
-                "parameters and the jitter (or use float64)."
+                f"parameters and the jitter{float64_hint(np.asarray(f).dtype)}."
             )
         self.objective_ = finite
         self.log_z_ = np.asarray(log_z, dtype=np.float64)

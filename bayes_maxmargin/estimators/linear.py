@@ -16,9 +16,10 @@ from bayes_maxmargin.core.augmentation import use_wide_form
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine import svi as _svi
-from bayes_maxmargin.engine.mcmc import NonFiniteStateError, run_chains
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
@@ -501,7 +502,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             bad = int(np.argmin(np.isfinite(objective))) if not np.all(np.isfinite(objective)) else n_iter
             raise NonFiniteStateError(
                 f"EM produced a non-finite log posterior or coefficient at iteration {bad}; check the "
-                "data scale and the hyperparameters (or use float64)."
+                f"data scale and the hyperparameters{float64_hint(coef0.dtype)}."
             )
         if n_iter == params["max_iter"]:
             change = abs(objective[-1] - objective[-2]) / max(abs(objective[-1]), 1.0)
@@ -740,7 +741,9 @@ class LinearBSVM(_BayesianSVMClassifier):
             self.n_iter_ = int(res.n_iter)
             self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
             if not np.all(np.isfinite(self.lower_bound_)):
-                raise NonFiniteStateError("VB produced a non-finite lower bound; check the data scale (or use float64).")
+                raise NonFiniteStateError(
+                    f"VB produced a non-finite lower bound; check the data scale{float64_hint(params['precision'])}."
+                )
             if self.n_iter_ == params["max_iter"]:
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
@@ -802,8 +805,12 @@ class LinearBSVM(_BayesianSVMClassifier):
         uses the conditional mean of x_M, its variance adds E[w_M' Cov(x_M | x_O) w_M].
         """
         X = self._predict_input(X, allow_nan=True)
-        if self._multiclass:
-            return self._multiclass_latent(X, groups)
+        moments = self._multiclass_latent(X, groups) if self._multiclass else self._binary_latent(X, groups)
+        check_finite_output(moments, "predictive mean or variance of f")
+        return moments
+
+    def _binary_latent(self, X: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`predict_latent` of a binary fit, NaN cells of validated ``X`` integrated over."""
         nan = np.isnan(X)
         if not nan.any():
             return self._latent_moments(X, groups)

@@ -29,7 +29,13 @@ from bayes_maxmargin.data.parameters import (
     check_option,
     check_scalar_param,
 )
-from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
+from bayes_maxmargin.data.validation import (
+    check_array_2d,
+    check_finite_output,
+    check_magnitude,
+    check_n_features,
+    check_X_y,
+)
 from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.estimators.base import _as_key, reports_progress
@@ -238,7 +244,9 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         name = type(self).__name__
         if y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+        columns = list(X.columns) if hasattr(X, "columns") else None
         X, y = check_X_y(X, y, estimator_name=name)
+        check_magnitude(X, dtype=params["precision"], n_terms=X.size, columns=columns, estimator_name=name)
         classes, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
         if len(classes) < 2:
             raise ValueError(f"{name} needs at least 2 classes in y; got only 1 class {classes.tolist()}")
@@ -337,8 +345,10 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
     def _predict_features(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
         name = type(self).__name__
+        columns = list(X.columns) if hasattr(X, "columns") else None
         X = check_array_2d(X, estimator_name=name)
         check_n_features(X, self.n_features_in_, name)
+        check_magnitude(X, dtype=self.precision, n_terms=X.shape[1], columns=columns, estimator_name=name)
         return self._features(X.astype(self.coef_.dtype))
 
     # ------------------------------------------------------------------ outputs
@@ -348,6 +358,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         Shape (n,) for two classes (positive: ``classes_[1]``), (n, n_classes) otherwise.
         """
         U = self._predict_features(X) @ self.coef_.T + self.intercept_
+        check_finite_output(U, "decision function")
         return U[:, 0] if len(self.classes_) == 2 else U
 
     def predict(self, X: Any) -> np.ndarray:
@@ -363,8 +374,9 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         projections of the one-vs-all problems side by side.
         """
         F = self._predict_features(X)
-        Zs = np.einsum("nd,ldk->nlk", F, self.projection_)
-        return Zs.reshape(F.shape[0], -1)
+        Zs = np.einsum("nd,ldk->nlk", F, self.projection_).reshape(F.shape[0], -1)
+        check_finite_output(Zs, "projected features")
+        return Zs
 
     def _check_restored(self) -> None:
         """Raise ValueError where the state :func:`bayes_maxmargin.load` rebuilt does not hang together
