@@ -23,7 +23,17 @@ MIN_ESS_PER_CHAIN = 100
 
 class MixingWarning(UserWarning):
     """The chains of an MCMC fit have not mixed (R-hat above :data:`MAX_RHAT` or bulk ESS below
-    :data:`MIN_ESS_PER_CHAIN` per chain): its draws do not represent the posterior yet."""
+    :data:`MIN_ESS_PER_CHAIN` per chain): its draws do not represent the posterior yet.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from bayes_maxmargin import MixingWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", MixingWarning)  # chains that have not mixed stop the script
+    >>> issubclass(MixingWarning, UserWarning)
+    True
+    """
 
 
 class MixingProblem(NamedTuple):

@@ -1,4 +1,4 @@
-"""Progress of a fit (bayes_maxmargin.engine.progress): "compiling", then iterations, for the
+"""Progress of a fit (bayes_maxmargin.core.progress): "compiling", then iterations, for the
 compiled loops too, without changing what they compute."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin import GPBSVM, LinearBSVM
-from bayes_maxmargin.engine import progress
+from bayes_maxmargin.core import progress
 
 
 def test_segments_count_restarting_loops():
@@ -60,4 +60,6 @@ def test_fit_reports_compiling_then_iterations_and_computes_the_same(synthetic_b
     assert "compiling" in buf.getvalue()
     # iterations reported one by one from inside the compiled loop, not only at its end
     assert len(set(counts)) > 2 and max(counts) > 2
-    np.testing.assert_array_equal(reported.predict_proba(X), quiet.predict_proba(X))
+    # the same fit: the callbacks in the reporting program's loop may change how XLA fuses it, and so
+    # the last bits (1e-13 seen with XLA's optimisations off, as in the suite)
+    np.testing.assert_allclose(reported.predict_proba(X), quiet.predict_proba(X), rtol=1e-10, atol=1e-12)

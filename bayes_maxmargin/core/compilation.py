@@ -25,7 +25,7 @@ the test suite does) before its first fit keeps them off: the optimisation level
 (a per-program option would override it). ``COMPILER_OPTIONS.clear()`` before the first fit compiles
 everything with XLA's defaults. The user's own JAX programs and ``XLA_FLAGS`` are left alone.
 
-While a fit reports its progress (:mod:`bayes_maxmargin.engine.progress`), a function is traced and
+While a fit reports its progress (:mod:`bayes_maxmargin.core.progress`), a function is traced and
 cached apart from its plain version (its loops then carry the progress callbacks); a function whose
 first such trace inserted no callback keeps using its plain version.
 
@@ -203,7 +203,7 @@ def _top_level(args: tuple, kwargs: dict) -> bool:
 
 
 def _ticks_enabled() -> bool:
-    from bayes_maxmargin.engine import progress
+    from bayes_maxmargin.core import progress
 
     return progress.ticks_enabled()
 
@@ -257,7 +257,7 @@ class _Compiled:
             top = _top_level(args, kwargs)
             if self._no_callbacks or not _ticks_enabled():
                 return (self.jitted if top else self._nested)(*args, **kwargs)
-            from bayes_maxmargin.engine import progress
+            from bayes_maxmargin.core import progress
 
             if self._reporting is None:
                 self._reporting = _Reporting(self)

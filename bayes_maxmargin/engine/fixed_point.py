@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
-from bayes_maxmargin.engine.progress import loop_start, tick
+from bayes_maxmargin.core.progress import loop_start, tick
 
 __all__ = ["VBResult", "cavi_loop", "ecm_loop", "squarem_cycle"]
 

@@ -47,7 +47,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
-from bayes_maxmargin.engine.progress import fit_progress, tick
+from bayes_maxmargin.core.progress import fit_progress, tick
 
 __all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "run_chains"]
 
@@ -58,7 +58,7 @@ Record = Callable[[Any], dict[str, Array]]
 DEFAULT_CHUNK_SIZE = 250
 
 #: Runs predicted to take longer than this many seconds show a progress bar (superseded by
-#: :data:`bayes_maxmargin.engine.progress.DELAY_S`: a run shows its progress after that long).
+#: :data:`bayes_maxmargin.core.progress.DELAY_S`: a run shows its progress after that long).
 PROGRESS_THRESHOLD_S = 3.0
 
 #: Iterations per loop trip on an accelerator. There every trip of an XLA loop ends in a
@@ -251,7 +251,7 @@ def run_chains(
         when they take more than a few seconds (:mod:`bayes_maxmargin.engine.chunks`). The draws do
         not depend on it.
     progress_bar : bool
-        Show the run's progress (:mod:`bayes_maxmargin.engine.progress`: "compiling", then
+        Show the run's progress (:mod:`bayes_maxmargin.core.progress`: "compiling", then
         iterations) once it has taken more than a second.
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` every ``chunk_size`` blocks and when the run stops,

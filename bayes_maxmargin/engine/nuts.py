@@ -22,19 +22,39 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model, log_density
 
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.engine import progress
+from bayes_maxmargin.core import progress
 
 __all__ = ["DivergenceWarning", "DivergentSamplerError", "check_divergences", "nuts_chains", "run_nuts", "to_host"]
 
 
 class DivergenceWarning(UserWarning):
-    """Some NUTS transitions after warm-up diverged: the draws may be biased."""
+    """Some NUTS transitions after warm-up diverged: the draws may be biased.
+
+    The fit records their number and fraction (``num_divergences_``, ``divergence_fraction_``,
+    ``idata_.sample_stats["diverging"]``).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from bayes_maxmargin import DivergenceWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", DivergenceWarning)  # a divergent fit stops the script
+    >>> issubclass(DivergenceWarning, UserWarning)
+    True
+    """
 
 
 class DivergentSamplerError(RuntimeError, ValueError):
     """Every NUTS transition after warm-up diverged: the draws are not from the posterior.
 
-    Also a :class:`ValueError`: the usual cause is the scale of the data."""
+    Also a :class:`ValueError`: the usual cause is the scale of the data.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin import DivergentSamplerError
+    >>> issubclass(DivergentSamplerError, RuntimeError) and issubclass(DivergentSamplerError, ValueError)
+    True
+    """
 
 
 def nuts_chains(

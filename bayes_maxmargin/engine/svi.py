@@ -83,7 +83,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
-from bayes_maxmargin.engine.progress import active as active_progress
+from bayes_maxmargin.core.progress import active as active_progress
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",

@@ -18,7 +18,7 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
-from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_param
+from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import (
     check_array_2d,
     check_finite_output,
@@ -28,7 +28,7 @@ from bayes_maxmargin.data.validation import (
 )
 from bayes_maxmargin.diagnostics import warn_if_not_mixed
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
-from bayes_maxmargin.engine.progress import fit_progress
+from bayes_maxmargin.core.progress import fit_progress
 from bayes_maxmargin.estimators import multiclass as _mc
 
 __all__ = []
@@ -44,7 +44,7 @@ _CALLER_ATTRIBUTES = frozenset({
 
 
 def reports_progress(fit: Any) -> Any:
-    """Run ``fit`` inside a progress reporter (:func:`~bayes_maxmargin.engine.progress.fit_progress`)
+    """Run ``fit`` inside a progress reporter (:func:`~bayes_maxmargin.core.progress.fit_progress`)
     when the estimator's ``progress_bar`` is on: "compiling", then the iterations of whichever
     inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter."""
 
@@ -160,8 +160,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
 
     def _compute_dtype(self) -> np.dtype:
         """The floating dtype of the fit (``precision``), which bounds the input magnitudes
-        (:func:`~bayes_maxmargin.data.validation.magnitude_limit`)."""
-        return np.dtype(getattr(self, "precision", "float64"))
+        (:func:`~bayes_maxmargin.data.validation.magnitude_limit`); an invalid ``precision`` is named here,
+        before any input is checked against it."""
+        return np.dtype(check_option("precision", getattr(self, "precision", "float64"), ("float32", "float64")))
 
     def _multiclass_latent(self, X: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
         """(n, K) predictive means and variances of the K one-vs-rest latent functions."""

@@ -862,7 +862,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         d = self.n_features_in_
         p = d + int(bool(self.fit_intercept)) + len(self.__dict__.get("groups_", ()))
         mean = np.asarray(post.mean)
-        spread = np.asarray(post[1] if len(post) > 1 else post.draws)
+        spread = np.asarray(post[-1])  # the factor, covariance, low-rank half or draws: (., p)
         if mean.shape != (p,) or spread.ndim != 2 or spread.shape[1] != p:
             raise ValueError(f"the posterior has {mean.shape} coefficients, not {p}")
         intercept = mean[d] if self.fit_intercept else 0.0
