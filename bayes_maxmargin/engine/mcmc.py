@@ -37,6 +37,7 @@ import numpy as np
 from jax import Array
 
 from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.core.progress import fit_progress, tick
 from bayes_maxmargin.engine.checkpoint import (
     INFO_PREFIX,
     checkpoint_folder,
@@ -47,7 +48,6 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
-from bayes_maxmargin.core.progress import fit_progress, tick
 
 __all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "run_chains"]
 
@@ -56,10 +56,6 @@ Record = Callable[[Any], dict[str, Array]]
 
 #: Most kept draws per compiled chunk (and between checkpoints) unless a run asks otherwise.
 DEFAULT_CHUNK_SIZE = 250
-
-#: Runs predicted to take longer than this many seconds show a progress bar (superseded by
-#: :data:`bayes_maxmargin.core.progress.DELAY_S`: a run shows its progress after that long).
-PROGRESS_THRESHOLD_S = 3.0
 
 #: Iterations per loop trip on an accelerator. There every trip of an XLA loop ends in a
 #: device-to-host copy of the loop predicate, which costs as much as a small model's Gibbs sweep,

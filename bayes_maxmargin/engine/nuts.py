@@ -21,8 +21,8 @@ from jax import Array
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model, log_density
 
-from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core import progress
+from bayes_maxmargin.core.compilation import jit
 
 __all__ = ["DivergenceWarning", "DivergentSamplerError", "check_divergences", "nuts_chains", "run_nuts", "to_host"]
 

@@ -75,6 +75,7 @@ from threadpoolctl import threadpool_limits
 from bayes_maxmargin.core.augmentation import margin_floor, vb_hinge_bound
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import jittered_cholesky
+from bayes_maxmargin.core.progress import active as active_progress
 from bayes_maxmargin.engine.checkpoint import (
     checkpoint_folder,
     checkpoint_session,
@@ -83,7 +84,6 @@ from bayes_maxmargin.engine.checkpoint import (
     write_progress,
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
-from bayes_maxmargin.core.progress import active as active_progress
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",

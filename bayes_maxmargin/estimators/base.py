@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-from functools import partial
+from functools import partial, wraps
 from typing import Any
 
 import jax
@@ -17,6 +16,7 @@ from bayes_maxmargin.core.augmentation import log_pseudo_likelihood
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin, probit_predictive
+from bayes_maxmargin.core.progress import fit_progress
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import (
@@ -28,7 +28,6 @@ from bayes_maxmargin.data.validation import (
 )
 from bayes_maxmargin.diagnostics import warn_if_not_mixed
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
-from bayes_maxmargin.core.progress import fit_progress
 from bayes_maxmargin.estimators import multiclass as _mc
 
 __all__ = []
@@ -48,7 +47,7 @@ def reports_progress(fit: Any) -> Any:
     when the estimator's ``progress_bar`` is on: "compiling", then the iterations of whichever
     inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter."""
 
-    @functools.wraps(fit)
+    @wraps(fit)
     def fit_reporting(self: Any, *args: Any, **kwargs: Any) -> Any:
         enabled = bool(getattr(self, "progress_bar", False)) and "_ovr_recorder" not in self.__dict__
         with fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"):

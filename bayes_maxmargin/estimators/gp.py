@@ -199,7 +199,8 @@ class GPBSVM(_BayesianSVMClassifier):
     precision : {"float64", "float32"}
         Floating-point precision (local; the global JAX setting is untouched).
     progress_bar : bool
-        Show a progress bar for long MCMC runs.
+        Show the fit's progress on stderr ("compiling", then iterations) once it has run for a second,
+        for every inference method (:mod:`bayes_maxmargin.core.progress`).
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
 

@@ -145,7 +145,8 @@ class LinearBSVM(_BayesianSVMClassifier):
     precision : {"float64", "float32"}
         Floating-point precision of the computation (local; the global JAX setting is untouched).
     progress_bar : bool
-        Show a progress bar for MCMC runs predicted to take more than a few seconds.
+        Show the fit's progress on stderr ("compiling", then iterations) once it has run for a second,
+        for every inference method (:mod:`bayes_maxmargin.core.progress`).
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler.
 
