@@ -10,7 +10,7 @@ import arviz as az
 import numpy as np
 
 __all__ = ["MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary", "has_draws", "mixing_problem",
-           "to_inference_data", "warn_if_not_mixed"]
+           "rank_diagnostics", "to_inference_data", "warn_if_not_mixed"]
 
 #: Largest rank-normalised split R-hat of mixed chains (Vehtari, Gelman, Simpson, Carpenter & Buerkner
 #: 2021, "Rank-normalization, folding, and localization: an improved R-hat", Sec. 4.3: use the
@@ -150,6 +150,134 @@ def _element_name(var: str, da: Any, index: tuple[int, ...]) -> str:
     return f"{var}[{', '.join(labels)}]"
 
 
+def _split_chains(draws: np.ndarray) -> np.ndarray:
+    """(chain, draw, k) -> (2 chain, draw // 2, k): each chain's first and last halves (the middle
+    draw of an odd count dropped)."""
+    half = draws.shape[1] // 2
+    return np.concatenate([draws[:, :half], draws[:, draws.shape[1] - half:]])
+
+
+def _rank_to_normal(ranks: np.ndarray, size: int) -> np.ndarray:
+    """Phi^-1((rank - 3/8) / (S + 1/4)) (Blom's normal scores, Vehtari et al. 2021, eq. 14)."""
+    from scipy.special import ndtri
+
+    return ndtri((ranks - 0.375) / (size + 0.25))
+
+
+def _z_scale(draws: np.ndarray) -> np.ndarray:
+    """Rank normalisation (Vehtari et al. 2021, eq. 14) of every element over all its chains and draws:
+    Phi^-1((rank - 3/8) / (S + 1/4)), average ranks for ties."""
+    flat = np.ascontiguousarray(draws.reshape(-1, draws.shape[-1]).T)  # (k, S)
+    size = flat.shape[1]
+    order = np.argsort(flat, axis=1)
+    ordered = np.take_along_axis(flat, order, axis=1)
+    starts = np.ones(flat.shape, dtype=bool)  # where a run of equal values begins
+    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
+    z = np.empty(flat.shape)
+    rows = np.arange(flat.shape[0])[:, None]
+    z[rows, order] = _rank_to_normal(np.arange(1.0, size + 1.0), size)
+    tied = np.flatnonzero(~starts.all(axis=1))
+    if tied.size:  # tied values get the average of their ranks
+        starts = starts[tied]
+        ends = np.ones(starts.shape, dtype=bool)
+        ends[:, :-1] = starts[:, 1:]
+        position = np.arange(size)
+        first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+        last = np.minimum.accumulate(np.where(ends, position, size)[:, ::-1], axis=1)[:, ::-1]
+        z[tied[:, None], order[tied]] = _rank_to_normal((first + last) / 2.0 + 1.0, size)
+    return z.T.reshape(draws.shape)
+
+
+def _rhat(draws: np.ndarray) -> np.ndarray:
+    """Potential scale reduction sqrt(((N - 1) / N W + B / N) / W) of each element of (chain, draw, k)."""
+    n = draws.shape[1]
+    within = np.var(draws, axis=1, ddof=1).mean(axis=0)
+    between = n * np.var(draws.mean(axis=1), axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt((between / within + n - 1) / n)
+
+
+def _ess(draws: np.ndarray) -> np.ndarray:
+    """Effective sample size of every element of (chain, draw, k) by Geyer's initial monotone
+    sequence estimator of the autocorrelation time (Vehtari et al. 2021, Sec. 3.2), vectorised over
+    the elements; equals ArviZ's estimator (the sum of the pairs of autocorrelations up to the first
+    non-positive pair, made non-increasing)."""
+    from scipy.fft import next_fast_len
+
+    chains, n, k = draws.shape
+    centred = draws - draws.mean(axis=1, keepdims=True)
+    m = next_fast_len(2 * n)
+    spec = np.fft.rfft(centred, n=m, axis=1)
+    acov = np.fft.irfft(spec * np.conjugate(spec), n=m, axis=1)[:, :n] / n  # (chain, lag, k)
+    mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n
+    if chains > 1:
+        var_plus = var_plus + np.var(draws.mean(axis=1), axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = 1.0 - (mean_var - acov.mean(axis=0)) / var_plus  # (lag, k)
+    rho[0] = 1.0
+    n_pairs = max((n - 1) // 2, 1)  # pairs (rho_2t, rho_2t+1), t < n_pairs, that ArviZ reads
+    pairs = rho[: 2 * n_pairs].reshape(n_pairs, 2, k).sum(axis=1)
+    later = np.arange(n_pairs)[:, None] >= 1
+    ended = later & (pairs <= 0.0)  # the first non-positive pair after the first ends the sum
+    last = np.where(ended.any(axis=0), np.argmax(ended, axis=0), n_pairs - 1)  # index of the last pair read
+    last = np.where(pairs[0] > 0.0, last, 0)
+    taken = np.arange(n_pairs)[:, None] < last  # pairs summed in full
+    monotone = np.minimum.accumulate(np.where(taken, pairs, np.inf), axis=0)
+    even = np.take_along_axis(rho[: 2 * n_pairs: 2], last[None], axis=0)[0]
+    last_pair = np.take_along_axis(pairs, last[None], axis=0)[0]
+    even = np.where((even > 0.0) | ((last_pair >= 0.0) & (last > 0)), even, 0.0)
+    even = np.where(last == 0, 1.0, even)
+    tau = -1.0 + 2.0 * np.sum(np.where(taken, monotone, 0.0), axis=0) + even
+    size = chains * n
+    ess = size / np.maximum(tau, 1.0 / np.log10(size))
+    constant = np.ptp(draws, axis=(0, 1)) < np.finfo(float).resolution
+    return np.where(constant, float(size), np.where(np.isnan(rho).any(axis=0), np.nan, ess))
+
+
+def rank_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-normalised split R-hat and bulk effective sample size (Vehtari, Gelman, Simpson, Carpenter
+    & Buerkner 2021, Sec. 4) of every element of ``draws`` at once.
+
+    R-hat is the larger of the bulk and the folded (tail) split R-hat of the rank-normalised draws; the
+    bulk ESS is Geyer's initial monotone sequence estimate on the rank-normalised split chains. Both
+    equal ArviZ's ``rhat(method="rank")`` and ``ess(method="bulk")``, computed for all elements in one
+    pass instead of one at a time (seconds, not minutes, for thousands of coefficients).
+
+    Parameters
+    ----------
+    draws : ndarray, shape (chain, draw, k)
+
+    Returns
+    -------
+    rhat, ess_bulk : ndarray, shape (k,)
+        NaN where an element has a NaN draw, with fewer than four draws, and (R-hat) with one chain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draws = np.random.default_rng(0).normal(size=(4, 500, 3))
+    >>> rhat, ess = rank_diagnostics(draws)
+    >>> bool(np.all(rhat < 1.01)), bool(np.all(ess > 1000))
+    (True, True)
+    """
+    draws = np.asarray(draws, dtype=float)
+    chains, n, k = draws.shape
+    if n < 4:
+        return np.full(k, np.nan), np.full(k, np.nan)
+    split = _split_chains(draws)
+    z = _z_scale(split)
+    constant = np.ptp(split, axis=(0, 1)) < np.finfo(float).resolution
+    ess = np.where(constant, float(split.shape[0] * split.shape[1]), _ess(z))
+    if chains >= 2:
+        folded = np.abs(split - np.median(split.reshape(-1, k), axis=0))
+        rhat = np.maximum(_rhat(z), _rhat(_z_scale(folded)))
+    else:
+        rhat = np.full(k, np.nan)
+    missing = np.isnan(draws).any(axis=(0, 1))
+    return np.where(missing, np.nan, rhat), np.where(missing, np.nan, ess)
+
+
 def mixing_problem(idata: az.InferenceData) -> MixingProblem | None:
     """The worst-mixing posterior element if the chains have not mixed, else None.
 
@@ -163,14 +291,11 @@ def mixing_problem(idata: az.InferenceData) -> MixingProblem | None:
     chains, draws = int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 1))
     if draws < 4:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant draws: ArviZ's division by zero
-        ess = az.ess(post, method="bulk")
-        rhat = az.rhat(post) if chains >= 2 else None
     worst_r, worst_e = None, None
     for var in post.data_vars:
-        e = np.asarray(ess[var].values, dtype=float)
-        r = np.asarray(rhat[var].values, dtype=float) if rhat is not None else np.full(e.shape, np.nan)
+        values = np.asarray(post[var].transpose("chain", "draw", ...).values, dtype=float)
+        flat = values.reshape(chains, draws, -1)
+        r, e = (a.reshape(values.shape[2:]) for a in rank_diagnostics(flat))
         if np.any(np.isfinite(r)):
             i = np.unravel_index(np.nanargmax(r), r.shape)
             if worst_r is None or r[i] > worst_r[0]:

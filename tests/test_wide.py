@@ -203,3 +203,62 @@ def test_estimator_picks_the_form_by_shape():
         assert isinstance(LinearBSVM(intercept_scale=None, **em).fit(X, y)._posterior, PrecisionPosterior)
         vb = LinearBSVM("vb", max_iter=5).fit(X, y)
     assert isinstance(vb._posterior, LowRankPosterior)
+
+
+def test_svi_forms_agree_and_save(monkeypatch, tmp_path):
+    """SVI in the r-dimensional row space of the whitened design (models.linear.row_space) takes the
+    steps of SVI on all p coefficients: the same q(beta), ELBO trace and predictions to rounding."""
+    X, y = _problem(12, 20)
+    Xt = np.random.default_rng(5).normal(size=(6, 20))
+    kw = dict(inference="svi", batch_size=6, max_iter=300, sigma=0.8)
+    full, wide = (_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True))
+    assert isinstance(wide._posterior, LowRankPosterior) and isinstance(full._posterior, PrecisionPosterior)
+    np.testing.assert_allclose(wide.elbo_, full.elbo_, rtol=1e-8)
+    np.testing.assert_allclose(wide.coef_, full.coef_, rtol=1e-7, atol=1e-9)
+    for a, b in zip(wide.predict_latent(Xt), full.predict_latent(Xt)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(wide._posterior.cov, np.linalg.inv(full._posterior.prec_chol @ full._posterior.prec_chol.T),
+                               atol=1e-8)
+    bmm.save(wide, tmp_path / "wide.bmm")
+    np.testing.assert_array_equal(bmm.load(tmp_path / "wide.bmm").predict_proba(Xt), wide.predict_proba(Xt))
+
+
+@pytest.mark.extended
+def test_nuts_posteriors_agree(monkeypatch):
+    """NUTS on the r <= n informed dimensions with the rest drawn from the prior: the posterior of
+    NUTS on all p coefficients (means and standard deviations within 4 Monte Carlo standard errors)."""
+    X, y = _problem(6, 10, seed=2)
+    kw = dict(inference="nuts", num_samples=600, num_warmup=300, num_chains=4, sigma=0.8, gamma_prior=(2.0, 1.0))
+    full, wide = (_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True))
+    names = ["beta", "intercept", "gamma"]
+    assert_posteriors_agree(full.idata_, wide.idata_, names, sd_rtol=0.5)
+    sa, sb = (az.summary(f.idata_, var_names=names, round_to="none") for f in (full, wide))
+    z_sd = np.abs(sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
+    assert (z_sd < 4).all(), z_sd.max()
+
+
+def test_wide_nuts_log_joint_and_null_space(x64):
+    """A wide NUTS fit (picked by shape) records the log joint of the model in beta at every draw,
+    and its draws orthogonal to the data's row space are the prior's (mean 0, sd sigma)."""
+    from numpyro.infer.util import log_density
+
+    from bayes_maxmargin.models.linear.model import linear_bsvm
+    from bayes_maxmargin.models.linear.row_space import row_space
+
+    X, y = _problem(6, 40, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = LinearBSVM("nuts", num_samples=300, num_warmup=100, num_chains=2, sigma=0.8, random_state=0,
+                         progress_bar=False).fit(X, y)
+    post = est.idata_.posterior
+    for c, d in [(0, 0), (1, 17), (1, 299)]:
+        draw = {k: jnp.asarray(post[k].values[c, d]) for k in ("beta", "intercept")}
+        expected = log_density(linear_bsvm, (jnp.asarray(X), jnp.asarray(y)), dict(sigma=0.8), draw)[0]
+        np.testing.assert_allclose(est.idata_.sample_stats["log_joint"].values[c, d], expected, rtol=1e-9)
+    basis = row_space(X, np.ones(40)).basis
+    beta = post["beta"].values.reshape(-1, 40)
+    null = beta - (beta @ basis.T) @ basis  # 34 null-space directions, each N(0, 0.8^2) a priori
+    coords = null @ np.linalg.svd(np.eye(40) - basis.T @ basis)[0][:, :34]
+    se = 0.8 / np.sqrt(coords.shape[0])
+    assert np.abs(coords.mean(axis=0)).max() < 4.5 * se
+    assert np.abs(coords.std(axis=0) / 0.8 - 1).max() < 0.12

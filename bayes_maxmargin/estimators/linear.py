@@ -36,6 +36,7 @@ from bayes_maxmargin.models.linear.posterior import (
     LowRankPosterior,
     PrecisionPosterior,
 )
+from bayes_maxmargin.models.linear.row_space import row_space
 from bayes_maxmargin.models.linear.svi import svi_linear
 from bayes_maxmargin.models.luts.gibbs import (
     build_laplace_zero_kernel,
@@ -476,6 +477,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
                                           self.fit_intercept))
         seed = self._fit_seed()
+        rows = row_space(design, prec**-0.5) if use_wide_form(*design.shape, prec) else None
+        if rows is not None:  # q(z) of the r <= n dimensions the data inform (models.linear.row_space)
+            design, prec = rows.scores, np.ones(rows.scores.shape[1])
         res, _ = self._solve(
             svi_linear, design, y, np.diag(prec), seed, num_steps=params["max_iter"],
             batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype,
@@ -483,11 +487,14 @@ class LinearBSVM(_BayesianSVMClassifier):
         )
         if not res.elbo.size:
             raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
-        mu, _ = _svi.moments(res.state.nat)
+        mu, R = (np.asarray(m, dtype=np.float64) for m in _svi.moments(res.state.nat))
         self.n_iter_ = int(res.state.step)
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        if rows is not None:
+            posterior = rows.lift_gaussian(mu, R.T @ R)
+            return posterior.mean[None, None], {"elbo": res.elbo[None, None, :]}, posterior
         prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
-        return np.asarray(mu, dtype=np.float64)[None, None], {"elbo": res.elbo[None, None, :]}, prec_chol
+        return mu[None, None], {"elbo": res.elbo[None, None, :]}, prec_chol
 
     def _fit_em(self, key, data, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
@@ -525,8 +532,19 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_nuts(self, key, data, hyper, params):
         X = data.design[:, :-1] if self.fit_intercept else data.design
-        samples, stats = self._nuts(linear_bsvm, key, (X, data.y), self._model_kwargs(params), params)
+        kwargs = self._model_kwargs(params)
+        wide = use_wide_form(*X.shape, np.ones(1))  # beta's prior is proper; the intercept is a site of its own
+        if wide:  # NUTS on the r <= n dimensions of beta that the data inform (models.linear.row_space)
+            rows = row_space(np.asarray(X), np.full(X.shape[1], params["sigma"]))
+            X, kwargs = jnp.asarray(rows.scores, X.dtype), {**kwargs, "sigma": 1.0}
+            key, key_null = jax.random.split(key)
+        samples, stats = self._nuts(linear_bsvm, key, (X, data.y), kwargs, params)
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        if wide:
+            z = samples["beta"].astype(np.float64)
+            noise = np.asarray(jax.random.normal(key_null, z.shape[:-1] + rows.basis.shape[1:]), dtype=np.float64)
+            samples["beta"] = rows.lift_draws(z, noise)
+            stats["log_joint"] = stats["log_joint"] + rows.log_prior_gap(z, samples["beta"])
         parts = [samples["beta"]]
         if self.fit_intercept:
             parts.append(samples["intercept"][..., None])
