@@ -77,3 +77,28 @@ def test_warning_points_at_the_callers_line(synthetic_binary):
     with pytest.warns(MixingWarning) as record:
         LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=False, random_state=0).fit(X, y)
     assert record[0].filename == __file__
+
+
+def test_rank_diagnostics_equal_arviz():
+    """The vectorised R-hat and bulk ESS equal ArviZ's element by element: autocorrelated chains with
+    offsets, odd and even numbers of draws, ties, constant elements and one chain."""
+    from bayes_maxmargin.diagnostics import rank_diagnostics
+
+    rng = np.random.default_rng(0)
+    for chains, draws in [(1, 40), (2, 7), (3, 33), (4, 120), (2, 501)]:
+        phi = np.array([-0.5, 0.0, 0.6, 0.95, 0.3, 0.0])
+        x = np.zeros((chains, draws, 6))
+        noise = rng.normal(size=x.shape)
+        x[:, 0] = noise[:, 0]
+        for t in range(1, draws):
+            x[:, t] = phi * x[:, t - 1] + noise[:, t]
+        x += rng.normal(size=(chains, 1, 6)) * np.array([0, 0, 0.5, 0, 2.0, 0])
+        x[..., 4] = np.round(x[..., 4])  # ties
+        x[..., 5] = 3.0  # constant
+        rhat, ess = rank_diagnostics(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref_ess = [float(az.ess(x[..., j], method="bulk")) for j in range(6)]
+            ref_rhat = [float(az.rhat(x[..., j])) if chains > 1 else np.nan for j in range(6)]
+        np.testing.assert_allclose(ess, ref_ess, rtol=1e-9, equal_nan=True)
+        np.testing.assert_allclose(rhat, ref_rhat, rtol=1e-9, equal_nan=True)
