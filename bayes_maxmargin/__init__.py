@@ -6,6 +6,7 @@ each fitted by hand-written conjugate Gibbs, EM, VB and SVI kernels compiled wit
 """
 
 from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.compilation import use_compilation_cache
 from bayes_maxmargin.data import Dataset, list_datasets, load_dataset
 from bayes_maxmargin.diagnostics import MixingWarning, convergence_summary, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError
@@ -31,4 +32,5 @@ __all__ = [
     "load_dataset",
     "save",
     "to_inference_data",
+    "use_compilation_cache",
 ]

@@ -65,6 +65,8 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from bayes_maxmargin.core import compilation
+from bayes_maxmargin.core.compilation import COMPILATION_CACHE_MAX_BYTES
 from bayes_maxmargin.core.io import atomic_path, write_config, write_json
 from bayes_maxmargin.persistence import save
 
@@ -453,56 +455,27 @@ def _named(X: Any, names: Any) -> Any:
     return pd.DataFrame(X, columns=[str(n) for n in names])
 
 
-#: Most bytes the compilation cache of ``bmm`` keeps (least recently used entries go first).
-COMPILATION_CACHE_MAX_BYTES = 2**30
-
-
 def use_compilation_cache(setting: str | None) -> Path | None:
-    """Point JAX's persistent compilation cache at ``setting`` for this ``bmm`` process.
-
-    A first fit of a small problem is mostly the compilation of many small programs, each well
-    under JAX's default threshold for caching (1 s): every program is cached here (threshold 0),
-    and the folder is kept under :data:`COMPILATION_CACHE_MAX_BYTES`. The default job (``bmm``)
-    takes 5.1 s instead of 6.9-7.5 s once the cache holds its programs (55 programs, 0.6 MB).
+    """JAX's persistent compilation cache for this ``bmm`` process
+    (:func:`bayes_maxmargin.core.compilation.use_compilation_cache`; the default job takes 5.1 s
+    instead of 6.9-7.5 s once the cache holds its programs).
 
     Parameters
     ----------
     setting : str or None
-        "auto": ``$XDG_CACHE_HOME/bayes_maxmargin/jax`` (``~/.cache/bayes_maxmargin/jax``); a path;
-        None: no cache. A ``JAX_COMPILATION_CACHE_DIR`` in the environment wins over it (JAX then
-        uses it with its own settings).
-
-    Returns
-    -------
-    Path or None
-        The folder used, None when ``bmm`` leaves the cache to JAX's settings.
+        "auto", a folder, or None (no cache): the ``compilation_cache`` option.
 
     Raises
     ------
     InvalidParameterError
-        The folder cannot be created.
+        The folder cannot be created (the message names the option).
     """
-    import os
-
-    import jax
-
     from bayes_maxmargin.data.parameters import InvalidParameterError
 
-    if setting is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return None
-    if setting == "auto":
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bayes_maxmargin" / "jax"
-    else:
-        folder = Path(setting).expanduser()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InvalidParameterError(f"compilation_cache={setting}: cannot create the folder {folder} "
-                                    f"({err}); give another path or compilation_cache=null") from err
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
-    return folder
+        return compilation.use_compilation_cache(setting)
+    except InvalidParameterError as err:
+        raise InvalidParameterError(f"compilation_cache={setting}: {err}, or compilation_cache=null") from None
 
 
 def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:

@@ -110,3 +110,38 @@ def test_the_projection_sampler_keeps_the_fusion_emitters():
     MaxMarginProjection(n_components=1, num_warmup=4, num_samples=4, random_state=0).fit(X + y[:, None], y)
     assert driver._run_chunk._cache_size() == before[0]
     assert driver._run_chunk_fusion_emitters._cache_size() == before[1] + 1
+
+
+def test_library_fits_use_the_persistent_cache_when_asked(tmp_path):
+    """use_compilation_cache(folder) in a script: the first process fills the folder, a second one
+    fitting the same shapes finds every program there (writes nothing new) and fits the same."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    script = (
+        "import numpy as np, bayes_maxmargin as bmm\n"
+        f"assert bmm.use_compilation_cache({str(cache)!r}) is not None\n"
+        "rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)); y = (X[:, 0] > 0).astype(int)\n"
+        "print(bmm.LinearBSVM('em', max_iter=20).fit(X, y).coef_.tolist())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    outputs, listings = [], []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        outputs.append(res.stdout)
+        listings.append(sorted(p.name for p in cache.iterdir()))
+    assert len(listings[0]) >= 2 and listings[1] == listings[0]
+    assert outputs[1] == outputs[0]
+
+
+def test_compilation_cache_folder_errors_name_the_folder(tmp_path, monkeypatch):
+    from bayes_maxmargin import use_compilation_cache
+    from bayes_maxmargin.data.parameters import InvalidParameterError
+
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(InvalidParameterError, match=r"compilation cache folder .*a_file"):
+        use_compilation_cache(tmp_path / "a_file" / "cache")

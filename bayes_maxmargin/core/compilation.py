@@ -49,6 +49,10 @@ same LAPACK routine as before, so with XLA's optimisations on the results are th
 of :func:`jit` (also under a top-level ``jax.vmap``) and to everything lowered during a fit or a
 prediction of the estimators (:func:`~bayes_maxmargin.core.linalg.float_precision`); the user's own
 programs keep JAX's lowering.
+
+A persistent compilation cache (:func:`use_compilation_cache`, opt-in for the Python API, on by
+default in ``bmm``) keeps the compiled programs on disk, so that a new process fitting data of the
+same shapes skips most of the compilation.
 """
 
 from __future__ import annotations
@@ -56,8 +60,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -69,8 +75,8 @@ try:
 except ImportError:  # pragma: no cover - a JAX without it: tracers among the arguments tell instead
     _outside_any_trace = None
 
-__all__ = ["COMPILER_OPTIONS", "UNBATCHED_LAPACK", "UNROLL_LAPACK_BATCH", "compiler_options", "jit",
-           "unbatched_lapack"]
+__all__ = ["COMPILATION_CACHE_MAX_BYTES", "COMPILER_OPTIONS", "UNBATCHED_LAPACK", "UNROLL_LAPACK_BATCH",
+           "compiler_options", "jit", "unbatched_lapack", "use_compilation_cache"]
 
 _FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
 _OPTIMISATION_LEVEL = "xla_backend_optimization_level"
@@ -303,3 +309,61 @@ def jit(
     if fun is None:
         return functools.partial(jit, compiler_options=compiler_options, fusion_emitters=fusion_emitters, **kwargs)
     return _Compiled(fun, kwargs, dict(compiler_options or {}), fusion_emitters)
+
+
+#: Most bytes the persistent compilation cache keeps (least recently used entries go first).
+COMPILATION_CACHE_MAX_BYTES = 2**30
+
+
+def use_compilation_cache(folder: str | os.PathLike | None = "auto") -> Path | None:
+    """Keep the compiled programs of this process in JAX's persistent compilation cache.
+
+    A first fit of a small problem is mostly the compilation of many small programs, each well
+    under JAX's default threshold for caching (1 s): every program is cached here (threshold 0),
+    and the folder is kept under :data:`COMPILATION_CACHE_MAX_BYTES`. A later process that fits data
+    of the same shapes (and settings that are compiled in) loads the programs instead of compiling
+    them. Call it once, before the first fit; ``bmm`` calls it itself.
+
+    Parameters
+    ----------
+    folder : str, path-like or None, default="auto"
+        "auto": ``$XDG_CACHE_HOME/bayes_maxmargin/jax`` (``~/.cache/bayes_maxmargin/jax``); a folder
+        (created if needed); None: no cache. A ``JAX_COMPILATION_CACHE_DIR`` in the environment wins
+        (JAX then uses it with its own settings).
+
+    Returns
+    -------
+    Path or None
+        The folder used; None when the cache is left to JAX's settings.
+
+    Raises
+    ------
+    InvalidParameterError
+        The folder cannot be created.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from bayes_maxmargin import use_compilation_cache
+    >>> use_compilation_cache(tempfile.mkdtemp()).is_dir()  # doctest: +SKIP
+    True
+    >>> use_compilation_cache(None) is None  # no cache
+    True
+    """
+    from bayes_maxmargin.data.parameters import InvalidParameterError
+
+    if folder is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    if folder == "auto":
+        path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bayes_maxmargin" / "jax"
+    else:
+        path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidParameterError(f"cannot create the compilation cache folder {path} ({err}); give another "
+                                    "folder") from err
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
+    return path

@@ -202,9 +202,13 @@ class LinearBSVM(_BayesianSVMClassifier):
     reach the same fixed point, and Gibbs draws the coefficients by the exact algorithm of
     Bhattacharya, Chakraborty & Mallick (2016, Biometrika), the same conditional with other
     random numbers than the p-dimensional draw; so does the Gibbs sampler of ``prior="penalty"``
-    and of ``groups=`` (Appendix A). The form is chosen by shape; p <= n fits are unchanged. A
-    flat intercept prior, ``inference="svi"`` and NUTS, VB with ``prior="penalty"`` or ``groups=``
-    (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the p-dimensional form.
+    and of ``groups=`` (Appendix A). NUTS (n_features > n) and SVI work in the r <= n dimensions
+    of the row space of the whitened design (:mod:`~bayes_maxmargin.models.linear.row_space`): NUTS
+    samples them and draws the rest of beta from its prior, exactly; SVI takes the same natural-
+    gradient steps with an r x r state and returns a low-rank q(beta). The form is chosen by shape;
+    p <= n fits are unchanged. A flat intercept prior (except for NUTS), VB with ``prior="penalty"``
+    or ``groups=`` (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the
+    p-dimensional form.
 
     Examples
     --------
@@ -457,7 +461,8 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_svi(self, design, y, params, dtype):
         """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from
-        minibatches of the host data, O(p^3) per step."""
+        minibatches of the host data, O(p^3) per step; O(r^3), r <= n, in the row space of the whitened
+        design when p > n (:mod:`~bayes_maxmargin.models.linear.row_space`)."""
         n = design.shape[0]
         if params["batch_size"] > n:
             raise InvalidParameterError(
