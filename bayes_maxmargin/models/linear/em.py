@@ -10,6 +10,12 @@ with u at the new weights and E[lambda_n] = ``|u_n|`` / c + 1 / (gamma c^2) from
 objective, the log posterior of (w, gamma) with lambda integrated out, is returned every iteration
 and never decreases (up to the margin floor of :mod:`~bayes_maxmargin.core.augmentation`).
 With gamma0 = 0 and a flat intercept the fixed point is the SVM with C = 2 gamma sigma^2.
+
+The fixed-point iteration converges only sublinearly near the hinge: a point on the margin needs
+E[1/lambda] = 1 / ``|u|`` -> infinity, so ``|u|`` shrinks by a constant factor per iteration, a factor that
+tends to 1 for points whose multiplier is near 0 or C. With gamma fixed and gamma0 = 0, :func:`linear_map`
+solves the same problem (the MAP is the linear SVM's QP) by an interior-point method with an exact
+active-set crossover (:mod:`bayes_maxmargin.engine.hinge_qp`) and stops on its duality gap.
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ from bayes_maxmargin.core.augmentation import (
 )
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine.fixed_point import ecm_loop
+from bayes_maxmargin.engine.hinge_qp import hinge_qp
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
 
-__all__ = ["EMResult", "linear_em", "linear_objective"]
+__all__ = ["EMResult", "linear_em", "linear_map", "linear_objective"]
 
 
 class EMResult(NamedTuple):
@@ -54,6 +61,11 @@ class EMResult(NamedTuple):
         The Gaussian conditional of the weights at E[1/lambda] of the last E-step (its precision
         factor, or its n-dimensional form, gives the conditional posterior covariance used for
         predictive variances).
+    gap : Array or None
+        :func:`linear_map` only: the duality gap at ``coef``, an upper bound on the log posterior's
+        distance to its maximum.
+    converged : Array or None
+        :func:`linear_map` only: whether ``gap`` met the tolerance.
     """
 
     coef: Array
@@ -61,6 +73,8 @@ class EMResult(NamedTuple):
     objective: Array
     n_iter: Array
     conditional: GaussianConditional | WideGaussianConditional
+    gap: Array | None = None
+    converged: Array | None = None
 
 
 def linear_objective(
@@ -123,3 +137,46 @@ def linear_em(
         coef0, gamma0, cond0, tol, max_iter,
     )
     return EMResult(coef, gamma, trace, n_iter, cond)
+
+
+@partial(jit, static_argnames=("max_iter", "wide"))
+def linear_map(data: LinearData, hyper: LinearHyper, tol: Array, *, max_iter: int, wide: bool = False) -> EMResult:
+    """The MAP of the hinge model (gamma fixed at ``hyper.gamma``, gamma0 = 0) as the linear SVM's QP.
+
+    The fixed point of :func:`linear_em` (up to its margin floor) is the minimiser of
+    1/2 w' diag(prior_prec) w + 2 gamma sum_n max(1 - y_n phi_n'w, 0): Polson & Scott's (2011) pseudo-
+    likelihood (Henao et al. 2014, eq. 3) and the Gaussian prior, the SVM with C = 2 gamma sigma^2 and,
+    for the intercept, the penalty 1/2 b^2 / s_b^2 (none with a flat prior). It is solved by
+    :func:`~bayes_maxmargin.engine.hinge_qp.hinge_qp` (interior point, exact crossover), stopped when the
+    duality gap is at most ``tol`` max(P, 1) (P: the minimised objective, minus the log posterior up to a
+    constant). Needs gamma0 = 0 and gamma fixed (the skewed Laplace and the ECM for gamma keep
+    :func:`linear_em`).
+
+    Parameters
+    ----------
+    data, hyper
+        As for :func:`linear_em` (``hyper.gamma0`` is not read: it must be 0).
+    tol : Array
+        Relative tolerance on the duality gap.
+    max_iter : int
+        Most interior-point steps (each costs about one EM iteration).
+    wide : bool
+        The n x n (Woodbury) form of every solve, for p > n (every prior precision > 0).
+
+    Returns
+    -------
+    EMResult
+        ``objective``: the log posterior at the start (w = 0) and after every step (not monotone: the
+        interior-point iterates are not EM's); ``conditional``: the Gaussian conditional of one E-step
+        at the MAP, with the MAP as its mean; ``gap``: the duality gap at the MAP; ``converged``:
+        whether it met ``tol`` (:func:`~bayes_maxmargin.engine.hinge_qp.hinge_qp`; the best point found
+        is returned either way).
+    """
+    gamma = jnp.asarray(hyper.gamma, data.design.dtype)
+    z = data.y[:, None] * data.design
+    gram = prior_gram(data.design, hyper.prior_prec) if wide else None
+    gram_z = gram * jnp.outer(data.y, data.y) if wide else None
+    res = hinge_qp(z, hyper.prior_prec, 2.0 * gamma, tol, max_iter,
+                   lambda w: linear_objective(w, gamma, data, hyper, False), gram_z)
+    _, _, cond = _em_step(res.w, gamma, data, hyper, False, gram)
+    return EMResult(res.w, gamma, res.trace, res.n_iter, cond._replace(mean=res.w), res.gap, res.converged)
