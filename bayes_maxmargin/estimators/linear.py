@@ -153,7 +153,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         ``"interior_point"`` solves the same QP by a primal-dual interior-point method with an exact
         active-set crossover (:func:`~bayes_maxmargin.models.linear.em.linear_map`: a few dozen steps,
         each costing one EM iteration) and stops on the duality gap. ``gamma_prior`` (ECM for gamma)
-        and ``gamma0 > 0`` (skewed Laplace) always use the fixed-point iteration.
+        and ``gamma0 > 0`` (skewed Laplace) always use the fixed-point iteration. Both reach the same
+        MAP; the default converges at its defaults where the fixed point stops at ``max_iter``.
     precision : {"float64", "float32"}
         Floating-point precision of the computation (local; the global JAX setting is untouched).
     progress_bar : bool
@@ -261,7 +262,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         max_iter: int = 1000,
         tol: float = 1e-10,
         accelerate: bool = True,
-        solver: str = "fixed_point",
+        solver: str = "interior_point",
         precision: str = "float64",
         progress_bar: bool = True,
         random_state: Any = None,
