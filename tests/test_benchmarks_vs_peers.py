@@ -1,0 +1,99 @@
+"""Smoke tests of benchmarks/vs_peers.py: ``--quick`` runs in a subprocess (without GPJax) writing
+every metric of every model, the SUSY-like run's error records, and the script's small helpers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+#: every model of the script but GPJax (an optional peer)
+MODELS = ["gpbsvm", "ecm", "fitc", "svi", "vi", "gibbs", "linear", "gpc", "svc_platt", "logreg"]
+METRICS = ["error", "brier", "log_loss", "ece", "first_fit_s", "second_fit_s"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("vs_peers", BENCH / "vs_peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(out_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(BENCH / "vs_peers.py"), "--quick", "--out-dir", str(out_dir), *args],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.benchmark
+def test_vs_peers_quick_has_every_metric_of_every_model(tmp_path):
+    root = Path(os.environ.get("BMM_DATA_DIR", ""))
+    if not os.environ.get("BMM_DATA_DIR") or not (root / "flare_solar").is_dir():
+        pytest.skip("needs BMM_DATA_DIR with flare_solar")
+    proc = _run(tmp_path, "--datasets", "flare_solar", "--splits", "1", "--models", *MODELS)
+    out = json.loads((tmp_path / "vs_peers_quick.json").read_text())
+    assert {"machine", "config", "versions", "rows", "summary", "skipped"} <= set(out)
+    assert out["skipped"] == [] and out["config"]["quick"] is True
+    assert [r["model"] for r in out["rows"]] == MODELS
+    assert [s["model"] for s in out["summary"]] == MODELS
+    for r in out["rows"]:
+        assert r["dataset"] == "flare_solar" and r["split"] == 0 and r["n_train"] + r["n_test"] == 144
+        assert all(math.isfinite(r[k]) for k in METRICS), r
+        assert 0 <= r["error"] <= 1 and 0 <= r["brier"] <= 1 and 0 <= r["ece"] <= 1 and r["log_loss"] > 0, r
+        assert r["first_fit_s"] > 0 and r["second_fit_s"] > 0
+        assert isinstance(r["warnings"], list) and len(r["warnings"]) <= 5
+    # GPBSVM() at its defaults and GPBSVM(inference="ecm") are one configuration: the same fit
+    rows = {r["model"]: r for r in out["rows"]}
+    assert rows["gpbsvm"]["error"] == rows["ecm"]["error"] and rows["gpbsvm"]["brier"] == rows["ecm"]["brier"]
+    assert "## flare_solar" in proc.stdout and "| svc_platt |" in proc.stdout
+
+
+@pytest.mark.benchmark
+def test_vs_peers_susy_quick_records_the_error_along_the_steps(tmp_path):
+    proc = _run(tmp_path, "--susy", "1000", "--susy-records", "4", "--models", "svi")
+    (row,) = json.loads((tmp_path / "vs_peers_susy_quick.json").read_text())["susy_rows"]
+    assert row["model"] == "svi" and row["n_train"] == 1000 and row["steps"] == 200
+    steps = [c["steps"] for c in row["curve"]]
+    assert len(steps) >= 4 and steps == sorted(steps) and steps[-1] == 200
+    assert row["final_error"] == row["curve"][-1]["error"] == row["final_scores"]["error"]
+    assert 0 < row["time_to_final_s"] <= row["train_s"] <= row["fit_s"]
+    assert "SUSY-like" in proc.stdout
+
+
+@pytest.mark.benchmark
+def test_vs_peers_skips_gpjax_with_a_note_when_it_is_missing(tmp_path):
+    if importlib.util.find_spec("gpjax") is not None:
+        pytest.skip("gpjax is installed")
+    proc = _run(tmp_path, "--datasets", "moons", "--splits", "1", "--models", "gpjax", "logreg")
+    assert "gpjax is not installed" in proc.stdout
+    out = json.loads((tmp_path / "vs_peers_quick.json").read_text())
+    assert out["skipped"] == ["gpjax"] and [r["model"] for r in out["rows"]] == ["logreg"]
+    assert out["rows"][0]["n_train"] == 140
+
+
+def test_chunk_length_divides_the_steps():
+    script = _script()
+    assert script._chunk_length(4000, 40) == 100
+    assert script._chunk_length(1001, 40) == 77  # 1001 = 7 * 11 * 13: the smallest divisor >= 26
+    assert script._chunk_length(7, 40) == 1 and script._chunk_length(13, 1) == 13
+
+
+def test_reached_is_the_first_record_within_half_a_point():
+    script = _script()
+    curve = [{"steps": 10, "seconds": 1.0, "error": 0.30}, {"steps": 20, "seconds": 2.0, "error": 0.204},
+             {"steps": 30, "seconds": 3.0, "error": 0.19}, {"steps": 40, "seconds": 4.0, "error": 0.20}]
+    assert script._reached(curve) == {"final_error": 0.20, "time_to_final_s": 2.0, "steps_to_final": 20,
+                                      "train_s": 4.0}
+
+
+def test_svi_default_steps_are_twenty_epochs_within_bounds():
+    script = _script()
+    assert [script.svi_default_steps(n) for n in (100, 7000, 200_000, 10**7)] == [1000, 1400, 40_000, 100_000]
