@@ -1,9 +1,11 @@
 """A long linear Gibbs fit for the signal tests (``tests/test_signals.py``), run as a subprocess.
 
-Prints ``sampling`` once the first compiled chunk returned, ``done`` at the end, ``stopped <exception>``
-when an exception (KeyboardInterrupt, Terminated) ends the fit, before it goes on. Options:
-``--checkpoint DIR`` / ``--resume DIR`` (passed to ``fit``), ``--kill-in-write`` (the process kills
-itself with SIGKILL in the middle of writing its first checkpoint)."""
+Prints ``sampling`` once the first compiled chunk finished, ``done`` at the end, ``stopped <exception>``
+and then the exception's message when an exception (KeyboardInterrupt, Terminated) ends the fit,
+before it goes on. Options: ``--checkpoint DIR`` / ``--resume DIR`` (passed to ``fit``),
+``--kill-in-write`` (the process kills itself with SIGKILL in the middle of writing its first
+checkpoint), ``--chunk-size N`` (chunks of N draws, and ``sampling`` printed as soon as the first one
+was dispatched, while it computes)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import argparse
 import os
 import signal
 
+import jax
 import numpy as np
 
 from bayes_maxmargin import LinearBSVM
@@ -22,15 +25,20 @@ def main() -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--resume")
     p.add_argument("--kill-in-write", action="store_true")
+    p.add_argument("--chunk-size", type=int)
     args = p.parse_args()
     if args.kill_in_write:
         mcmc.DEFAULT_CHUNK_SIZE = 2  # a checkpoint soon
+    if args.chunk_size:
+        mcmc.DEFAULT_CHUNK_SIZE = args.chunk_size
     real, calls = mcmc._run_chunk, []
 
     def reporting(*a, **kw):
         out = real(*a, **kw)
         calls.append(1)
         if len(calls) == 1:
+            if not args.chunk_size:
+                jax.block_until_ready(out)
             print("sampling", flush=True)
         return out
 
@@ -50,6 +58,7 @@ def main() -> None:
             X, y, checkpoint=args.checkpoint, resume=args.resume)
     except BaseException as err:
         print("stopped", type(err).__name__, flush=True)
+        print(err, flush=True)
         raise
     print("done", flush=True)
 

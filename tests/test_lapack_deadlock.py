@@ -1,14 +1,11 @@
 """Batched LAPACK calls and XLA:CPU's thread pool: the package's programs make one LAPACK call per matrix
 (jaxlib 0.10's batched calls wait on the pool and can hang a program that runs two of them at once),
-with results identical to the bit, and the fits that were seen to hang finish."""
+with results identical to the bit, and the fits that were seen to hang finish 20 times in a row
+(``-m extended``; the reproducer and the fits run once or twice in ``test_red_team.py``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -19,40 +16,7 @@ from jax.scipy.linalg import solve_triangular
 from bayes_maxmargin.core import compilation
 from bayes_maxmargin.core.compilation import jit
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "lapack_deadlock.py"
-#: a run whose CPU time stays flat this long is a hang (a deadlocked pool uses no CPU at all)
-STALL_S = 30.0
-
-
-def _cpu_ticks(pid: int) -> int | None:
-    """User + system CPU time of a process (all its threads), in clock ticks; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(fields[11]) + int(fields[12])
-
-
-def run_until_done_or_hung(args: list[str], limit_s: float = 900.0) -> tuple[bool, str]:
-    """Run the benchmark script with ``args``; ``(finished, output)``. A run counts as hung when its CPU
-    time stops moving for :data:`STALL_S` seconds (on Linux) or it outlives ``limit_s``; it is then killed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
-    start = last_change = time.monotonic()
-    last = None
-    while proc.poll() is None:
-        time.sleep(1.0)
-        ticks, now = _cpu_ticks(proc.pid), time.monotonic()
-        if ticks != last:
-            last, last_change = ticks, now
-        if now - last_change > STALL_S or now - start > limit_s:
-            proc.kill()
-            proc.wait()
-            return False, proc.stdout.read()
-    out = proc.stdout.read()
-    return proc.returncode == 0 and "done" in out, out
+from ._hangs import run_until_done_or_hung
 
 
 def spd(rng: np.random.Generator, batch: tuple[int, ...], n: int) -> np.ndarray:
@@ -120,21 +84,9 @@ def test_unbatched_lapack_applies_only_within_the_block(x64):
     assert installed == compilation._batched_lapack_blocks()
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
-def test_two_batched_factorisations_in_one_program_finish():
-    """The plain-JAX reproducer (two independent batched Cholesky + triangular solves on 8 x 64 x 64) run
-    by the package's jit: with JAX's lowering it hung in 2-3 of 5 runs of 1000 iterations on 2 cores."""
-    finished, out = run_until_done_or_hung(["--jit", "package", "--iterations", "500"])
-    assert finished, out[-2000:]
-
-
-FIT_REPEATS = [pytest.param(3, id="3"), pytest.param(20, id="20", marks=pytest.mark.extended)]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
-@pytest.mark.parametrize("repeats", FIT_REPEATS)
+@pytest.mark.parametrize("repeats", [20])
 @pytest.mark.parametrize("fit", ["gp-digits", "linear-missing"])
 def test_fits_that_hung_finish_repeatedly(fit, repeats):
     """A 10-class GPBSVM ECM fit of the digits (the classes' loops vmapped in one program) and a linear

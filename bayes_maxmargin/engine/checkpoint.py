@@ -19,8 +19,13 @@ While a checkpointed run is active in the main thread, SIGINT (Ctrl-C) and SIGTE
 between compiled chunks, shortened to about a second when slow (:mod:`bayes_maxmargin.engine.chunks`): the run
 writes its checkpoint and its draws, then raises ``KeyboardInterrupt`` (SIGINT) or
 :class:`Terminated` (SIGTERM, a ``SystemExit`` with status 143 = 128 + 15, so that an uncaught one
-ends the process with the status of a process killed by SIGTERM). A second signal acts at once, as
-without the run. A run without a checkpoint leaves the signal handlers alone.
+ends the process with the status of a process killed by SIGTERM); the message says from which
+iteration (SVI: step) ``resume=folder`` continues. The run waits for each chunk in Python
+(:meth:`StopRequest.wait`, JAX computes asynchronously), so a chunk still computing
+:data:`STOP_GRACE_S` seconds after the signal (a long first chunk) is abandoned: the run stops at
+once with the checkpoint of the last finished chunk, and a process that then exits does not wait
+for XLA to finish the abandoned chunk (:func:`_end_without_waiting`). A second signal acts at once,
+as without the run. A run without a checkpoint leaves the signal handlers alone.
 
 Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
 :mod:`bayes_maxmargin.engine.mcmc`), a run resumed from a checkpoint gives exactly the draws
@@ -29,12 +34,15 @@ of an uninterrupted run with the same seed on the same device.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import signal
+import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,13 +212,28 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
         idata.to_netcdf(str(tmp))
 
 
+#: Seconds a chunk running when a signal came may take to finish before the run stops without it
+#: (chunks after a run's first one take about a second, :mod:`bayes_maxmargin.engine.chunks`).
+STOP_GRACE_S = 2.0
+#: Longest pause between two looks at a running chunk's outputs while signals are deferred.
+POLL_S = 0.05
+
+
+def _resume_note(folder: Path | None, resume_at: int | None, unit: str) -> str:
+    """Where a stopped run can be continued from, for the messages of its exceptions."""
+    if resume_at is None:
+        return f"no checkpoint of this run exists yet in {str(folder)!r} (no chunk finished): start the fit again"
+    return (f"the checkpoint in {str(folder)!r} holds the run up to {unit} {resume_at}: resume={str(folder)!r} "
+            "continues from there")
+
+
 class Terminated(SystemExit):
     """A checkpointed run stopped on SIGTERM after writing its checkpoint and its draws.
 
     A ``SystemExit`` with code 128 + the signal number (143 for SIGTERM): uncaught, the process ends
     with the status a shell, ``timeout`` or a batch scheduler expects of a process terminated by
     SIGTERM, without a traceback; caught (``except Terminated``), the checkpoint in ``folder`` is
-    complete up to the last chunk and ``resume=folder`` continues the run.
+    complete up to ``resume_at`` and ``resume=folder`` continues the run from there.
 
     Attributes
     ----------
@@ -218,31 +241,122 @@ class Terminated(SystemExit):
         The signal received.
     folder : Path
         The checkpoint folder.
+    resume_at : int or None
+        The iteration (SVI: step) the checkpoint holds the run up to; None when no chunk of the
+        run finished (no checkpoint of it exists).
+    unit : str
+        What ``resume_at`` counts ("iteration", "step").
     """
 
-    def __init__(self, signum: int, folder: Path):
+    def __init__(self, signum: int, folder: Path, resume_at: int | None = None, unit: str = "iteration"):
         super().__init__(128 + int(signum))
-        self.signum, self.folder = int(signum), Path(folder)
+        self.signum, self.folder, self.resume_at, self.unit = int(signum), Path(folder), resume_at, unit
 
     def __str__(self) -> str:
-        return (f"stopped by {signal.Signals(self.signum).name}; the checkpoint in {str(self.folder)!r} "
-                "holds the run up to its last chunk (resume from it)")
+        return f"stopped by {signal.Signals(self.signum).name}; {_resume_note(self.folder, self.resume_at, self.unit)}"
 
 
 class StopRequest:
-    """The first SIGINT / SIGTERM received during a checkpointed run, acted upon between chunks."""
+    """The first SIGINT / SIGTERM received during a checkpointed run, acted upon between chunks or,
+    when the running chunk does not finish within :data:`STOP_GRACE_S` of the signal, at once.
 
-    def __init__(self, folder: Path | None = None):
-        self.folder, self.signum = folder, None
+    Attributes
+    ----------
+    folder : Path or None
+        The checkpoint folder.
+    signum : int or None
+        The signal received, None before one came.
+    received : float
+        When it came (``time.monotonic()``).
+    deferring : bool
+        Whether the signals are deferred to this request (a checkpointed run in the main thread).
+    resume_at : int or None
+        What the checkpoint holds when the run stops now (kept up to date by the run after every
+        chunk), None before one finished.
+    unit : str
+        What ``resume_at`` counts ("iteration", "step").
+    """
+
+    def __init__(self, folder: Path | None = None, unit: str = "iteration"):
+        self.folder, self.signum, self.received, self.deferring = folder, None, 0.0, False
+        self.resume_at: int | None = None
+        self.unit = unit
+
+    def error(self) -> BaseException:
+        """``KeyboardInterrupt`` (SIGINT) or :class:`Terminated` (SIGTERM) for the signal received."""
+        if self.signum == signal.SIGINT:
+            return KeyboardInterrupt(f"stopped by SIGINT; {_resume_note(self.folder, self.resume_at, self.unit)}")
+        return Terminated(self.signum, self.folder, self.resume_at, self.unit)
 
     def raise_if_requested(self) -> None:
-        """Raise ``KeyboardInterrupt`` (SIGINT) or :class:`Terminated` (SIGTERM) if a signal came."""
-        if self.signum is None:
-            return
-        if self.signum == signal.SIGINT:
-            raise KeyboardInterrupt(f"stopped by SIGINT; the checkpoint in {str(self.folder)!r} holds the run up "
-                                    "to its last chunk (resume from it)")
-        raise Terminated(self.signum, self.folder)
+        """Raise :meth:`error` if a signal came."""
+        if self.signum is not None:
+            raise self.error()
+
+    def wait(self, outputs: Any) -> Any:
+        """``outputs`` (a pytree of the arrays a compiled chunk was dispatched to compute) once
+        they are ready.
+
+        While signals are deferred, the wait polls the arrays (pauses of up to :data:`POLL_S`), so
+        that the signal handler runs as soon as a signal comes; if the chunk has not finished
+        :data:`STOP_GRACE_S` after the signal, the run stops at once (:meth:`error`) and the
+        chunk is abandoned: the checkpoint keeps the run up to the last finished chunk, and a
+        process that ends while the chunk still computes ends without waiting for it
+        (:func:`_end_without_waiting`). Otherwise the arrays are returned as they are (reading
+        them waits).
+        """
+        if not self.deferring:
+            return outputs
+        pending = [leaf for leaf in jax.tree_util.tree_leaves(outputs) if hasattr(leaf, "is_ready")]
+        pause = 1e-4
+        while pending:
+            pending = [leaf for leaf in pending if not leaf.is_ready()]
+            if not pending:
+                break
+            if self.signum is not None and time.monotonic() - self.received >= STOP_GRACE_S:
+                _abandon(pending, self.signum)
+                raise self.error()
+            time.sleep(pause)
+            pause = min(2 * pause, POLL_S)
+        return outputs
+
+
+#: The outputs of chunks abandoned on a signal, and that signal (:func:`_end_without_waiting`).
+_ABANDONED: dict[str, Any] = {"leaves": [], "signum": None}
+
+
+def _abandon(leaves: list[Any], signum: int) -> None:
+    """Record the outputs of a chunk left running by a stop on ``signum``."""
+    if not _ABANDONED["leaves"]:
+        atexit.register(_end_without_waiting)
+    _ABANDONED["leaves"].extend(leaves)
+    _ABANDONED["signum"] = int(signum)
+
+
+def _end_without_waiting() -> None:
+    """At the interpreter's exit, if a chunk abandoned on a signal still computes: flush the
+    standard streams and the logging handlers and end the process at once, with the status of that
+    signal's stop (143 for SIGTERM, killed by SIGINT for Ctrl-C), instead of letting the shutdown
+    wait for XLA to finish the chunk (minutes for a long chunk). The exit handlers registered before
+    the stop (JAX's own clean-up among them) do not run.
+
+    This is the status of an uncaught stop; a program that caught it and ends (with another status)
+    before the abandoned chunk finished ends with this one too.
+    """
+    if all(leaf.is_ready() for leaf in _ABANDONED["leaves"]):
+        return
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signum = _ABANDONED["signum"]
+    if signum == signal.SIGINT:  # as Python ends on an uncaught KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(128 + signum)
 
 
 @contextlib.contextmanager
@@ -257,7 +371,7 @@ def _signals_between_chunks(request: StopRequest) -> Iterator[None]:
 
     def handler(signum, frame):
         if request.signum is None:
-            request.signum = signum
+            request.signum, request.received = signum, time.monotonic()
             return
         signal.signal(signum, previous[signum])
         signal.raise_signal(signum)
@@ -267,8 +381,10 @@ def _signals_between_chunks(request: StopRequest) -> Iterator[None]:
             current = signal.getsignal(signum)
             if current is not None and current != signal.SIG_IGN:  # None: a handler not set from Python
                 previous[signum] = signal.signal(signum, handler)
+        request.deferring = bool(previous)
         yield
     finally:
+        request.deferring = False
         for signum, old in previous.items():
             signal.signal(signum, old)
 
@@ -306,18 +422,26 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def checkpoint_session(folder: Path | None) -> Iterator[StopRequest]:
+def checkpoint_session(folder: Path | None, unit: str = "iteration") -> Iterator[StopRequest]:
     """What a checkpointed run holds from start to end: the folder's lock (after which stale
     temporary files are removed) and SIGINT / SIGTERM deferred to the :class:`StopRequest` it
-    yields, which the run checks between chunks. Without a folder: nothing, a request that never
-    fires, and the signal handlers left as they are.
+    yields, through which the run waits for its chunks (:meth:`StopRequest.wait`) and which it
+    checks between them. Without a folder: nothing, a request that never fires, and the signal
+    handlers left as they are.
+
+    Parameters
+    ----------
+    folder : Path or None
+        The checkpoint folder.
+    unit : str, default "iteration"
+        What the run's progress counts, for the messages of a stop ("iteration", "step").
 
     Raises
     ------
     CheckpointError
         Another run holds the folder.
     """
-    request = StopRequest(folder)
+    request = StopRequest(folder, unit)
     if folder is None:
         yield request
         return

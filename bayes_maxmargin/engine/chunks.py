@@ -1,7 +1,7 @@
 """Compiled chunks sized by time, so that a run answers Ctrl-C and SIGTERM within seconds.
 
-A compiled program cannot be interrupted: Python acts upon a signal when the chunk running on the
-device returns. The chunked runs (:func:`~bayes_maxmargin.engine.mcmc.run_chains`,
+A compiled program cannot be interrupted, and a checkpointed run can only write a checkpoint
+between two chunks. The chunked runs (:func:`~bayes_maxmargin.engine.mcmc.run_chains`,
 :func:`~bayes_maxmargin.engine.svi.run_svi`) therefore time every chunk (compilation excluded,
 :class:`Stopwatch`) and, when one took more than twice :data:`CHUNK_SECONDS`, compile a shorter
 one for the rest of the run (:func:`shorter_length`): a power of two of units (blocks of ``thin``
@@ -9,10 +9,14 @@ iterations, SVI rounds), so that runs of one model share a few programs. Since t
 of a unit depends only on its position in the run (``fold_in`` of the iteration, the minibatch
 stream), the results do not depend on how the run is cut: they are bit-identical.
 
-The first chunk of a run still has the requested length (``chunk_size``, ``rounds_per_chunk``),
-so a signal during it waits for its end. Skipping the units past a traced count instead (a branch
-or a loop with a traced trip count, one compilation for chunks of every length) changes how XLA
-compiles the loop, and the results in their last bits.
+The first chunk of a run has the requested length (``chunk_size``, ``rounds_per_chunk``): skipping
+the units past a traced count instead (a branch or a loop with a traced trip count, one compilation
+for chunks of every length) would change how XLA compiles the loop, and the results in their last
+bits. A signal during a long first chunk of a checkpointed run does not wait for its end: the run
+waits for every chunk in Python (:meth:`~bayes_maxmargin.engine.checkpoint.StopRequest.wait`), and
+stops without the running chunk when it has not finished
+:data:`~bayes_maxmargin.engine.checkpoint.STOP_GRACE_S` after the signal, its checkpoint that of
+the last finished chunk.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ With ``checkpoint=folder`` the states, keys and draws are written every ``chunk_
 (:mod:`bayes_maxmargin.engine.checkpoint`); Ctrl-C, SIGTERM or an exception then write the
 checkpoint of the last chunk and the draws so far (``idata.nc``), and ``resume=folder`` continues
 the same chains. The run holds a lock on the folder, and Ctrl-C and SIGTERM take effect at the end
-of the running chunk (``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`).
+of the running chunk, or without it when it is still computing a few seconds after the signal
+(``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`).
 Without a checkpoint the signal handlers are left alone.
 """
 
@@ -252,7 +253,8 @@ def run_chains(
     checkpoint : path, optional
         Folder that receives ``checkpoint.npz`` every ``chunk_size`` blocks and when the run stops,
         and ``idata.nc`` (the draws so far) when the run stops, early or not. The run locks it, and
-        acts upon Ctrl-C and SIGTERM at the end of a chunk (:mod:`bayes_maxmargin.engine.checkpoint`).
+        acts upon Ctrl-C and SIGTERM at the end of a chunk, or within seconds without a long one
+        (:mod:`bayes_maxmargin.engine.checkpoint`).
     resume : path, optional
         Folder of a checkpoint of the same run (same kernel settings, seed, data, chains) to
         continue from; it is also the checkpoint folder unless ``checkpoint`` is given. A complete
@@ -307,6 +309,7 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
         # a checkpoint is written only after a chunk passed the non-finite check: ``bad`` starts afresh
         ckpt, state = resume_run(resume, settings, init_state)
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
+        stop.resume_at = done * thin
     period = length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
     unroll = _unroll()
     run_chunk = _run_chunk_fusion_emitters if fusion_emitters else _run_chunk
@@ -326,14 +329,15 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
             while done < total_blocks:
                 n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
                 watch = Stopwatch()
-                new_state, new_bad, records = run_chunk(
+                new_state, new_bad, records = stop.wait(run_chunk(
                     kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
-                )
+                ))
                 _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
                 lo = max(warm_blocks - done, 0)
                 if lo < n_blocks:
                     kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
                 state, bad, done = new_state, new_bad, done + n_blocks
+                stop.resume_at = done * thin  # a stop from now on writes this state, if not yet written
                 length = shorter_length(length, watch.seconds)
                 if (done - origin) % period == 0 or done >= total_blocks:
                     if folder is not None:

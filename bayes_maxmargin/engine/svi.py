@@ -581,8 +581,9 @@ def run_svi(
         Folder that receives ``checkpoint.npz`` (state, optimiser states, minibatch stream, ELBO
         trace) every ``rounds_per_chunk`` rounds and when the run stops, atomically; Ctrl-C, SIGTERM
         or an error leave the checkpoint of the last chunk. The run locks the folder and acts upon
-        Ctrl-C and SIGTERM at the end of a chunk (``KeyboardInterrupt``,
-        :class:`~bayes_maxmargin.engine.checkpoint.Terminated`). One binary problem only.
+        Ctrl-C and SIGTERM at the end of a chunk, or within seconds without a long one
+        (``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`). One binary
+        problem only.
     resume : path, optional
         Checkpoint folder of the same run to continue from (also the checkpoint folder unless
         ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
@@ -632,7 +633,7 @@ def run_svi(
                     "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
                     "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
-    with threadpool_limits(limits=1, user_api="blas"), checkpoint_session(folder) as stop:
+    with threadpool_limits(limits=1, user_api="blas"), checkpoint_session(folder, unit="step") as stop:
         if resume is not None:
             ckpt, restored = resume_run(resume, settings, state)
             carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
@@ -640,6 +641,7 @@ def run_svi(
             if "pool" in ckpt.kept:
                 pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
             elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
+            stop.resume_at = done * k
         bar = active_progress()
         if bar is not None:
             bar.restart(n_rounds * k, done * k)
@@ -674,7 +676,7 @@ def run_svi(
                 batch = (Xc.reshape(K, length, k, batch_size, d), yc.reshape(K, length, k, batch_size), active)
                 if shard is not None:
                     batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
-                carry, values = run(carry, batch, consts)
+                carry, values = stop.wait(run(carry, batch, consts))
                 values = np.asarray(values)[:, active]
                 now = time.perf_counter() - t0
                 length = shorter_length(length, watch.seconds)
@@ -689,6 +691,7 @@ def run_svi(
                 if folder is not None:  # this point, for a checkpoint now or when the run stops
                     progress_at = (done, carry[0], len(steps), rngs[0].bit_generator.state,
                                    (pools[0][0][0], int(pools[0][0][1])) if pools[0] else None)
+                    stop.resume_at = done * k
                 if (done - origin) % R == 0 or done >= n_rounds or stopping:
                     if progress:
                         last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
