@@ -491,6 +491,8 @@ WIDE_FITS = {
     "em": dict(inference="em", max_iter=50),
     "vb": dict(inference="vb", max_iter=50),
     "gibbs": dict(inference="gibbs", num_samples=200, num_warmup=100, num_chains=1),
+    "svi": dict(inference="svi", max_iter=200, batch_size=10),
+    "nuts": dict(inference="nuts", num_samples=50, num_warmup=50, num_chains=1),
 }
 
 
@@ -507,7 +509,7 @@ def test_wide_linear_fits_take_seconds(inference):
     seconds = time.perf_counter() - start
     assert seconds < 60, seconds
     assert est.coef_.shape[-1] == 5000 and np.isfinite(est.decision_function(X)).all()
-    if inference in ("em", "vb"):
+    if inference in ("em", "vb", "svi"):
         assert isinstance(est._posterior, LowRankPosterior)  # the n-dimensional form
 
 
