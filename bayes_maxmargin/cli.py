@@ -474,7 +474,7 @@ def use_compilation_cache(setting: str | None) -> Path | None:
 
     try:
         return compilation.use_compilation_cache(setting)
-    except InvalidParameterError as err:
+    except ValueError as err:
         raise InvalidParameterError(f"compilation_cache={setting}: {err}, or compilation_cache=null") from None
 
 

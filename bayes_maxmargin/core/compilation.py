@@ -338,7 +338,7 @@ def use_compilation_cache(folder: str | os.PathLike | None = "auto") -> Path | N
 
     Raises
     ------
-    InvalidParameterError
+    ValueError
         The folder cannot be created.
 
     Examples
@@ -350,8 +350,6 @@ def use_compilation_cache(folder: str | os.PathLike | None = "auto") -> Path | N
     >>> use_compilation_cache(None) is None  # no cache
     True
     """
-    from bayes_maxmargin.data.parameters import InvalidParameterError
-
     if folder is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return None
     if folder == "auto":
@@ -361,8 +359,7 @@ def use_compilation_cache(folder: str | os.PathLike | None = "auto") -> Path | N
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InvalidParameterError(f"cannot create the compilation cache folder {path} ({err}); give another "
-                                    "folder") from err
+        raise ValueError(f"cannot create the compilation cache folder {path} ({err}); give another folder") from err
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
