@@ -179,3 +179,79 @@ def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
         at_inverse = gp_log_marginal(p0, X, y, first.inv_lam, first.gamma)
     np.testing.assert_allclose(float(res.log_z[0, 0]), float(at_mean), rtol=1e-10)
     assert abs(float(at_mean) - float(at_inverse)) > 1e-3
+
+
+def _plain_and_accelerated(cov, hyper, estimate_gamma, tol=1e-14, max_iter=20000):
+    n = cov.y.shape[0]
+    plain = gp_ecm(jnp.zeros(n), cov, hyper, tol, max_iter=max_iter, estimate_gamma=estimate_gamma)
+    fast = gp_ecm(jnp.zeros(n), cov, hyper, tol, max_iter=max_iter, estimate_gamma=estimate_gamma, accelerate=True)
+    return plain, fast
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(("gamma0", "estimate_gamma"), [(0.0, False), (0.3, False), (0.3, True)])
+def test_accelerated_ecm_reaches_the_ecm_fixed_point(sine, sparse, gamma0, estimate_gamma):
+    """SQUAREM cycles of ECM iterations (accelerate=True) end at the fixed point that plain ECM converges
+    to, dense and FITC: the same f, gamma and predictions (within 1e-4), a never-decreasing objective,
+    and fewer ECM iterations (three per cycle)."""
+    from bayes_maxmargin.models.gp.covariance import fitc_factors
+    from bayes_maxmargin.models.gp.ecm import SQUAREM_STEPS
+    from bayes_maxmargin.models.gp.model import init_inducing
+
+    X, y = sine
+    with jax.enable_x64(True):
+        V = jnp.asarray(init_inducing(X, 12, "kmeans", random_state=0)) if sparse else None
+        cov = fitc_factors(KP, jnp.asarray(X), V, jnp.asarray(y)) if sparse else gp_data(
+            prior_covariance(X, "rbf", KP), y)
+        hyper = make_hyper(gamma0)
+        plain, fast = _plain_and_accelerated(cov, hyper, estimate_gamma)
+        assert int(plain.n_iter) < 20000  # converged
+        np.testing.assert_allclose(np.asarray(fast.f), np.asarray(plain.f), atol=1e-4)
+        np.testing.assert_allclose(float(fast.gamma), float(plain.gamma), rtol=1e-4)
+        Xt = np.linspace(-3.5, 3.5, 25)[:, None]
+        pred = [gp_predict_proba(X, Xt, y, r.inv_lam, r.gamma, KP, V=V) for r in (plain, fast)]
+        np.testing.assert_allclose(pred[1], pred[0], atol=1e-4)
+        trace = finite(fast.objective)
+        assert len(trace) == int(fast.n_iter) + 1
+        assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+        assert trace[-1] >= finite(plain.objective)[-1] - 1e-9 * abs(trace[-1])
+        assert SQUAREM_STEPS * int(fast.n_iter) < int(plain.n_iter)
+
+
+def test_accelerated_ecm_budget_counts_ecm_iterations(sine):
+    """accelerate=True runs at most max_iter // 3 cycles of three ECM iterations."""
+    from bayes_maxmargin.models.gp.ecm import ecm_runs
+
+    X, y = sine
+    assert ecm_runs(20, True) == 6 and ecm_runs(2, True) == 1 and ecm_runs(20, False) == 20
+    with jax.enable_x64(True):
+        data = gp_data(prior_covariance(X, "rbf", KP), y)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 0.0, max_iter=20, estimate_gamma=False,
+                     accelerate=True)
+    assert int(res.n_iter) == 6 and res.objective.shape == (7,)
+
+
+def test_mlii_tol_stops_the_rounds_when_log_z_stops_rising(smooth_boundary):
+    """With mlii_tol the rounds stop after the first ML-II step whose gain is at most mlii_tol relative to
+    log Z; the rounds run are those of the full alternation, the rest NaN."""
+    X, y = smooth_boundary
+    kw = dict(kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=10)
+    with jax.enable_x64(True):
+        args = (jnp.asarray(X), jnp.asarray(y), SEParams(1.0, 1.0), make_hyper(0.0), 1e-12)
+        full = gp_ecm_mlii(*args, **kw)
+        log_z = np.asarray(full.log_z)
+        gain = (log_z[:, 1] - log_z[:, 0]) / np.maximum(np.abs(log_z[:, 1]), 1.0)
+        tol = float(np.sort(gain)[len(gain) // 2])  # some rounds end below it, the first does not
+        stop = int(np.argmax(gain <= tol))
+        assert 0 < stop < len(gain) - 1
+        early = gp_ecm_mlii(*args, mlii_tol=tol, **kw)
+        lz = np.asarray(early.log_z)
+        np.testing.assert_allclose(lz[: stop + 1], log_z[: stop + 1], rtol=1e-9)
+        assert np.all(np.isnan(lz[stop + 1:]))
+        assert np.all(np.isnan(np.asarray(early.objective)[stop + 1: -1]))
+        np.testing.assert_allclose(float(early.params.lengthscale), float(full.params_trace.lengthscale[stop]),
+                                   rtol=1e-9)
+        np.testing.assert_allclose(np.asarray(early.params_trace.lengthscale[stop:]),
+                                   float(full.params_trace.lengthscale[stop]), rtol=1e-9)
+        final = finite(np.asarray(early.objective)[-1])
+        assert np.all(np.diff(final) >= -1e-9 * np.abs(final[1:]))

@@ -176,6 +176,8 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
         (dict(kernel="matern"), r"kernel: 'matern'"),
         (dict(inference="em"), r"inference: 'em'"),
         (dict(gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
+        (dict(mlii_tol=-1e-3), r"mlii_tol"),
+        (dict(accelerate="yes"), r"accelerate: 'yes'"),
     ],
 )
 def test_bad_parameters_are_named(moons, kwargs, match):
@@ -205,3 +207,23 @@ def test_duplicates_and_separable_data_fit_without_nan(inference):
     clf = GPBSVM(inference=inference, **kw, **QUIET).fit(X, y)
     assert np.all(np.isfinite(clf.f_)) and np.all(np.isfinite(clf.predict_proba(X)))
     assert np.all(clf.predict(X) == y)
+
+
+def test_ecm_fast_options_and_blas_threads(moons):
+    """mlii_tol stops the ML-II rounds early (log_z_ holds the rounds run, n_iter_ the ECM iterations of the
+    runs made); accelerate counts SQUAREM cycles; ECM fits run with OpenBLAS on one thread and restore it."""
+    from threadpoolctl import threadpool_info
+
+    from bayes_maxmargin.core.linalg import limit_blas_threads
+
+    X, y = moons
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with limit_blas_threads(1):
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    kw = dict(max_iter=60, mlii_every=10, mlii_steps=3, progress_bar=False)
+    one = GPBSVM(mlii_tol=1e6, **kw).fit(X, y)  # every gain is below: one round, then the final run
+    assert one.log_z_.shape == (1, 2) and np.all(np.isfinite(one.log_z_))
+    assert one.n_iter_ == one.objective_.size - 2
+    fast = GPBSVM(mlii_tol=1e6, accelerate=True, **kw).fit(X, y)
+    assert fast.n_iter_ <= 60 // 3 + 10 // 3 and fast.score(X, y) > 0.8
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before

@@ -25,7 +25,7 @@ from jax.typing import ArrayLike
 from bayes_maxmargin.core.compilation import jit, unbatched_lapack
 
 __all__ = ["CholeskyError", "LOG_2PI", "chol_solve", "cholesky_or_raise", "gaussian_log_density",
-           "jittered_cholesky", "logdet_from_chol", "mvn_from_precision", "mvn_logpdf_chol",
+           "jittered_cholesky", "limit_blas_threads", "logdet_from_chol", "mvn_from_precision", "mvn_logpdf_chol",
            "sample_mvn_precision", "woodbury_logdet", "woodbury_solve"]
 
 #: log(2 pi), the normalising constant of every Gaussian density in the library.
@@ -44,6 +44,26 @@ def float_precision(x64: bool) -> Iterator[None]:
     XLA:CPU's thread pool).
     """
     with jax.enable_x64(x64), jax.default_matmul_precision("highest"), unbatched_lapack():
+        yield
+
+
+@contextlib.contextmanager
+def limit_blas_threads(n: int | None) -> Iterator[None]:
+    """Limit OpenBLAS (numpy, scipy and JAX's CPU LAPACK calls) to ``n`` threads (threadpoolctl);
+    None: leave as is.
+
+    JAX's CPU Cholesky factorisations and triangular solves go through scipy's OpenBLAS. Threaded,
+    on matrices of a few hundred rows, they are no faster than single-threaded ones, and when the
+    cores are shared with other processes they become tens to hundreds of times slower (a 400 x 400
+    Cholesky factor: 0.47 s with OpenBLAS's 2 threads on a loaded 2-core machine, 0.009 s with one).
+    JAX's own (Eigen) thread pool is untouched.
+    """
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=int(n), user_api="blas"):
         yield
 
 

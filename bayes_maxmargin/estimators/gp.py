@@ -13,7 +13,7 @@ from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel, kernel_name
-from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision
+from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
 from bayes_maxmargin.core.memory import check_dense_memory
 from bayes_maxmargin.core.parameters import free_fields, params_dict, replace_fields, trainable_fields
 from bayes_maxmargin.data.parameters import (
@@ -98,6 +98,17 @@ def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
         raise InvalidParameterError(str(err)) from None
 
 
+#: OpenBLAS threads during the fits and predictions of each inference method (None: as set in the process).
+#: ECM and FITC factorise an N x N (or M x M) matrix in every iteration and every ML-II evaluation, each
+#: a LAPACK call of its own, which OpenBLAS's threads slow down (badly on shared cores,
+#: :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`); svi limits its own.
+_BLAS_THREADS = {"ecm": 1, "fitc": 1}
+
+
+def _blas_threads(inference: Any) -> int | None:
+    """OpenBLAS threads of ``inference`` (:data:`_BLAS_THREADS`); None for others and invalid values."""
+    return _BLAS_THREADS.get(inference) if isinstance(inference, str) else None
+
 #: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
 #: Cholesky factor and the working matrices of an iteration and of its gradient): the peak resident
 #: memory of fits at N = 2000 (learned kernel parameters; Gibbs with two chains) over N^2 * 8 bytes,
@@ -176,6 +187,14 @@ class GPBSVM(_BayesianSVMClassifier):
         uses Adam for its ML-II steps.
     tol : float
         Relative-change tolerance of each ECM run.
+    mlii_tol : float or None
+        ECM, FITC: stop the ML-II rounds early, after the first ML-II step that raises log Z (eq. 9 /
+        10) by at most ``mlii_tol`` relative to it (e.g. 1e-4); the final ECM run, to ``tol``, follows
+        as always. None: all ``max_iter // mlii_every`` rounds run.
+    accelerate : bool
+        ECM, FITC: run every ECM run as SQUAREM cycles of three ECM iterations (the same fixed point and
+        monotone objective, reached in several times fewer iterations; ``max_iter`` and ``mlii_every``
+        still count ECM iterations, ``objective_`` and ``n_iter_`` count cycles).
     num_inducing : int
         FITC, svi: number M of pseudo-inputs / inducing points, 1 <= M <= N.
     inducing : {"kmeans", "random"}
@@ -277,6 +296,8 @@ class GPBSVM(_BayesianSVMClassifier):
         optimizer: str = "lbfgs",
         learning_rate: float = 0.05,
         tol: float = 1e-10,
+        mlii_tol: float | None = None,
+        accelerate: bool = False,
         num_inducing: int = 100,
         inducing: str = "kmeans",
         optimize_inducing: bool = True,
@@ -306,6 +327,8 @@ class GPBSVM(_BayesianSVMClassifier):
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.tol = tol
+        self.mlii_tol = mlii_tol
+        self.accelerate = accelerate
         self.num_inducing = num_inducing
         self.inducing = inducing
         self.optimize_inducing = optimize_inducing
@@ -339,6 +362,7 @@ class GPBSVM(_BayesianSVMClassifier):
             "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
             "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
             "tol": check_scalar_param("tol", self.tol, low=0.0),
+            "mlii_tol": check_scalar_param("mlii_tol", self.mlii_tol, low=0.0, allow_none=True),
             "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1),
             "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
             "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
@@ -359,6 +383,9 @@ class GPBSVM(_BayesianSVMClassifier):
             )
         if p["max_iter"] is None and inference != "svi":
             p["max_iter"] = 200
+        if not isinstance(self.accelerate, (bool, np.bool_)):
+            raise InvalidParameterError(f"Invalid value for accelerate: {self.accelerate!r} (must be a bool)")
+        p["accelerate"] = bool(self.accelerate)
         if not isinstance(self.optimize_inducing, (bool, np.bool_)):
             raise InvalidParameterError(
                 f"Invalid value for optimize_inducing: {self.optimize_inducing!r} (must be a bool)"
@@ -385,6 +412,10 @@ class GPBSVM(_BayesianSVMClassifier):
         -------
         self
         """
+        with limit_blas_threads(_blas_threads(self.inference)):
+            return self._fit_threads_set(X, y, checkpoint, resume)
+
+    def _fit_threads_set(self, X: Any, y: Any, checkpoint: Any, resume: Any) -> "GPBSVM":
         if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
             return self
         params = self._checked_params()
@@ -509,7 +540,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if not learn or params["mlii_steps"] == 0:
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
-                         estimate_gamma=estimate_gamma)
+                              estimate_gamma=estimate_gamma, accelerate=params["accelerate"])
             objective, log_z, theta = res.objective[None], np.zeros((0, 2)), theta0
         else:
             res = self._solve(
@@ -517,7 +548,8 @@ class GPBSVM(_BayesianSVMClassifier):
                 X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
                 mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
                 optimizer=params["optimizer"], learning_rate=params["learning_rate"],
-                estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn,
+                estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn, mlii_tol=params["mlii_tol"],
+                accelerate=params["accelerate"],
             )
             objective, log_z, theta = res.objective, res.log_z, res.params
         self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
@@ -537,6 +569,7 @@ class GPBSVM(_BayesianSVMClassifier):
             mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
             optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
             optimize_inducing=bool(self.optimize_inducing), jitter=params["jitter"], trainable=learn,
+            mlii_tol=params["mlii_tol"], accelerate=params["accelerate"],
         )
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
         fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
@@ -554,8 +587,10 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"parameters and the jitter{float64_hint(np.asarray(f).dtype)}."
             )
         self.objective_ = finite
-        self.log_z_ = np.asarray(log_z, dtype=np.float64)
-        self.n_iter_ = int(finite.size - objective.shape[0])  # one start value per ECM run
+        log_z = np.asarray(log_z, dtype=np.float64)
+        self.log_z_ = log_z[~np.isnan(log_z).all(axis=1)]  # the ML-II rounds run (all, without mlii_tol)
+        runs = np.count_nonzero(~np.isnan(objective).all(axis=-1))
+        self.n_iter_ = int(finite.size - runs)  # one start value per ECM run
         posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
         if estimate_gamma:
             posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
@@ -672,7 +707,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with float_precision(self._x64):
+        with float_precision(self._x64), limit_blas_threads(_blas_threads(self.inference)):
             mean, var = self._posterior.latent_moments(X, jnp.float64 if self._x64 else jnp.float32)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 

@@ -54,13 +54,14 @@ thread pool is untouched.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from bayes_maxmargin.core.linalg import limit_blas_threads
 
 __all__ = [
     "BSVM_TABLE1",
@@ -152,18 +153,6 @@ GPC_NOTE = (
 
 
 # --------------------------------------------------------------------------- helpers
-@contextlib.contextmanager
-def limit_blas_threads(n: int | None) -> Iterator[None]:
-    """Limit OpenBLAS (numpy, scipy and JAX's CPU LAPACK) to ``n`` threads; None: leave as is."""
-    if n is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=int(n), user_api="blas"):
-        yield
-
-
 def median_distance(X: np.ndarray, max_points: int = 1000, random_state: int = 0) -> float:
     """Median Euclidean distance between distinct rows of X (on a seeded subset of ``max_points``)."""
     from scipy.spatial.distance import pdist
