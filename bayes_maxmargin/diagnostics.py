@@ -176,15 +176,15 @@ def _z_scale(draws: np.ndarray) -> np.ndarray:
     z = np.empty(flat.shape)
     rows = np.arange(flat.shape[0])[:, None]
     z[rows, order] = _rank_to_normal(np.arange(1.0, size + 1.0), size)
-    tied = np.flatnonzero(~starts.all(axis=1))
-    if tied.size:  # tied values get the average of their ranks
-        starts = starts[tied]
-        ends = np.ones(starts.shape, dtype=bool)
-        ends[:, :-1] = starts[:, 1:]
-        position = np.arange(size)
-        first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
-        last = np.minimum.accumulate(np.where(ends, position, size)[:, ::-1], axis=1)[:, ::-1]
-        z[tied[:, None], order[tied]] = _rank_to_normal((first + last) / 2.0 + 1.0, size)
+    ends = np.ones(flat.shape, dtype=bool)  # where a run of equal values ends
+    ends[:, :-1] = starts[:, 1:]
+    tied = np.flatnonzero(~(starts & ends))  # (flat) sorted positions inside a run of ties: few
+    if tied.size:  # each tied value gets the average of the run's ranks
+        run = np.cumsum(starts.ravel()[tied]) - 1
+        first, last = tied[starts.ravel()[tied]][run], tied[ends.ravel()[tied]][run]
+        row = tied // size
+        ranks = (first + last) / 2.0 - row * size + 1.0
+        z[row, order.ravel()[tied]] = _rank_to_normal(ranks, size)
     return z.T.reshape(draws.shape)
 
 
