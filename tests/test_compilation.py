@@ -114,27 +114,30 @@ def test_the_projection_sampler_keeps_the_fusion_emitters():
 
 def test_library_fits_use_the_persistent_cache_when_asked(tmp_path):
     """use_compilation_cache(folder) in a script: the first process fills the folder, a second one
-    fitting the same shapes finds every program there (writes nothing new) and fits the same."""
+    fitting the same shapes loads its programs from there (cache hits) and fits the same."""
     import os
     import subprocess
     import sys
 
     cache = tmp_path / "cache"
     script = (
-        "import numpy as np, bayes_maxmargin as bmm\n"
+        "import jax, numpy as np, bayes_maxmargin as bmm\n"
+        "hits = []\n"
+        "jax.monitoring.register_event_listener(lambda e, **k: hits.append(e) if 'cache_hits' in e else None)\n"
         f"assert bmm.use_compilation_cache({str(cache)!r}) is not None\n"
         "rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)); y = (X[:, 0] > 0).astype(int)\n"
         "print(bmm.LinearBSVM('em', max_iter=20).fit(X, y).coef_.tolist())\n"
+        "print(len(hits))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    outputs, listings = [], []
+    runs = []
     for _ in range(2):
         res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
         assert res.returncode == 0, res.stderr
-        outputs.append(res.stdout)
-        listings.append(sorted(p.name for p in cache.iterdir()))
-    assert len(listings[0]) >= 2 and listings[1] == listings[0]
-    assert outputs[1] == outputs[0]
+        runs.append(res.stdout.split("\n"))
+    assert any(cache.iterdir())
+    assert runs[1][0] == runs[0][0]  # the same fit
+    assert int(runs[0][1]) == 0 and int(runs[1][1]) >= 1  # the second process loaded programs
 
 
 def test_compilation_cache_folder_errors_name_the_folder(tmp_path, monkeypatch):
