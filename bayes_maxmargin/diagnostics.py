@@ -267,8 +267,7 @@ def rank_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(k, np.nan), np.full(k, np.nan)
     split = _split_chains(draws)
     z = _z_scale(split)
-    constant = np.ptp(split, axis=(0, 1)) < np.finfo(float).resolution
-    ess = np.where(constant, float(split.shape[0] * split.shape[1]), _ess(z))
+    ess = _ess(z)  # constant draws give constant z: _ess counts every draw
     if chains >= 2:
         folded = np.abs(split - np.median(split.reshape(-1, k), axis=0))
         rhat = np.maximum(_rhat(z), _rhat(_z_scale(folded)))
