@@ -70,11 +70,10 @@ import numpy as np
 import optax
 from jax import Array, lax
 from jax.scipy.linalg import solve_triangular
-from threadpoolctl import threadpool_limits
 
 from bayes_maxmargin.core.augmentation import margin_floor, vb_hinge_bound
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.linalg import jittered_cholesky
+from bayes_maxmargin.core.linalg import jittered_cholesky, limit_blas_threads
 from bayes_maxmargin.core.progress import active as active_progress
 from bayes_maxmargin.engine.checkpoint import (
     checkpoint_folder,
@@ -633,7 +632,7 @@ def run_svi(
                     "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
                     "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
-    with threadpool_limits(limits=1, user_api="blas"), checkpoint_session(folder, unit="step") as stop:
+    with limit_blas_threads(1), checkpoint_session(folder, unit="step") as stop:
         if resume is not None:
             ckpt, restored = resume_run(resume, settings, state)
             carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
