@@ -33,15 +33,18 @@ _CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One JAX compilation cache for the run, shared by the xdist workers and the subprocesses, and
-    a folder for the hang reports of the workers (:func:`pytest_runtest_protocol`).
+    """One JAX compilation cache for the run's subprocesses, and a folder for the hang reports of the
+    workers (:func:`pytest_runtest_protocol`).
 
-    The suite's time goes mostly to XLA compilation, and the workers and the ``bmm`` subprocesses
-    compile many of the same programs. The controller creates a fresh cache folder (removed at the
-    end of the run) and exports it before the workers start; a ``JAX_COMPILATION_CACHE_DIR`` already
-    set is used as it is.
+    The ``bmm`` and script subprocesses of the suite compile many of the same programs. The
+    controller creates a fresh cache folder (removed at the end of the run) and exports it before the
+    workers start, so that every subprocess uses it; a ``JAX_COMPILATION_CACHE_DIR`` already set is
+    used as it is. The xdist workers themselves do not write to it: XLA:CPU's serialisation of a
+    compiled program for the cache (``executable.serialize()``) aborted a worker process twice in
+    full runs (a wide LinearBSVM SVI fit late in the run; not reproducible alone).
     """
     if hasattr(config, "workerinput"):
+        jax.config.update("jax_compilation_cache_dir", None)
         return
     config._bmm_hangs = tempfile.mkdtemp(prefix="bmm-test-hangs-")  # type: ignore[attr-defined]
     os.environ["BMM_TEST_HANG_DIR"] = config._bmm_hangs  # type: ignore[attr-defined]
