@@ -59,10 +59,11 @@ def _check_outputs(est, X, y):
     assert len(est.estimators_) == 3
 
 
-def _binary_fits_agree(make, X, y, rtol=1e-7, atol=1e-9):
-    """The multi-class fit (random_state=0) and the K binary fits with random_state the JAX key
-    fold_in(key, k) (integer seeds of host-side generators: randint(fold_in(key, k)))."""
-    multi = _fit_quiet(make(), X, y)
+def _binary_fits_agree(make, X, y, rtol=1e-7, atol=1e-9, multi=None):
+    """The multi-class fit (random_state=0; ``multi`` when given, fitted by the caller from
+    ``make()``) and the K binary fits with random_state the JAX key fold_in(key, k) (integer seeds
+    of host-side generators: randint(fold_in(key, k)))."""
+    multi = _fit_quiet(make(), X, y) if multi is None else multi
     _check_outputs(multi, X, y)
     m_multi, v_multi = multi.predict_latent(X)
     key = _random_key(0)
@@ -106,12 +107,12 @@ def test_linear_nuts_equals_binary_fits_in_one_program(blobs, monkeypatch):
         calls.append(1)
         return nuts_chains(*args, **kwargs)
 
+    make = lambda: LinearBSVM("nuts", num_samples=20, num_warmup=20, num_chains=2, random_state=0)  # noqa: E731
     monkeypatch.setattr(est_module, "nuts_chains", counted)
-    multi = _fit_quiet(LinearBSVM("nuts", num_samples=20, num_warmup=20, num_chains=2, random_state=0), X, y)
+    multi = _fit_quiet(make(), X, y)
     assert len(calls) == 1 and multi.idata_.posterior["beta"].shape == (3, 2, 20, 3)
     monkeypatch.undo()
-    _binary_fits_agree(lambda: LinearBSVM("nuts", num_samples=20, num_warmup=20, num_chains=2, random_state=0),
-                       X, y, rtol=1e-4, atol=1e-6)
+    _binary_fits_agree(make, X, y, rtol=1e-4, atol=1e-6, multi=multi)
 
 
 def test_linear_svi_equals_binary_fits_in_one_run(blobs, monkeypatch):
@@ -126,7 +127,7 @@ def test_linear_svi_equals_binary_fits_in_one_run(blobs, monkeypatch):
     assert labels == [(3, X.shape[0])]
     assert multi.elbo_.shape[0] == 3 and multi.n_iter_.tolist() == [100] * 3
     monkeypatch.undo()
-    _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
+    _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8, multi=multi)
 
 
 def test_gp_ecm_equals_binary_fits(blobs):
