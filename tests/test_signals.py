@@ -93,6 +93,10 @@ def test_a_fit_without_checkpoint_stops_promptly(signum, status):
 
 @pytest.mark.slow
 def test_sigterm_writes_the_checkpoint_and_exits_with_143(tmp_path):
+    """SIGTERM: status 143 with the checkpoint of the last finished chunk, also while a chunk of half a
+    minute or more computes (the first chunk of a resumed run keeps its length: the process ends
+    within 5 s without waiting for the chunk, the checkpoint stays in place, resumable); the same
+    run then continues from there and holds the folder meanwhile."""
     folder = tmp_path / "ckpt"
     proc = _start("--checkpoint", str(folder))
     elapsed, line, err = _signal_and_wait(proc, signal.SIGTERM)
@@ -105,6 +109,18 @@ def test_sigterm_writes_the_checkpoint_and_exits_with_143(tmp_path):
                                  "from there")
     assert az.from_netcdf(str(folder / "idata.nc")).attrs["iterations_done"] == first.done
     assert not (folder / "checkpoint.owner").exists()
+    # SIGTERM during a long chunk of the resumed run
+    proc = _start("--resume", str(folder), "--chunk-size", "6000")
+    time.sleep(1.0)  # into the chunk
+    _, line, err = _signal_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err[-2000:]
+    assert line == "stopped Terminated" and "Traceback" not in err
+    assert proc.ended < PROMPT_S
+    assert proc.message.endswith(f"holds the run up to iteration {first.done}: resume={str(folder)!r} continues "
+                                 "from there")
+    kept = read_checkpoint(folder)
+    assert kept.done == first.done
+    np.testing.assert_array_equal(kept.kept["coef"], first.kept["coef"])
     # the same run continues from there (a different run would stop with a CheckpointError), and
     # holds the folder meanwhile
     proc = _start("--resume", str(folder))
@@ -118,34 +134,6 @@ def test_sigterm_writes_the_checkpoint_and_exits_with_143(tmp_path):
     assert proc.returncode == 143 and elapsed < PROMPT_S, err[-2000:]
     again = read_checkpoint(folder)
     assert again.done > first.done
-    np.testing.assert_array_equal(again.kept["coef"][: first.done], first.kept["coef"])
-
-
-@pytest.mark.slow
-def test_sigterm_ends_a_long_chunk_within_5_s(tmp_path):
-    """SIGTERM while a chunk of half a minute or more computes (the first chunk of a resumed run keeps its
-    length): the process ends within 5 s with status 143 without waiting for the chunk, and the
-    checkpoint of the last finished chunk stays in place, resumable."""
-    folder = tmp_path / "ckpt"
-    proc = _start("--checkpoint", str(folder))
-    _signal_and_wait(proc, signal.SIGTERM)
-    first = read_checkpoint(folder)
-    assert proc.returncode == 143 and first.done >= 1
-    proc = _start("--resume", str(folder), "--chunk-size", "6000")
-    time.sleep(1.0)  # into the chunk
-    _, line, err = _signal_and_wait(proc, signal.SIGTERM)
-    assert proc.returncode == 143, err[-2000:]
-    assert line == "stopped Terminated" and "Traceback" not in err
-    assert proc.ended < PROMPT_S
-    assert proc.message.endswith(f"holds the run up to iteration {first.done}: resume={str(folder)!r} continues "
-                                 "from there")
-    kept = read_checkpoint(folder)
-    assert kept.done == first.done
-    np.testing.assert_array_equal(kept.kept["coef"], first.kept["coef"])
-    proc = _start("--resume", str(folder))
-    _signal_and_wait(proc, signal.SIGTERM)
-    again = read_checkpoint(folder)
-    assert proc.returncode == 143 and again.done > first.done
     np.testing.assert_array_equal(again.kept["coef"][: first.done], first.kept["coef"])
 
 
