@@ -1,4 +1,4 @@
-"""Full-GP ECM (``GPBSVM()``, ML-II) against scikit-learn's GaussianProcessClassifier, side by side in one
+"""Full-GP ECM (``GPBSVM(inference="ecm")``, ML-II) against scikit-learn's GaussianProcessClassifier, side by side in one
 process: first fit (compilation included) and second fit of each, held-out error and Brier score.
 
 Data: two half moons (``make_moons(n, noise=0.2, random_state=0)``) of ``--moons`` sizes and the iris
@@ -8,10 +8,10 @@ part. Methods:
 * ``gpc``: ``GaussianProcessClassifier(ConstantKernel() * RBF(), random_state=0)`` (Laplace, ML-II on
   amplitude and length-scale) with the process's OpenBLAS threads, as a user runs it;
 * ``gpc_1thread``: the same under ``threadpoolctl`` with one OpenBLAS thread (what ``GPBSVM``'s ECM uses);
-* ``ecm``: ``GPBSVM()``, the defaults (10 ML-II rounds of 20 ECM iterations, then a final ECM run);
-* ``ecm_mlii_tol``: ``GPBSVM(mlii_tol=1e-4)``, the rounds stop once an ML-II step gains < 1e-4 relative;
-* ``ecm_accelerate``: ``GPBSVM(accelerate=True)``, every ECM run as SQUAREM cycles;
-* ``ecm_fast``: ``GPBSVM(mlii_tol=1e-4, accelerate=True)``.
+* ``ecm``: ``GPBSVM(inference="ecm")``, its defaults (10 ML-II rounds of 20 ECM iterations, then a final ECM run);
+* ``ecm_mlii_tol``: ``GPBSVM(inference="ecm", mlii_tol=1e-4)``, the rounds stop once an ML-II step gains < 1e-4 relative;
+* ``ecm_accelerate``: ``GPBSVM(inference="ecm", accelerate=True)``, every ECM run as SQUAREM cycles;
+* ``ecm_fast``: ``GPBSVM(inference="ecm", mlii_tol=1e-4, accelerate=True)``.
 
 Brier score: mean over test rows of sum_k (p_k - 1[y = k])^2 (twice the binary Brier score for two
 classes). Each fit records the 1-minute load average before it (``os.getloadavg``); read the ratios of
@@ -69,7 +69,7 @@ def make(method: str) -> Any:
         return GaussianProcessClassifier(ConstantKernel() * RBF(), random_state=0)
     from bayes_maxmargin import GPBSVM
 
-    return GPBSVM(progress_bar=False, **METHODS[method])
+    return GPBSVM(inference="ecm", progress_bar=False, **METHODS[method])
 
 
 def timed_fit(method: str, Xtr: np.ndarray, ytr: np.ndarray) -> tuple[Any, float, float]:

@@ -95,7 +95,7 @@ MODELS: dict[str, Callable[[], Any]] = {
     "linear vb laplace_zero": lambda: LinearBSVM(inference="vb", prior="laplace_zero"),
     "linear gibbs penalty": lambda: LinearBSVM(prior="penalty", **MC),
     "linear svi": lambda: LinearBSVM(inference="svi", batch_size=8, max_iter=200, random_state=0),
-    "gp ecm": lambda: GPBSVM(max_iter=50, random_state=0),
+    "gp ecm": lambda: GPBSVM(inference="ecm", max_iter=50, random_state=0),
     "gp fitc": lambda: GPBSVM(inference="fitc", num_inducing=6, max_iter=50, random_state=0),
     "gp gibbs": lambda: GPBSVM(inference="gibbs", learn_kernel=False, **MC),
     "gp vi": lambda: GPBSVM(inference="vi"),

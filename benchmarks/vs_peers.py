@@ -9,7 +9,8 @@ training part (``StandardScaler``).
 Models (``--models``, all by default):
 
 * ``gpbsvm``: ``GPBSVM()`` at its defaults; ``ecm``, ``fitc``, ``svi``, ``vi``, ``gibbs``:
-  ``GPBSVM(inference=...)``, otherwise at the defaults; ``linear``: ``LinearBSVM()``.
+  ``GPBSVM(inference=...)``, otherwise at the defaults; ``ecm_ard``, ``svi_ard``: the same with
+  ``kernel="ard"``; ``linear``: ``LinearBSVM()``.
 * ``gpjax``: GPJax's sparse variational GP classifier (optional: installed by the ``bench`` extra,
   ``pip install -e .[bench]``): Bernoulli likelihood with probit link, ARD RBF kernel (every
   length-scale starting at the median distance between training points over sqrt 2, i.e. the same
@@ -65,7 +66,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DATASETS = ("breast_cancer", "diabetis", "flare_solar", "german", "heart", "splice", "waveform", "ringnorm", "moons")
 GP_INFERENCES = ("ecm", "fitc", "svi", "vi", "gibbs")
-MODELS = ("gpbsvm", *GP_INFERENCES, "linear", "gpjax", "gpc", "svc_platt", "logreg")
+#: GPBSVM with the ARD kernel (one length-scale per feature, learnt by ML-II), by ECM and by svi
+GP_ARD = {"ecm_ard": "ecm", "svi_ard": "svi"}
+MODELS = ("gpbsvm", *GP_INFERENCES, *GP_ARD, "linear", "gpjax", "gpc", "svc_platt", "logreg")
 METRICS = ("error", "brier", "log_loss", "ece", "first_fit_s", "second_fit_s")
 MOONS_N, MOONS_NOISE = 2000, 0.3
 GPJAX_INDUCING = 64
@@ -235,6 +238,10 @@ def make_model(name: str, seed: int, quick: bool) -> Any:
         return GPBSVM(progress_bar=False, random_state=seed, **(QUICK_GP["gpbsvm"] if quick else {}))
     if name in GP_INFERENCES:
         return GPBSVM(inference=name, progress_bar=False, random_state=seed, **(QUICK_GP[name] if quick else {}))
+    if name in GP_ARD:
+        inference = GP_ARD[name]
+        return GPBSVM(kernel="ard", inference=inference, progress_bar=False, random_state=seed,
+                      **(QUICK_GP[inference] if quick else {}))
     if name == "linear":
         return LinearBSVM(progress_bar=False, random_state=seed, **(QUICK_LINEAR if quick else {}))
     if name == "gpjax":

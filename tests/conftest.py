@@ -141,9 +141,9 @@ EXTENDED_REPEATS = (
     "tests/test_luts_estimator.py::test_priors_fit_and_predict[vb-penalty]",
     "tests/test_luts_estimator.py::test_priors_fit_and_predict[vb-laplace_zero]",
     # check_classifiers_train again on read-only memory maps (the plain check runs by default)
-    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(learn_kernel=False,max_iter=30,tol=1e-06)"
+    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(inference='ecm',learn_kernel=False,max_iter=30,tol=1e-06)"
     "-check_classifiers_train(readonly_memmap=True)]",
-    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(learn_kernel=False,max_iter=30,tol=1e-06)"
+    "tests/test_gp_estimator.py::test_sklearn_compatible[GPBSVM(inference='ecm',learn_kernel=False,max_iter=30,tol=1e-06)"
     "-check_classifiers_train(readonly_memmap=True,X_dtype=float32)]",
     # the blocked GP ESS sampler of the scores with a linear kernel against the linear sampler: the
     # default suite keeps the one-score-at-a-time sampler's comparison (the blocked sampler's moves

@@ -36,7 +36,7 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 def test_ecm_is_gp_ecm_mlii(moons):
     """The estimator's ECM fit and predictions are those of gp_ecm_mlii and gp_predict."""
     X, y = moons
-    clf = GPBSVM(kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
+    clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
@@ -56,7 +56,7 @@ def test_support_vectors_follow_eq13(moons):
     """ECM with gamma0 = 0: alpha_n = 2 gamma y_n strictly inside the margin, 0 outside it, and
     dual_coef_ holds alpha at support_ (y f <= 1)."""
     X, y = moons
-    clf = GPBSVM(learn_kernel=False, kernel_params={"lengthscale": 1.0}, gamma=0.5, max_iter=2000,
+    clf = GPBSVM(inference="ecm", learn_kernel=False, kernel_params={"lengthscale": 1.0}, gamma=0.5, max_iter=2000,
                  **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     margin = ypm * clf.f_
@@ -81,7 +81,7 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
     probabilities; the MCMC posterior lands in idata_ with its chains."""
     X, y = moons
     kp = {"lengthscale": 1.0, "amplitude": 1.0}
-    ecm = GPBSVM(learn_kernel=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
+    ecm = GPBSVM(inference="ecm", learn_kernel=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
     fitc = GPBSVM(inference="fitc", num_inducing=len(X), inducing="random", learn_kernel=False,
                   optimize_inducing=False, kernel_params=kp, gamma0=0.1, jitter=1e-8, **QUIET).fit(X, y)
     np.testing.assert_allclose(fitc.decision_function(X), ecm.decision_function(X), atol=1e-4)
@@ -136,17 +136,17 @@ def test_gibbs_sampling_a_subset_of_theta_agrees_with_nuts(moons):
 def test_float64_by_default_without_touching_global_setting(moons):
     X, y = moons
     before = jax.config.jax_enable_x64
-    clf = GPBSVM(learn_kernel=False, max_iter=20, **QUIET).fit(X, y)
+    clf = GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, **QUIET).fit(X, y)
     assert jax.config.jax_enable_x64 == before
     assert clf.predict_proba(X).dtype == np.float64
-    f32 = GPBSVM(learn_kernel=False, max_iter=20, precision="float32", **QUIET).fit(X, y)
+    f32 = GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, precision="float32", **QUIET).fit(X, y)
     np.testing.assert_allclose(f32.f_, clf.f_, atol=1e-3)
 
 
 @pytest.mark.parametrize("kernel", ["ard", "poly", "linear"])
 def test_other_kernels(moons, kernel):
     X, y = moons
-    clf = GPBSVM(kernel=kernel, max_iter=20, mlii_every=10, mlii_steps=10, **QUIET).fit(X, y)
+    clf = GPBSVM(inference="ecm", kernel=kernel, max_iter=20, mlii_every=10, mlii_steps=10, **QUIET).fit(X, y)
     assert np.all(np.isfinite(clf.predict_proba(X))) and np.mean(clf.predict(X) == y) > 0.75
     if kernel == "ard":
         assert clf.kernel_params_["lengthscales"].shape == (2,)
@@ -154,9 +154,21 @@ def test_other_kernels(moons, kernel):
 
 def test_learn_kernel_subset_keeps_the_rest(moons):
     X, y = moons
-    clf = GPBSVM(learn_kernel=("lengthscale",), kernel_params={"lengthscale": 0.3}, max_iter=40,
+    clf = GPBSVM(inference="ecm", learn_kernel=("lengthscale",), kernel_params={"lengthscale": 0.3}, max_iter=40,
                  mlii_every=10, **QUIET).fit(X, y)
     assert clf.kernel_params_["amplitude"] == 1.0 and clf.kernel_params_["lengthscale"] != 0.3
+
+
+def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
+    """GPBSVM() fits S-BSVM; with fewer than 100 rows its inducing points and minibatches are all N
+    rows (the same fit as num_inducing=batch_size=N), while an explicit M > N stays an error."""
+    X, y = moons[0][:60], moons[1][:60]
+    default = GPBSVM(max_iter=40, **QUIET).fit(X, y)
+    assert default.inference == "svi" and default.inducing_points_.shape == (60, 2)
+    explicit = GPBSVM(inference="svi", num_inducing=60, batch_size=60, max_iter=40, **QUIET).fit(X, y)
+    np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    with pytest.raises(InvalidParameterError, match=r"num_inducing: 61"):
+        GPBSVM(num_inducing=61, **QUIET).fit(X, y)
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -175,7 +187,7 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
         (dict(inference="fitc", num_inducing=500), r"num_inducing: 500 .*N = 80"),
         (dict(kernel="matern"), r"kernel: 'matern'"),
         (dict(inference="em"), r"inference: 'em'"),
-        (dict(gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
+        (dict(inference="ecm", gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
         (dict(mlii_tol=-1e-3), r"mlii_tol"),
         (dict(accelerate="yes"), r"accelerate: 'yes'"),
     ],
@@ -188,7 +200,7 @@ def test_bad_parameters_are_named(moons, kwargs, match):
 
 def test_kernel_matrix_singular_after_jitter_is_a_clear_error(moons):
     X, y = moons
-    clf = GPBSVM(kernel="poly", kernel_params={"degree": 400, "offset": 1e3}, learn_kernel=False)
+    clf = GPBSVM(inference="ecm", kernel="poly", kernel_params={"degree": 400, "offset": 1e3}, learn_kernel=False)
     with pytest.raises(ValueError, match=r"kernel_params = .*degree.: 400.*not positive definite even after jitter"):
         clf.fit(X * 1e3, y)
 
@@ -221,9 +233,9 @@ def test_ecm_fast_options_and_blas_threads(moons):
     with limit_blas_threads(1):
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     kw = dict(max_iter=60, mlii_every=10, mlii_steps=3, progress_bar=False)
-    one = GPBSVM(mlii_tol=1e6, **kw).fit(X, y)  # every gain is below: one round, then the final run
+    one = GPBSVM(inference="ecm", mlii_tol=1e6, **kw).fit(X, y)  # every gain is below: one round, then the final run
     assert one.log_z_.shape == (1, 2) and np.all(np.isfinite(one.log_z_))
     assert one.n_iter_ == one.objective_.size - 2
-    fast = GPBSVM(mlii_tol=1e6, accelerate=True, **kw).fit(X, y)
+    fast = GPBSVM(inference="ecm", mlii_tol=1e6, accelerate=True, **kw).fit(X, y)
     assert fast.n_iter_ <= 60 // 3 + 10 // 3 and fast.score(X, y) > 0.8
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before

@@ -161,23 +161,23 @@ def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) 
 
 def test_rbf_object_is_the_rbf_name_and_a_scaled_kernel_its_amplitude() -> None:
     X, y = _data(50)
-    by_name = bmm.GPBSVM(kernel="rbf", kernel_params={"lengthscale": 1.3}).fit(X, y)
-    by_object = bmm.GPBSVM(kernel=RBF(lengthscale=1.3)).fit(X, y)
+    by_name = bmm.GPBSVM(inference="ecm", kernel="rbf", kernel_params={"lengthscale": 1.3}).fit(X, y)
+    by_object = bmm.GPBSVM(inference="ecm", kernel=RBF(lengthscale=1.3)).fit(X, y)
     np.testing.assert_array_equal(by_object.predict_proba(X), by_name.predict_proba(X))
     fixed = dict(learn_kernel=False, precision="float64")
-    scaled = bmm.GPBSVM(kernel=2.0 * RBF(lengthscale=1.3), **fixed).fit(X, y)
-    amplitude = bmm.GPBSVM(kernel=RBF(lengthscale=1.3, amplitude=2.0), **fixed).fit(X, y)
+    scaled = bmm.GPBSVM(inference="ecm", kernel=2.0 * RBF(lengthscale=1.3), **fixed).fit(X, y)
+    amplitude = bmm.GPBSVM(inference="ecm", kernel=RBF(lengthscale=1.3, amplitude=2.0), **fixed).fit(X, y)
     np.testing.assert_allclose(scaled.predict_proba(X), amplitude.predict_proba(X), rtol=1e-10)
 
 
 def test_learn_kernel_names_paths_of_a_composed_kernel() -> None:
     X, y = _data(50)
-    clf = bmm.GPBSVM(kernel=RBF_LINEAR, learn_kernel=["k1__lengthscale"], precision="float64").fit(X, y)
+    clf = bmm.GPBSVM(inference="ecm", kernel=RBF_LINEAR, learn_kernel=["k1__lengthscale"], precision="float64").fit(X, y)
     theta0 = P.params_dict(RBF_LINEAR.init_params(X))
     assert clf.kernel_params_["k1__lengthscale"] != theta0["k1__lengthscale"]
     for k in ("k1__amplitude", "k2__variance"):  # held (up to the rounding of softplus and its inverse)
         np.testing.assert_allclose(clf.kernel_params_[k], theta0[k], rtol=1e-14)
-    overridden = bmm.GPBSVM(kernel=RBF_LINEAR, kernel_params={"k2__variance": 0.01}, learn_kernel=False).fit(X, y)
+    overridden = bmm.GPBSVM(inference="ecm", kernel=RBF_LINEAR, kernel_params={"k2__variance": 0.01}, learn_kernel=False).fit(X, y)
     assert overridden.kernel_params_["k2__variance"] == 0.01
 
 
@@ -192,7 +192,7 @@ def test_bad_composed_kernels_name_the_component_and_the_parameter(kernel, kerne
     X, y = _data(20)
     kw = {"learn_kernel": kernel_params} if isinstance(kernel_params, list) else {"kernel_params": kernel_params}
     with pytest.raises(InvalidParameterError, match=match):
-        bmm.GPBSVM(kernel=kernel, **kw).fit(X, y)
+        bmm.GPBSVM(inference="ecm", kernel=kernel, **kw).fit(X, y)
 
 
 def test_sum_params_is_a_saved_type() -> None:

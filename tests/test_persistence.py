@@ -35,7 +35,7 @@ ESTIMATORS = {
 EXTENDED = {
     "linear-gibbs": lambda: LinearBSVM(**MCMC),
     "linear-svi": lambda: LinearBSVM(inference="svi", batch_size=10, max_iter=20, random_state=0),
-    "gp-ecm": lambda: GPBSVM(max_iter=20, kernel="ard", random_state=0),
+    "gp-ecm": lambda: GPBSVM(inference="ecm", max_iter=20, kernel="ard", random_state=0),
     "gp-gibbs": lambda: GPBSVM(inference="gibbs", learn_kernel=False, **MCMC),
     "gp-fitc": lambda: GPBSVM(inference="fitc", num_inducing=5, max_iter=20, random_state=0),
     "factor-gibbs-gp": lambda: FactorBSVM(n_factors=2, classifier="gp", num_samples=10, num_warmup=10, random_state=0),

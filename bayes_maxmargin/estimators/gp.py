@@ -115,6 +115,9 @@ def _blas_threads(inference: Any) -> int | None:
 #: rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs.
 DENSE_BUFFERS = {"ecm": 13, "gibbs": 18, "nuts": 18, "vi": 14}
 
+#: ``num_inducing=None`` and ``batch_size=None``: this many, or N where N is smaller.
+DEFAULT_INDUCING = 100
+
 
 class GPBSVM(_BayesianSVMClassifier):
     """Nonlinear Bayesian SVM with a Gaussian-process prior (Henao et al. 2014).
@@ -147,7 +150,11 @@ class GPBSVM(_BayesianSVMClassifier):
         ``num_inducing`` inducing points ("svi", S-BSVM, Alg. 1), minibatches streamed from host
         memory, ML-II on the kernel (``learn_kernel``) and the inducing locations
         (``optimize_inducing``) every ``mlii_every`` steps (eq. 12). vi and svi use the hinge
-        (gamma0 = 0) with gamma fixed.
+        (gamma0 = 0) with gamma fixed. The default, svi with min(100, N) inducing points, predicts
+        as well as or better than the full-GP ECM on the benchmark sets of
+        ``benchmarks/vs_peers.py`` (ECM's ML-II can pick a kernel that fits noisy training labels
+        almost exactly: on one diabetis split 0.6 % training and 33 % test error, against 24-26 %
+        for svi), its time grows linearly in N, and its second fits take seconds at any size.
     kernel_params : dict or None
         Initial (ECM / FITC with ``learn_kernel``) or fixed kernel parameters, e.g.
         ``{"lengthscale": 3.0, "amplitude": 1.0}``; fields not given take the defaults:
@@ -195,15 +202,16 @@ class GPBSVM(_BayesianSVMClassifier):
         ECM, FITC: run every ECM run as SQUAREM cycles of three ECM iterations (the same fixed point and
         monotone objective, reached in several times fewer iterations; ``max_iter`` and ``mlii_every``
         still count ECM iterations, ``objective_`` and ``n_iter_`` count cycles).
-    num_inducing : int
-        FITC, svi: number M of pseudo-inputs / inducing points, 1 <= M <= N.
+    num_inducing : int or None
+        FITC, svi: number M of pseudo-inputs / inducing points, 1 <= M <= N; None: min(100, N).
     inducing : {"kmeans", "random"}
         FITC, svi: initial pseudo-inputs, k-means++ centres (scikit-learn ``KMeans``;
         ``MiniBatchKMeans`` on a subsample above 50 000 rows) or a random subset of the rows.
     optimize_inducing : bool
         FITC, svi: whether ML-II also moves the pseudo-inputs.
-    batch_size : int
-        svi: minibatch size ``|S|``, 1 <= ``|S|`` <= N (the paper: 10 on its benchmark sets, 100 on SUSY).
+    batch_size : int or None
+        svi: minibatch size ``|S|``, 1 <= ``|S|`` <= N (the paper: 10 on its benchmark sets, 100 on
+        SUSY); None: min(100, N).
     step_size : float, Optax schedule, "robbins_monro" or "adaptive"
         svi: the natural-gradient step rho_t of Alg. 1, in (0, 1]: a constant, a schedule
         t -> rho_t, Robbins-Monro (t + 10)^-0.55, or the adaptive rate of Ranganath et al. (2013).
@@ -282,7 +290,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def __init__(
         self,
         kernel: str = "rbf",
-        inference: str = "ecm",
+        inference: str = "svi",
         *,
         kernel_params: Mapping[str, Any] | None = None,
         learn_kernel: bool | tuple[str, ...] = True,
@@ -298,10 +306,10 @@ class GPBSVM(_BayesianSVMClassifier):
         tol: float = 1e-10,
         mlii_tol: float | None = None,
         accelerate: bool = False,
-        num_inducing: int = 100,
+        num_inducing: int | None = None,
         inducing: str = "kmeans",
         optimize_inducing: bool = True,
-        batch_size: int = 100,
+        batch_size: int | None = None,
         step_size: Any = "robbins_monro",
         devices: int | None = None,
         num_samples: int = 1000,
@@ -357,13 +365,13 @@ class GPBSVM(_BayesianSVMClassifier):
             "gamma0": check_scalar_param("gamma0", self.gamma0, low=0.0, allow_none=True),
             "max_iter": check_scalar_param("max_iter", self.max_iter, kind="int", low=1, allow_none=True),
             "mlii_every": check_scalar_param("mlii_every", self.mlii_every, kind="int", low=1),
-            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
+            "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1, allow_none=True),
             "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
             "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
             "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
             "tol": check_scalar_param("tol", self.tol, low=0.0),
             "mlii_tol": check_scalar_param("mlii_tol", self.mlii_tol, low=0.0, allow_none=True),
-            "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1),
+            "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1, allow_none=True),
             "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
             "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
             "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
@@ -423,7 +431,9 @@ class GPBSVM(_BayesianSVMClassifier):
         X, y = self._fit_input(X, y)
         n = X.shape[0]
         for name in ("num_inducing", "batch_size"):
-            if params["inference"] in (("fitc", "svi") if name == "num_inducing" else ("svi",)) and params[name] > n:
+            if params[name] is None:
+                params[name] = min(DEFAULT_INDUCING, n)
+            elif params["inference"] in (("fitc", "svi") if name == "num_inducing" else ("svi",)) and params[name] > n:
                 raise InvalidParameterError(
                     f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
                     f"training points N = {n})"

@@ -19,7 +19,7 @@ Example
 >>> from bayes_maxmargin.core.linalg import float_precision
 >>> rng = np.random.default_rng(0)
 >>> X = rng.normal(size=(40, 2)); y = (X[:, 0] > 0).astype(int)
->>> clf = GPBSVM(learn_kernel=False, max_iter=20).fit(X, y)
+>>> clf = GPBSVM(inference="ecm", learn_kernel=False, max_iter=20).fit(X, y)
 >>> type(clf._posterior).__name__
 'ModePosterior'
 >>> with float_precision(True):  # the fit's float64
