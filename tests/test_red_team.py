@@ -550,15 +550,30 @@ def test_fits_without_checkpoint_leave_the_signal_handlers_alone(tmp_path, monke
 
 
 class _Pending:
-    """An output of a compiled chunk that is not ready until ``ready`` is set."""
+    """An output of a compiled chunk that is not ready until ``ready`` is set, or 20 s after the run
+    first asked (so that a run the signal did not stop fails the test instead of hanging it)."""
 
-    ready = False
+    def __init__(self) -> None:
+        self.ready = False
+        self.asked: float | None = None
 
     def is_ready(self) -> bool:
-        return self.ready
+        self.asked = self.asked or time.monotonic()
+        return self.ready or time.monotonic() - self.asked > 20.0
+
+
+@pytest.fixture
+def python_signal_defaults():
+    """SIGINT and SIGTERM at Python's defaults during the test, whatever an earlier test in this
+    worker left (a fit leaves an ignored signal ignored), and as they were afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGINT, previous[0])
+    signal.signal(signal.SIGTERM, previous[1])
 
 
 @pytest.mark.parametrize("signum, after", [(signal.SIGTERM, 2), (signal.SIGINT, 0)], ids=["sigterm", "sigint"])
+@pytest.mark.usefixtures("python_signal_defaults")
 def test_a_signal_during_a_long_chunk_stops_the_run_at_once(tmp_path, monkeypatch, signum, after):
     """"with one [a checkpoint], stop within a bounded time ... and exit with the conventional status
     (143 for SIGTERM, not 130)": a signal while a chunk computes (here one that never finishes, after
@@ -599,8 +614,10 @@ def test_a_signal_during_a_long_chunk_stops_the_run_at_once(tmp_path, monkeypatc
         assert "no checkpoint of this run exists yet" in str(stopped.value)
         assert not (folder / "checkpoint.npz").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+@pytest.mark.usefixtures("python_signal_defaults")
 def test_svi_stops_at_once_on_sigterm_during_a_long_chunk(tmp_path, monkeypatch):
     """The same for SVI: SIGTERM while its third chunk of 4 rounds computes (and never finishes)
     stops it with ``Terminated`` naming the step the checkpoint holds, which a resume continues."""
