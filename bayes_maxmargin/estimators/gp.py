@@ -141,7 +141,7 @@ class GPBSVM(_BayesianSVMClassifier):
     kernel : {"rbf", "ard", "poly", "linear"}
         Covariance function: the paper's squared exponential amplitude * exp(-||x - x'||^2 /
         lengthscale^2), its ARD version, polynomial or linear (:mod:`bayes_maxmargin.core.kernels`).
-    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}
+    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}, default="svi"
         ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
         the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
         sampler (eq. 7); NUTS on the marginal program (the reference); or the variational
