@@ -15,6 +15,7 @@ if "--xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
 
 import faulthandler  # noqa: E402
+import gc  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -39,9 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     The ``bmm`` and script subprocesses of the suite compile many of the same programs. The
     controller creates a fresh cache folder (removed at the end of the run) and exports it before the
     workers start, so that every subprocess uses it; a ``JAX_COMPILATION_CACHE_DIR`` already set is
-    used as it is. The xdist workers themselves do not write to it: XLA:CPU's serialisation of a
-    compiled program for the cache (``executable.serialize()``) aborted a worker process twice in
-    full runs (a wide LinearBSVM SVI fit late in the run; not reproducible alone).
+    used as it is. The xdist workers themselves compile without it, keeping their programs in
+    memory only (:data:`MAX_MAPS`).
     """
     if hasattr(config, "workerinput"):
         jax.config.update("jax_compilation_cache_dir", None)
@@ -88,6 +88,30 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         finally:
             faulthandler.cancel_dump_traceback_later()
             report.truncate(0)
+
+
+#: Memory maps of a worker after which its compiled programs are released (``jax.clear_caches()``).
+#: Every program XLA:CPU compiles keeps its code mapped (3 or more maps each) while JAX's caches hold
+#: it, and a worker compiles thousands (26 600 maps after the 61 tests of test_multiclass and
+#: test_properties); at the kernel's limit (``vm.max_map_count``, 65 530 by default) the next
+#: compilation aborts the process. Clearing released 12 874 of them down to 2 132.
+MAX_MAPS = 30_000
+
+
+def _memory_maps() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    yield
+    if _memory_maps() > MAX_MAPS:
+        jax.clear_caches()
+        gc.collect()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
