@@ -17,6 +17,7 @@ if "--xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
 import faulthandler  # noqa: E402
 import gc  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -104,6 +105,16 @@ def _memory_maps() -> int:
             return sum(1 for _ in maps)
     except OSError:  # not Linux
         return 0
+
+
+@pytest.fixture
+def python_signal_defaults():
+    """SIGINT and SIGTERM at Python's defaults during the test, whatever an earlier test in this
+    worker left (a fit leaves an ignored signal ignored), and as they were afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGINT, previous[0])
+    signal.signal(signal.SIGTERM, previous[1])
 
 
 @pytest.fixture(autouse=True)

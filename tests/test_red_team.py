@@ -562,16 +562,6 @@ class _Pending:
         return self.ready or time.monotonic() - self.asked > 20.0
 
 
-@pytest.fixture
-def python_signal_defaults():
-    """SIGINT and SIGTERM at Python's defaults during the test, whatever an earlier test in this
-    worker left (a fit leaves an ignored signal ignored), and as they were afterwards."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGINT, previous[0])
-    signal.signal(signal.SIGTERM, previous[1])
-
-
 @pytest.mark.parametrize("signum, after", [(signal.SIGTERM, 2), (signal.SIGINT, 0)], ids=["sigterm", "sigint"])
 @pytest.mark.usefixtures("python_signal_defaults")
 def test_a_signal_during_a_long_chunk_stops_the_run_at_once(tmp_path, monkeypatch, signum, after):

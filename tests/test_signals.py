@@ -152,6 +152,7 @@ def test_a_killed_fit_neither_blocks_nor_litters_its_folder(tmp_path):
     np.testing.assert_array_equal(done.samples["coef"], _run().samples["coef"])
 
 
+@pytest.mark.usefixtures("python_signal_defaults")
 def test_ctrl_c_in_a_checkpointed_run_stops_at_the_end_of_the_chunk(tmp_path):
     """In-process: the first SIGINT is acted upon after the chunk (checkpoint written,
     KeyboardInterrupt); a second one interrupts at once."""
