@@ -34,7 +34,8 @@ from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin.core.progress import loop_start, tick
 
-__all__ = ["HingeQPResult", "IPMState", "crossover", "duality_gap", "gap_rounding", "hinge_qp", "hinge_qp_objective", "ipm_step"]
+__all__ = ["HingeQPResult", "IPMState", "crossover", "duality_gap", "gap_rounding", "hinge_qp", "hinge_qp_objective",
+           "ipm_step"]
 
 #: Fraction of the step to the boundary that an interior-point step takes.
 STEP_FRACTION = 0.99

@@ -109,6 +109,7 @@ def _blas_threads(inference: Any) -> int | None:
     """OpenBLAS threads of ``inference`` (:data:`_BLAS_THREADS`); None for others and invalid values."""
     return _BLAS_THREADS.get(inference) if isinstance(inference, str) else None
 
+
 #: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
 #: Cholesky factor and the working matrices of an iteration and of its gradient): the peak resident
 #: memory of fits at N = 2000 (learned kernel parameters; Gibbs with two chains) over N^2 * 8 bytes,
