@@ -56,6 +56,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -465,17 +466,19 @@ def use_compilation_cache(setting: str | None) -> Path | None:
     setting : str or None
         "auto", a folder, or None (no cache): the ``compilation_cache`` option.
 
-    Raises
-    ------
-    InvalidParameterError
-        The folder cannot be created (the message names the option).
+    Warns
+    -----
+    CompilationCacheWarning
+        The folder cannot be created or written (the message names the option); the job runs
+        without the cache.
     """
-    from bayes_maxmargin.data.parameters import InvalidParameterError
-
-    try:
-        return compilation.use_compilation_cache(setting)
-    except ValueError as err:
-        raise InvalidParameterError(f"compilation_cache={setting}: {err}, or compilation_cache=null") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", compilation.CompilationCacheWarning)
+        path = compilation.use_compilation_cache(setting)
+    for w in caught:
+        warnings.warn(f"compilation_cache={setting}: {w.message}; or set compilation_cache=null",
+                      compilation.CompilationCacheWarning, stacklevel=2)
+    return path
 
 
 def _print_metrics(metrics: dict[str, Any], output_dir: Path) -> None:

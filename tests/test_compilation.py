@@ -140,10 +140,17 @@ def test_library_fits_use_the_persistent_cache_when_asked(tmp_path):
     assert int(runs[0][1]) == 0 and int(runs[1][1]) >= 1  # the second process loaded programs
 
 
-def test_compilation_cache_folder_errors_name_the_folder(tmp_path, monkeypatch):
-    from bayes_maxmargin import use_compilation_cache
+def test_an_unwritable_cache_folder_warns_once_and_fits_go_on_without_the_cache(tmp_path, monkeypatch):
+    from bayes_maxmargin import LinearBSVM, use_compilation_cache
+    from bayes_maxmargin.core.compilation import CompilationCacheWarning
 
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     (tmp_path / "a_file").write_text("")
-    with pytest.raises(ValueError, match=r"compilation cache folder .*a_file"):
-        use_compilation_cache(tmp_path / "a_file" / "cache")
+    before = jax.config.jax_compilation_cache_dir
+    with pytest.warns(CompilationCacheWarning, match=r"compilation cache folder .*a_file.*without the cache") as caught:
+        assert use_compilation_cache(tmp_path / "a_file" / "cache") is None
+    assert len(caught) == 1
+    assert jax.config.jax_compilation_cache_dir == before  # the cache settings are left alone
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    assert LinearBSVM("em", max_iter=5).fit(X, y).score(X, y) > 0.8

@@ -45,9 +45,9 @@ from bayes_maxmargin.core.linalg import LOG_2PI
 
 __all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
            "draw_gamma", "expected_inv_lambda", "expected_lambda", "gamma_cm_step", "gamma_conditional",
-           "gaussian_conditional", "hinge_c", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "prior_gram",
-           "sample_gaussian", "sample_wide_gaussian", "sample_inv_lambda", "use_wide_form", "vb_hinge_bound",
-           "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
+           "gaussian_conditional", "hinge_c", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
+           "masked_rows", "prior_gram", "sample_gaussian", "sample_wide_gaussian", "sample_inv_lambda", "use_wide_form",
+           "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -92,11 +92,19 @@ def augmented_log_likelihood(u: Array, inv_lam: Array, gamma: Array) -> Array:
     )
 
 
-def log_lambda_prior(inv_lam: Array, gamma0: Array) -> Array:
+def log_lambda_prior(inv_lam: Array, gamma0: Array, mask: Array | None = None) -> Array:
     """sum_n log Exp(lambda_n | gamma0) with lambda = 1 / inv_lam; 0 for the flat prior (gamma0 = 0),
-    as NumPyro's ``ImproperUniform`` contributes (Henao et al. 2014, eq. 6)."""
+    as NumPyro's ``ImproperUniform`` contributes (Henao et al. 2014, eq. 6). ``mask``: the rows summed
+    (all without it)."""
     safe_gamma0 = jnp.where(gamma0 > 0, gamma0, 1.0)
-    return jnp.where(gamma0 > 0, jnp.sum(jnp.log(safe_gamma0) - gamma0 / inv_lam, axis=-1), 0.0)
+    terms = masked_rows(jnp.log(safe_gamma0) - gamma0 / inv_lam, mask)
+    return jnp.where(gamma0 > 0, jnp.sum(terms, axis=-1), 0.0)
+
+
+def masked_rows(terms: Array, mask: Array | None) -> Array:
+    """Per-row ``terms`` with the rows outside ``mask`` (padding rows of a bucketed design) set to 0;
+    ``terms`` unchanged without a mask."""
+    return terms if mask is None else jnp.where(mask, terms, 0.0)
 
 
 def _abs_u(u: Array) -> Array:
@@ -323,14 +331,18 @@ def wide_latent_variances(cond: WideGaussianConditional, gram: Array) -> Array:
     return jnp.where(m_inv_diag < 0.5, pinned, direct)
 
 
-def gamma_conditional(u: Array, inv_lam: Array, a0: Array, b0: Array) -> tuple[Array, Array]:
+def gamma_conditional(
+    u: Array, inv_lam: Array, a0: Array, b0: Array, mask: Array | None = None
+) -> tuple[Array, Array]:
     """Shape and rate of gamma | f, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2).
 
     Henao et al. (2014) eq. (7) with eps = 1 + lambda - y f = u + lambda, so that
-    eps_n^2 / lambda_n = u_n^2 / lambda_n + 2 u_n + lambda_n.
+    eps_n^2 / lambda_n = u_n^2 / lambda_n + 2 u_n + lambda_n. ``mask``: the N rows of data among
+    padded ones (all rows without it).
     """
-    quad = inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam
-    return a0 + 0.5 * u.shape[-1], b0 + 0.5 * jnp.sum(quad, axis=-1)
+    quad = masked_rows(inv_lam * u**2 + 2.0 * u + 1.0 / inv_lam, mask)
+    n = u.shape[-1] if mask is None else jnp.sum(mask, axis=-1)
+    return a0 + 0.5 * n, b0 + 0.5 * jnp.sum(quad, axis=-1)
 
 
 def gamma_cm_step(
@@ -346,22 +358,23 @@ def gamma_cm_step(
     return (a0 - 1.0 + 0.5 * u_new.shape[-1]) / (b0 + 0.5 * quad)
 
 
-def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array) -> Array:
+def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array, mask: Array | None = None) -> Array:
     """Draw gamma | f, lambda from its Gamma conditional (:func:`gamma_conditional`, eq. 7)."""
-    shape, rate = gamma_conditional(u, inv_lam, a0, b0)
+    shape, rate = gamma_conditional(u, inv_lam, a0, b0, mask)
     return jax.random.gamma(key, shape, dtype=u.dtype) / rate
 
 
 def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any,
                     margin: Callable[[Array], Array], draw_x: Callable[[Array, Array, Array], Array],
-                    sample_gamma: bool) -> tuple[Array, Array, Array]:
+                    sample_gamma: bool, mask: Array | None = None) -> tuple[Array, Array, Array]:
     """One sweep of a data-augmented max-margin Gibbs sampler (Polson & Scott 2011; Henao et al. 2014,
     eq. 7): lambda | x, gamma (:func:`sample_inv_lambda`), then the model's parameters
     ``x = draw_x(key, inv_lam, gamma)`` given lambda and gamma, then gamma | x, lambda (:func:`draw_gamma`)
     when it has a Gamma(``hyper.a0``, ``hyper.b0``) prior.
 
     ``margin(x)`` is the latent function at the training inputs (``X beta`` for the linear model,
-    ``f`` for the GP), so the margin residuals are ``u = 1 - y margin(x)``.
+    ``f`` for the GP), so the margin residuals are ``u = 1 - y margin(x)``. ``mask`` marks the rows of
+    data among padding rows (:class:`~bayes_maxmargin.models.linear.model.LinearData`).
 
     Returns
     -------
@@ -371,5 +384,5 @@ def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any
     inv_lam = sample_inv_lambda(k_lam, 1.0 - y * margin(x), gamma, hyper.gamma0)
     x = draw_x(k_x, inv_lam, gamma)
     if sample_gamma:
-        gamma = draw_gamma(k_gamma, 1.0 - y * margin(x), inv_lam, hyper.a0, hyper.b0)
+        gamma = draw_gamma(k_gamma, 1.0 - y * margin(x), inv_lam, hyper.a0, hyper.b0, mask)
     return x, inv_lam, gamma

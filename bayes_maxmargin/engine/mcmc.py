@@ -50,7 +50,7 @@ from bayes_maxmargin.engine.checkpoint import (
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
-__all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "run_chains"]
+__all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "init_chains", "run_chains"]
 
 Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
 Record = Callable[[Any], dict[str, Array]]
@@ -181,6 +181,52 @@ _run_chunk = jit(_chunk_program, static_argnames=_CHUNK_STATIC)
 _run_chunk_fusion_emitters = jit(_chunk_program, static_argnames=_CHUNK_STATIC, fusion_emitters=True)
 
 
+def init_chains(init: Callable, in_axes: tuple, *args: Any, **options: Any) -> Any:
+    """``jax.vmap(init, in_axes)(*args, **options)``, the initial states of the chains, as one compiled
+    program.
+
+    Dispatched operation by operation, an initialisation compiles every operation as a program of
+    its own, again for every new data shape (about a second or two per fit of a new shape on two
+    cores); compiled together it is one small program.
+
+    Parameters
+    ----------
+    init : callable
+        A module-level function ``init(*args, **options)`` returning one chain's state.
+    in_axes : tuple
+        ``jax.vmap``'s axes of ``args`` (0 for the per-chain starting points, None for shared data).
+    *args : pytrees
+        Arrays (traced: new values of the same shapes reuse the program).
+    **options
+        Python-level settings of ``init`` (static: hashable).
+
+    Returns
+    -------
+    The states with a leading chain axis.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayes_maxmargin.engine.mcmc import init_chains
+    >>> def init(start, shift, double=False):
+    ...     return (2.0 if double else 1.0) * start + shift
+    >>> init_chains(init, (0, None), jnp.arange(3.0), 1.0, double=True).tolist()
+    [1.0, 3.0, 5.0]
+    """
+    return _init_chains(init, in_axes, tuple(sorted(options.items())), *args)
+
+
+@partial(jit, static_argnums=(0, 1, 2))
+def _init_chains(init: Callable, in_axes: tuple, options: tuple, *args: Any) -> Any:
+    return jax.vmap(partial(init, **dict(options)), in_axes=in_axes)(*args)
+
+
+@jit
+def _fold_in_chains(rng_key: Array, chains: Array) -> Array:
+    """``fold_in(rng_key, c)`` for every chain index ``c`` in ``chains``."""
+    return jax.vmap(partial(jax.random.fold_in, rng_key))(chains)
+
+
 def _key_data(keys: Array) -> np.ndarray:
     if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
         keys = jax.random.key_data(keys)
@@ -284,7 +330,7 @@ def run_chains(
     """
     num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
     if chain_keys is None:
-        chain_keys = jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
+        chain_keys = _fold_in_chains(rng_key, np.arange(num_chains, dtype=np.int32))
     elif chain_keys.shape[0] != num_chains:
         raise ValueError(f"chain_keys holds {chain_keys.shape[0]} keys for {num_chains} chains")
     folder = checkpoint_folder(checkpoint, resume)
@@ -335,7 +381,7 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
                 _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
                 lo = max(warm_blocks - done, 0)
                 if lo < n_blocks:
-                    kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r[lo:hi]), records))
+                    kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r)[lo:hi], records))
                 state, bad, done = new_state, new_bad, done + n_blocks
                 stop.resume_at = done * thin  # a stop from now on writes this state, if not yet written
                 length = shorter_length(length, watch.seconds)

@@ -13,13 +13,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.augmentation import use_wide_form
+from bayes_maxmargin.core.compilation import bucket_rows
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine import svi as _svi
-from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, run_chains
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
@@ -29,7 +30,7 @@ from bayes_maxmargin.estimators.base import (
 )
 from bayes_maxmargin.models.linear.em import linear_em, linear_map
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
-from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, padded_data, prior_precision
 from bayes_maxmargin.models.linear.posterior import (
     CovariancePosterior,
     DrawsPosterior,
@@ -454,8 +455,10 @@ class LinearBSVM(_BayesianSVMClassifier):
         sample_gamma = params["gamma_prior"] is not None
         k_init, k_run = jax.random.split(key)
         n_chains, p = params["num_chains"], data.design.shape[1]
+        if not params["wide"] and params["run_io"]["checkpoint"] is None and params["run_io"]["resume"] is None:
+            data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
         coef0 = 0.5 * _chain_normals(k_init, n_chains, (p,), data.design.dtype)
-        state = jax.vmap(init_linear, in_axes=(0, None, None, None))(coef0, data, hyper, sample_gamma)
+        state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma)
         result = self._solve(
             run_chains,
             build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"]),
@@ -714,7 +717,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
-                    state = jax.vmap(init_missing, (0, None, None, None))(coef0, data, h, imp)
+                    state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp)
                     r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
@@ -735,8 +738,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                                res=res)
                 else:
                     v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
-                    state = jax.vmap(init_laplace_zero, (None, 0, None, None, None, None))(
-                        jnp.zeros(1, dtype), v0, jnp.ones(d, dtype), 1.0, data, h)
+                    state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
+                                        np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h)
                     r = self._solve(run_chains, build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
                     s = r.samples
                     out.update(draws=np.concatenate([s["u"], s["beta"]], axis=-1), inclusion_draws=s["gamma"],
@@ -762,7 +765,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                res=res)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
-                    state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, h)
+                    state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h)
                     wide = use_wide_form(n, data.X.shape[1] + m, np.ones(1))  # every prior here is proper
                     r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
                                     data, h, **run)

@@ -27,6 +27,7 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gaussian_conditional,
     log_lambda_prior,
+    masked_rows,
     prior_gram,
     sample_gaussian,
     sample_wide_gaussian,
@@ -59,8 +60,9 @@ def linear_log_joint(
     as NumPyro's ``ImproperUniform`` does.
     """
     u = 1.0 - data.y * (data.design @ coef)
-    log_lik = jnp.sum(augmented_log_likelihood(u, inv_lam, gamma))
-    return log_prior(coef, gamma, hyper, sample_gamma) + log_lik + log_lambda_prior(inv_lam, hyper.gamma0)
+    log_lik = jnp.sum(masked_rows(augmented_log_likelihood(u, inv_lam, gamma), data.mask))
+    return (log_prior(coef, gamma, hyper, sample_gamma) + log_lik
+            + log_lambda_prior(inv_lam, hyper.gamma0, data.mask))
 
 
 def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool) -> LinearGibbsState:
@@ -107,7 +109,7 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
             return sample_gaussian(key, cond, state.coef, overrelaxation)
 
         coef, inv_lam, gamma = augmented_sweep(rng_key, state.coef, state.gamma, data.y, hyper,
-                                               lambda c: data.design @ c, draw_coef, sample_gamma)
+                                               lambda c: data.design @ c, draw_coef, sample_gamma, data.mask)
         log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper, sample_gamma)
         return LinearGibbsState(coef, inv_lam, gamma, log_joint), None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax import Array
@@ -57,12 +58,12 @@ class LinearHyper(NamedTuple):
 
 def prior_precision(
     n_features: int, sigma: float, intercept_scale: float | None, fit_intercept: bool
-) -> Array:
-    """Prior precision vector of [beta, intercept] (the intercept last; 0 for a flat prior)."""
-    prec = [jnp.full((n_features,), 1.0 / sigma**2)]
+) -> np.ndarray:
+    """Prior precision vector of [beta, intercept] (the intercept last; 0 for a flat prior), on the host."""
+    prec = [np.full((n_features,), 1.0 / sigma**2)]
     if fit_intercept:
-        prec.append(jnp.array([0.0 if intercept_scale is None else 1.0 / intercept_scale**2]))
-    return jnp.concatenate(prec)
+        prec.append(np.array([0.0 if intercept_scale is None else 1.0 / intercept_scale**2]))
+    return np.concatenate(prec)
 
 
 def log_prior(coef: Array, gamma: Array, hyper: LinearHyper, sample_gamma: bool) -> Array:
@@ -139,7 +140,31 @@ def linear_bsvm(
     return f
 
 class LinearData(NamedTuple):
-    """Design matrix Phi = [X, 1] (n, p) and labels y in {-1, +1} (n,)."""
+    """Design matrix Phi = [X, 1] (n, p) and labels y in {-1, +1} (n,).
+
+    ``mask`` (n,), optional, marks the data rows of a design padded to a bucketed row count
+    (:func:`~bayes_maxmargin.core.compilation.bucket_rows`); padding rows are zero in ``design`` and
+    ``y``, so that they add nothing to the coefficients' conditional, and the kernels leave them out
+    of every sum over rows.
+    """
 
     design: Array
     y: Array
+    mask: Array | None = None
+
+
+def padded_data(data: LinearData, rows: int) -> LinearData:
+    """``data`` with zero rows appended up to ``rows`` rows, and the mask of its own rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin.models.linear.model import LinearData, padded_data
+    >>> padded = padded_data(LinearData(np.ones((3, 2)), np.array([1.0, -1.0, 1.0])), 4)
+    >>> padded.design.shape, padded.y.tolist(), padded.mask.tolist()
+    ((4, 2), [1.0, -1.0, 1.0, 0.0], [True, True, True, False])
+    """
+    n = data.y.shape[0]
+    design = np.pad(np.asarray(data.design), ((0, rows - n), (0, 0)))
+    y = np.pad(np.asarray(data.y), (0, rows - n))
+    return LinearData(jnp.asarray(design), jnp.asarray(y), jnp.asarray(np.arange(rows) < n))

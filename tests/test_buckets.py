@@ -1,0 +1,131 @@
+"""Row buckets: fits of nearby sizes share one compiled program, and padding rows reach no result."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayes_maxmargin.estimators.linear as linear_estimator
+from bayes_maxmargin import LinearBSVM
+from bayes_maxmargin.core.compilation import BUCKET_STEPS, bucket_rows
+from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear
+from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, padded_data, prior_precision
+
+
+def test_buckets_cover_every_size_with_at_most_a_quarter_of_padding():
+    n = np.arange(1, 20_000)
+    rows = np.array([bucket_rows(int(k)) for k in n])
+    assert np.all(rows >= n)
+    assert np.all(np.diff(rows) >= 0)
+    large = n > 16
+    assert np.all(rows[large] <= n[large] * (1 + 1 / BUCKET_STEPS))
+    assert len(np.unique(rows)) < 70  # a few programs for four orders of magnitude
+    assert bucket_rows(900) == bucket_rows(1000)
+
+
+def _problem(n, gamma0, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    design = np.hstack([X, np.ones((n, 1))])
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    data = LinearData(jnp.asarray(design), jnp.asarray(y))
+    hyper = LinearHyper(jnp.asarray(prior_precision(3, 1.0, 10.0, True)),
+                        *(jnp.asarray(v, jnp.float64) for v in (1.3, 2.0, 1.5, gamma0)))
+    return data, hyper, jnp.asarray(0.3 * rng.normal(size=4))
+
+
+@pytest.mark.parametrize("sample_gamma, gamma0", [(False, 0.0), (True, 0.0), (True, 0.7)])
+def test_padded_sweeps_equal_the_unpadded_ones(sample_gamma, gamma0):
+    """Sweeps on a design padded with zero rows give the same coefficients, 1 / lambda of the data
+    rows, gamma and log joint (the log likelihood, the lambda prior and the gamma conditional sum over
+    the data rows only)."""
+    n = 37
+    with float_precision(True):
+        data, hyper, coef = _problem(n, gamma0)
+        padded = padded_data(data, bucket_rows(n))
+        assert padded.y.shape[0] > n and padded.design.dtype == jnp.float64
+        kernel = jax.jit(build_linear_kernel(sample_gamma, -0.5))
+        state = init_linear(coef, data, hyper, sample_gamma)
+        state_p = init_linear(coef, padded, hyper, sample_gamma)
+        for i in range(3):
+            key = jax.random.PRNGKey(i)
+            state, _ = kernel(key, state, data, hyper)
+            state_p, _ = kernel(key, state_p, padded, hyper)
+            np.testing.assert_allclose(state_p.coef, state.coef, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(state_p.inv_lam[:n], state.inv_lam, rtol=1e-10)
+            np.testing.assert_allclose(state_p.gamma, state.gamma, rtol=1e-10)
+            np.testing.assert_allclose(state_p.log_joint, state.log_joint, rtol=1e-10)
+    if sample_gamma:
+        assert float(state.gamma) != pytest.approx(1.3)  # gamma moved: its conditional was exercised
+
+
+def _data(n, d, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, (X[:, 0] - 0.5 * X[:, 1] + 0.4 * rng.normal(size=n) > 0).astype(int)
+
+
+def test_bucketed_gibbs_fit_agrees_with_the_unpadded_fit(monkeypatch):
+    """The default (padded) Gibbs fit and a fit on the unpadded rows draw from the same posterior:
+    posterior means within Monte Carlo error, the same log joint on average."""
+    X, y = _data(150, 2, 3)
+    assert bucket_rows(150) > 150
+    kw = dict(num_samples=600, num_warmup=200, num_chains=2, random_state=0, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        padded = LinearBSVM(**kw).fit(X, y)
+        monkeypatch.setattr(linear_estimator, "bucket_rows", lambda n: n)
+        exact = LinearBSVM(**kw).fit(X, y)
+    for name in ("beta", "intercept"):
+        a, b = padded.idata_.posterior[name].values, exact.idata_.posterior[name].values
+        a, b = a.reshape(-1, *a.shape[2:]), b.reshape(-1, *b.shape[2:])
+        se = np.sqrt(a.var(axis=0) / 60 + b.var(axis=0) / 60)  # ESS of at least 60 of the 1200 draws
+        assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 4 * se), name
+    lj_a = padded.idata_.sample_stats["log_joint"].values
+    lj_b = exact.idata_.sample_stats["log_joint"].values
+    assert abs(lj_a.mean() - lj_b.mean()) < 4 * np.sqrt(lj_a.var() / 60 + lj_b.var() / 60)
+
+
+class _Compilations(logging.Handler):
+    """Names of the programs XLA compiles while ``jax_log_compiles`` is on."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.names: list[str] = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of "):
+            self.names.append(message.split(" of ", 1)[1].split(" in ")[0])
+
+
+def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
+    X, y = _data(1000, 7, 4)
+    kw = dict(num_samples=37, num_warmup=23, num_chains=2, random_state=0, progress_bar=False)
+    handler = _Compilations()
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        with jax.log_compiles(True), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            LinearBSVM(**kw).fit(X, y)
+            handler.names.clear()
+            LinearBSVM(**kw).fit(X[:900], y[:900])
+            nearby = list(handler.names)
+            handler.names.clear()
+            LinearBSVM(**kw).fit(X[:600], y[:600])  # another bucket: compiles (the check sees compilations)
+            other = list(handler.names)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert "jit(_chunk_program)" in other
+    assert "jit(_chunk_program)" not in nearby
+    assert "jit(_init_chains)" not in nearby
