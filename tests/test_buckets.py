@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 
@@ -104,28 +105,53 @@ class _Compilations(logging.Handler):
         if message.startswith("Finished XLA compilation of "):
             self.names.append(message.split(" of ", 1)[1].split(" in ")[0])
 
+    def during(self, fit) -> list[str]:
+        """The programs compiled while ``fit()`` runs."""
+        self.names.clear()
+        fit()
+        return list(self.names)
 
-def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
-    X, y = _data(1000, 7, 4)
-    kw = dict(num_samples=37, num_warmup=23, num_chains=2, random_state=0, progress_bar=False)
+
+@contextlib.contextmanager
+def _compilations():
     handler = _Compilations()
     logger = logging.getLogger("jax")
-    logger.addHandler(handler)
     level = logger.level
+    logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
         with jax.log_compiles(True), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            LinearBSVM(**kw).fit(X, y)
-            handler.names.clear()
-            LinearBSVM(**kw).fit(X[:900], y[:900])
-            nearby = list(handler.names)
-            handler.names.clear()
-            LinearBSVM(**kw).fit(X[:600], y[:600])  # another bucket: compiles (the check sees compilations)
-            other = list(handler.names)
+            yield handler
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
+    """LinearBSVM() on 900 rows after 1000 rows (one bucket) compiles neither the sampler nor the
+    initialisation; 600 rows (another bucket) compile the sampler."""
+    X, y = _data(1000, 7, 4)
+    kw = dict(num_samples=37, num_warmup=23, num_chains=2, random_state=0, progress_bar=False)
+    with _compilations() as compiled:
+        LinearBSVM(**kw).fit(X, y)
+        nearby = compiled.during(lambda: LinearBSVM(**kw).fit(X[:900], y[:900]))
+        other = compiled.during(lambda: LinearBSVM(**kw).fit(X[:600], y[:600]))  # another bucket
     assert "jit(_chunk_program)" in other
     assert "jit(_chunk_program)" not in nearby
     assert "jit(_init_chains)" not in nearby
+
+
+def test_sparse_gp_fits_of_other_sizes_reuse_the_compiled_program():
+    """S-BSVM's program sees minibatches and inducing points only: GPBSVM() on 250 rows after 300
+    rows (both with 100 inducing points and minibatches) compiles nothing new."""
+    from bayes_maxmargin import GPBSVM
+
+    X, y = _data(300, 3, 5)
+    kw = dict(max_iter=60, random_state=0, progress_bar=False)
+    with _compilations() as compiled:
+        GPBSVM(**kw).fit(X, y)
+        nearby = compiled.during(lambda: GPBSVM(**kw).fit(X[:250], y[:250]))
+        other = compiled.during(lambda: GPBSVM(num_inducing=30, **kw).fit(X, y))
+    assert "jit(fn)" in other  # other shapes (30 inducing points) compile the training program
+    assert "jit(fn)" not in nearby
