@@ -265,12 +265,13 @@ class _EagerOperations(logging.Handler):
 # gamma0 = 0: no pointwise log likelihood, which stays op by op (compiled as one program, XLA rewrites its
 # log(sqrt(.)) and changes the last bits of idata_.log_likelihood)
 @pytest.mark.parametrize("inference,kwargs", [
+    ("fitc", dict(num_inducing=4, max_iter=5)),
     ("gibbs", dict(num_samples=5, num_warmup=5, num_chains=2, gamma0=0.0)),
     ("gibbs", dict(num_samples=5, num_warmup=5, num_chains=2, gamma0=0.0, learn_kernel=False)),
 ])
 def test_fits_run_the_model_code_in_compiled_programs(inference, kwargs):
-    """Before and after its main program a fit runs the model's code (kernel matrices, the chains' initial
-    states, theta's prior) in compiled programs: none of its JAX operations runs on its own, which would
+    """Before and after its main program a fit runs the model's code (kernel matrices, FITC's factors, the
+    chains' initial states, theta's prior) in compiled programs: none of its JAX operations runs on its own, which would
     compile one small program per operation, again for every new data shape."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(29, 3))  # a shape no other test uses: an operation run on its own would compile here

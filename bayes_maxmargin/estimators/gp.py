@@ -127,6 +127,15 @@ def _gibbs_start(key: jax.Array, num_chains: int, n: int, dtype: Any) -> tuple[j
 _kernel_prior = jit(kernel_prior, static_argnums=2)
 
 
+@partial(jit, static_argnames="kernel")
+def _fitc_alpha(params: Any, X: jax.Array, V: jax.Array, y: jax.Array, inv_lam: jax.Array, gamma: jax.Array,
+                kernel: Any, jitter: Any) -> jax.Array:
+    """alpha of FITC at the fitted theta and pseudo-inputs, :func:`fitc_alpha` of :func:`fitc_factors`, as the
+    prediction program computes them (compiled, the kernel matrices round differently in their last bit from
+    an op-by-op evaluation)."""
+    return fitc_alpha(fitc_factors(params, X, V, y, kernel, jitter), inv_lam, gamma)
+
+
 @jit
 def _cho_solve(chol: jax.Array, b: jax.Array) -> jax.Array:
     """K^-1 b given K's lower Cholesky factor."""
@@ -606,8 +615,8 @@ class GPBSVM(_BayesianSVMClassifier):
             mlii_tol=params["mlii_tol"], accelerate=params["accelerate"],
         )
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
-        fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
-        self.alpha_ = np.asarray(fitc_alpha(fac, res.inv_lam, res.gamma), dtype=np.float64)
+        alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
+        self.alpha_ = np.asarray(alpha, dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params["kernel"], params["jitter"])
         return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
 
