@@ -19,6 +19,7 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
     gp_theta_data,
     gp_theta_log_joint,
     init_gp_theta,
+    init_gp_theta_chains,
     slice_1d,
     slice_sweep,
 )
@@ -142,6 +143,21 @@ def test_jit_equals_eager(wave):
         data, hyper = gp_theta_data(X, y, kernel_prior(SE, 0.5)), _hyper(0.1)
         state = init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf", sample_gamma=True)
         assert_jit_equals_eager(build_gp_theta_kernel("rbf", SE, True), jax.random.PRNGKey(3), state, data, hyper)
+
+
+@pytest.mark.parametrize("kernel,params", [("rbf", SE), ("ard", ARDParams(jnp.array([0.8]), 1.2))])
+def test_init_chains_is_init_of_each_chain(wave, kernel, params):
+    """init_gp_theta_chains (one compiled program) gives each chain the state init_gp_theta gives its f."""
+    X, y = wave
+    with jax.enable_x64(True):
+        data, hyper = gp_theta_data(X, y, kernel_prior(params, 0.5)), _hyper(0.1)
+        F = 0.1 * jax.random.normal(jax.random.PRNGKey(5), (3, N))
+        chains = init_gp_theta_chains(F, params, data, hyper, kernel=kernel, sample_gamma=True)
+        for c in range(F.shape[0]):
+            one = init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
+            for a, b in zip(chains, one):
+                np.testing.assert_allclose(a[c], b, rtol=1e-10)
+        assert chains.log_theta.shape == (3, len(pack(params)))
 
 
 def test_builders_are_cached():

@@ -94,7 +94,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _fit_seed(self) -> int:
         """An integer seed (for host-side generators) drawn like :meth:`_fit_key`."""
         key = _as_key(self.random_state)
-        return _random_seed(self.random_state) if key is None else int(jax.random.randint(key, (), 0, 2**31 - 1))
+        return _random_seed(self.random_state) if key is None else int(_key_seed(key))
 
     def _solve(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``; batched over the classes in a one-vs-rest fit
@@ -336,7 +336,17 @@ def _raw_key(key: jax.Array) -> jax.Array:
 
 
 def _random_key(random_state: Any) -> jax.Array:
-    return jax.random.PRNGKey(_random_seed(random_state))
+    return _prng_key(_random_seed(random_state))
+
+
+#: ``jax.random.PRNGKey`` as one compiled program (not one per operation).
+_prng_key = jit(jax.random.PRNGKey)
+
+
+@jit
+def _key_seed(key: jax.Array) -> jax.Array:
+    """An integer seed in [0, 2^31 - 1) drawn from ``key`` (for host-side generators)."""
+    return jax.random.randint(key, (), 0, 2**31 - 1)
 
 
 @partial(jit, static_argnums=(1, 2, 3))

@@ -4,14 +4,17 @@ variants (FITC; S-BSVM of Wenzel et al. 2017) as a scikit-learn classifier."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel, kernel_name
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
 from bayes_maxmargin.core.memory import check_dense_memory
@@ -28,6 +31,7 @@ from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
     _check_gamma_prior,
+    _key_seed,
     _pointwise_log_lik,
     reports_progress,
 )
@@ -38,12 +42,12 @@ from bayes_maxmargin.models.gp.ecm import (
     gp_ecm_mlii,
     support_vectors,
 )
-from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp_chains, record_gp
 from bayes_maxmargin.models.gp.gibbs_theta import (
     build_gp_theta_kernel,
     build_gp_theta_record,
     gp_theta_data,
-    init_gp_theta,
+    init_gp_theta_chains,
 )
 from bayes_maxmargin.models.gp.model import (
     GPHyper,
@@ -108,6 +112,34 @@ _BLAS_THREADS = {"ecm": 1, "fitc": 1}
 def _blas_threads(inference: Any) -> int | None:
     """OpenBLAS threads of ``inference`` (:data:`_BLAS_THREADS`); None for others and invalid values."""
     return _BLAS_THREADS.get(inference) if isinstance(inference, str) else None
+
+
+# the steps of a fit around its main program, each compiled as one program (not one per operation)
+@partial(jit, static_argnums=(1, 2, 3))
+def _gibbs_start(key: jax.Array, num_chains: int, n: int, dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """The samplers' key and the chains' starting f, 0.1 times standard normals (:func:`_chain_normals`)."""
+    k_init, k_run = jax.random.split(key)
+    # the barrier keeps XLA from folding 0.1 into the normals' own scaling (the draws of an op-by-op start)
+    return k_run, 0.1 * lax.optimization_barrier(_chain_normals(k_init, num_chains, (n,), dtype))
+
+
+#: :func:`~bayes_maxmargin.models.gp.model.kernel_prior` (its ``fields`` static) as one program.
+_kernel_prior = jit(kernel_prior, static_argnums=2)
+
+
+@partial(jit, static_argnames="kernel")
+def _fitc_alpha(params: Any, X: jax.Array, V: jax.Array, y: jax.Array, inv_lam: jax.Array, gamma: jax.Array,
+                kernel: Any, jitter: Any) -> jax.Array:
+    """alpha of FITC at the fitted theta and pseudo-inputs, :func:`fitc_alpha` of :func:`fitc_factors`, as the
+    prediction program computes them (compiled, the kernel matrices round differently in their last bit from
+    an op-by-op evaluation)."""
+    return fitc_alpha(fitc_factors(params, X, V, y, kernel, jitter), inv_lam, gamma)
+
+
+@jit
+def _cho_solve(chol: jax.Array, b: jax.Array) -> jax.Array:
+    """K^-1 b given K's lower Cholesky factor."""
+    return cho_solve((chol, True), b)
 
 
 #: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
@@ -483,7 +515,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.elbo_ = elbo
         self.n_iter_ = int(res.n_iter)
         sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
-        self.alpha_ = np.asarray(cho_solve((cholesky_or_raise(K)[0], True), res.state.mu), dtype=np.float64)
+        self.alpha_ = np.asarray(_cho_solve(cholesky_or_raise(K)[0], res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
         posterior.update(_one_draw(theta0))
         return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params["kernel"])
@@ -570,7 +602,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_fitc(self, key, X, y, theta0, learn, hyper, params):
         estimate_gamma = params["gamma_prior"] is not None
-        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        seed = int(_key_seed(key))
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
         learns = bool(learn) or self.optimize_inducing
         res = self._solve(
@@ -583,8 +615,8 @@ class GPBSVM(_BayesianSVMClassifier):
             mlii_tol=params["mlii_tol"], accelerate=params["accelerate"],
         )
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
-        fac = fitc_factors(res.params, X, res.V, y, params["kernel"], params["jitter"])
-        self.alpha_ = np.asarray(fitc_alpha(fac, res.inv_lam, res.gamma), dtype=np.float64)
+        alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
+        self.alpha_ = np.asarray(alpha, dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params["kernel"], params["jitter"])
         return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
 
@@ -611,16 +643,14 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_gibbs(self, key, X, y, theta0, learn, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
-        k_init, k_run = jax.random.split(key)
-        f0 = 0.1 * _chain_normals(k_init, params["num_chains"], (X.shape[0],), X.dtype)
+        k_run, f0 = _gibbs_start(key, params["num_chains"], X.shape[0], X.dtype)
         if not learn:  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
-            state = jax.vmap(init_gp, in_axes=(0, None, None, None))(f0, data, hyper, sample_gamma)
+            state = init_gp_chains(f0, data, hyper, sample_gamma)
             kernel, record = build_gp_kernel(sample_gamma), record_gp
         else:  # theta sampled too (slice steps on log theta given lambda, gamma)
-            data = gp_theta_data(X, y, kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"])
-            state = jax.vmap(lambda f: init_gp_theta(f, theta0, data, hyper, kernel=params["kernel"],
-                                                     sample_gamma=sample_gamma))(f0)
+            data = gp_theta_data(X, y, _kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"])
+            state = init_gp_theta_chains(f0, theta0, data, hyper, kernel=params["kernel"], sample_gamma=sample_gamma)
             kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
             record = build_gp_theta_record(theta0, learn)
         result = self._solve(
@@ -634,7 +664,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_nuts(self, key, X, y, theta0, learn, hyper, params):
         sample_theta = bool(learn)
-        prior = kernel_prior(theta0, params["kernel_prior_scale"], learn) if sample_theta else None
+        prior = _kernel_prior(theta0, params["kernel_prior_scale"], learn) if sample_theta else None
         samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
             {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
@@ -674,7 +704,7 @@ class GPBSVM(_BayesianSVMClassifier):
             with float_precision(self._x64):
                 K = prior_covariance(jnp.asarray(X), params["kernel"], theta, params["jitter"])
                 chol, _ = cholesky_or_raise(K)
-                self.alpha_ = np.asarray(cho_solve((chol, True), jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
+                self.alpha_ = np.asarray(_cho_solve(chol, jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
         self.support_ = support_vectors(self.f_, y)
         self.support_vectors_ = X[self.support_]
         self.dual_coef_ = self.alpha_[self.support_][None, :]
