@@ -10,10 +10,10 @@ import pytest
 from numpyro.infer.util import log_density
 
 from bayes_maxmargin.core.kernels import ARDParams, SEParams
-from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.engine.mcmc import init_chains, run_chains
 from bayes_maxmargin.engine.nuts import run_nuts
 from bayes_maxmargin.models.gp.covariance import GPData, gp_alpha, gp_data
-from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, init_gp_chains, record_gp, sample_f
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, gp_bsvm, prior_covariance
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
@@ -99,12 +99,12 @@ def test_jit_equals_eager(tiny):
 
 @pytest.mark.parametrize("sample_gamma", [False, True])
 def test_init_chains_is_init_of_each_chain(tiny, sample_gamma):
-    """init_gp_chains (one compiled program) gives each chain the state init_gp gives its f."""
+    """init_chains (one compiled program) gives each chain the state init_gp gives its f."""
     X, y = tiny
     with jax.enable_x64(True):
         data, hyper, _ = _problem(X, y, 0.1, (2.0, 1.0) if sample_gamma else None)
         F = 0.1 * jax.random.normal(jax.random.PRNGKey(5), (3, N))
-        chains = init_gp_chains(F, data, hyper, sample_gamma)
+        chains = init_chains(init_gp, (0, None, None), F, data, hyper, sample_gamma=sample_gamma)
         for c in range(F.shape[0]):
             for a, b in zip(chains, init_gp(F[c], data, hyper, sample_gamma)):
                 np.testing.assert_allclose(a[c], b, rtol=1e-10)

@@ -11,7 +11,7 @@ from numpyro.infer.util import log_density
 
 from bayes_maxmargin.core.kernels import ARDParams, PolyParams, SEParams
 from bayes_maxmargin.core.parameters import pack, unpack
-from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.engine.mcmc import init_chains, run_chains
 from bayes_maxmargin.models.gp.gibbs_theta import (
     GPThetaState,
     build_gp_theta_kernel,
@@ -19,7 +19,6 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
     gp_theta_data,
     gp_theta_log_joint,
     init_gp_theta,
-    init_gp_theta_chains,
     slice_1d,
     slice_sweep,
 )
@@ -147,12 +146,13 @@ def test_jit_equals_eager(wave):
 
 @pytest.mark.parametrize("kernel,params", [("rbf", SE), ("ard", ARDParams(jnp.array([0.8]), 1.2))])
 def test_init_chains_is_init_of_each_chain(wave, kernel, params):
-    """init_gp_theta_chains (one compiled program) gives each chain the state init_gp_theta gives its f."""
+    """init_chains (one compiled program) gives each chain the state init_gp_theta gives its f."""
     X, y = wave
     with jax.enable_x64(True):
         data, hyper = gp_theta_data(X, y, kernel_prior(params, 0.5)), _hyper(0.1)
         F = 0.1 * jax.random.normal(jax.random.PRNGKey(5), (3, N))
-        chains = init_gp_theta_chains(F, params, data, hyper, kernel=kernel, sample_gamma=True)
+        chains = init_chains(init_gp_theta, (0, None, None, None), F, params, data, hyper, kernel=kernel,
+                             sample_gamma=True)
         for c in range(F.shape[0]):
             one = init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
             for a, b in zip(chains, one):

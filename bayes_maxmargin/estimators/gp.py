@@ -26,7 +26,7 @@ from bayes_maxmargin.data.parameters import (
     check_scalar_param,
 )
 from bayes_maxmargin.diagnostics import to_inference_data
-from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, run_chains
+from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
@@ -42,12 +42,12 @@ from bayes_maxmargin.models.gp.ecm import (
     gp_ecm_mlii,
     support_vectors,
 )
-from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp_chains, record_gp
+from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
 from bayes_maxmargin.models.gp.gibbs_theta import (
     build_gp_theta_kernel,
     build_gp_theta_record,
     gp_theta_data,
-    init_gp_theta_chains,
+    init_gp_theta,
 )
 from bayes_maxmargin.models.gp.model import (
     GPHyper,
@@ -646,11 +646,12 @@ class GPBSVM(_BayesianSVMClassifier):
         k_run, f0 = _gibbs_start(key, params["num_chains"], X.shape[0], X.dtype)
         if not learn:  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
-            state = init_gp_chains(f0, data, hyper, sample_gamma)
+            state = init_chains(init_gp, (0, None, None), f0, data, hyper, sample_gamma=sample_gamma)
             kernel, record = build_gp_kernel(sample_gamma), record_gp
         else:  # theta sampled too (slice steps on log theta given lambda, gamma)
             data = gp_theta_data(X, y, _kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"])
-            state = init_gp_theta_chains(f0, theta0, data, hyper, kernel=params["kernel"], sample_gamma=sample_gamma)
+            state = init_chains(init_gp_theta, (0, None, None, None), f0, theta0, data, hyper, kernel=params["kernel"],
+                                sample_gamma=sample_gamma)
             kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma)
             record = build_gp_theta_record(theta0, learn)
         result = self._solve(

@@ -31,12 +31,11 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     log_lambda_prior,
 )
-from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import mvn_logpdf_chol
 from bayes_maxmargin.models.gp.covariance import GPData, pseudo_obs_scaled, scaled_factor
 from bayes_maxmargin.models.gp.model import GPHyper
 
-__all__ = ["GPGibbsState", "build_gp_kernel", "gp_log_joint", "init_gp", "init_gp_chains", "record_gp", "sample_f"]
+__all__ = ["GPGibbsState", "build_gp_kernel", "gp_log_joint", "init_gp", "record_gp", "sample_f"]
 
 
 class GPGibbsState(NamedTuple):
@@ -142,12 +141,6 @@ def init_gp(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool) -> GPGib
     u = 1.0 - data.y * f
     inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)
     return GPGibbsState(f, inv_lam, gamma, gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma))
-
-
-@functools.partial(jit, static_argnames="sample_gamma")
-def init_gp_chains(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool) -> GPGibbsState:
-    """:func:`init_gp` of every chain, ``f`` of shape (chains, n): one compiled program per shape."""
-    return jax.vmap(init_gp, in_axes=(0, None, None, None))(f, data, hyper, sample_gamma)
 
 
 @functools.cache

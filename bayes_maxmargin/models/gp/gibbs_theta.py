@@ -71,7 +71,6 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import draw_gamma, expected_inv_lambda, sample_inv_lambda
-from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
 from bayes_maxmargin.core.parameters import (
     coordinates,
@@ -89,7 +88,7 @@ from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
 
 __all__ = ["GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel", "build_gp_theta_record", "gp_theta_data",
-           "gp_theta_log_joint", "init_gp_theta", "init_gp_theta_chains", "log_theta_prior",
+           "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
            "slice_1d", "slice_sweep", "theta_log_conditional"]
 
 LogDensity = Callable[[Array], Array]
@@ -252,21 +251,6 @@ def init_gp_theta(
         f, inv_lam, gamma, log_theta, data, hyper, kernel=kernel, params_like=params, sample_gamma=sample_gamma
     )
     return GPThetaState(f, inv_lam, gamma, log_theta, log_joint)
-
-
-@functools.partial(jit, static_argnames=("kernel", "sample_gamma"))
-def init_gp_theta_chains(
-    f: Array,
-    params: Any,
-    data: GPThetaData,
-    hyper: GPHyper,
-    *,
-    kernel: str | KernelFn = "rbf",
-    sample_gamma: bool = False,
-) -> GPThetaState:
-    """:func:`init_gp_theta` of every chain, ``f`` of shape (chains, n), all at theta = ``params``: one
-    compiled program per kernel and shape."""
-    return jax.vmap(lambda f1: init_gp_theta(f1, params, data, hyper, kernel=kernel, sample_gamma=sample_gamma))(f)
 
 
 # --------------------------------------------------------------------------- slice sampling
