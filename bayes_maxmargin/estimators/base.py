@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -355,3 +356,13 @@ def _chain_normals(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtyp
     with the driver's per-chain keys, its draws) does not depend on how many chains run."""
     keys = jax.vmap(partial(jax.random.fold_in, key))(jnp.arange(num_chains))
     return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(keys)
+
+
+@partial(jit, static_argnums=(1, 2, 3, 4))
+def _chain_starts(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtype: Any,
+                  scale: float) -> tuple[jax.Array, jax.Array]:
+    """A sampler's run key and its chains' starting points, ``scale`` times standard normals
+    (:func:`_chain_normals`), as one program."""
+    k_init, k_run = jax.random.split(key)
+    # the barrier keeps XLA from folding the scale into the normals' own scaling (the draws of an op-by-op start)
+    return k_run, scale * lax.optimization_barrier(_chain_normals(k_init, num_chains, shape, dtype))

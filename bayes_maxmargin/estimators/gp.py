@@ -10,7 +10,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin._version import __version__
@@ -29,7 +28,7 @@ from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
-    _chain_normals,
+    _chain_starts,
     _check_gamma_prior,
     _key_seed,
     _pointwise_log_lik,
@@ -115,14 +114,6 @@ def _blas_threads(inference: Any) -> int | None:
 
 
 # the steps of a fit around its main program, each compiled as one program (not one per operation)
-@partial(jit, static_argnums=(1, 2, 3))
-def _gibbs_start(key: jax.Array, num_chains: int, n: int, dtype: Any) -> tuple[jax.Array, jax.Array]:
-    """The samplers' key and the chains' starting f, 0.1 times standard normals (:func:`_chain_normals`)."""
-    k_init, k_run = jax.random.split(key)
-    # the barrier keeps XLA from folding 0.1 into the normals' own scaling (the draws of an op-by-op start)
-    return k_run, 0.1 * lax.optimization_barrier(_chain_normals(k_init, num_chains, (n,), dtype))
-
-
 #: :func:`~bayes_maxmargin.models.gp.model.kernel_prior` (its ``fields`` static) as one program.
 _kernel_prior = jit(kernel_prior, static_argnums=2)
 
@@ -643,7 +634,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_gibbs(self, key, X, y, theta0, learn, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
-        k_run, f0 = _gibbs_start(key, params["num_chains"], X.shape[0], X.dtype)
+        k_run, f0 = _chain_starts(key, params["num_chains"], (X.shape[0],), X.dtype, 0.1)
         if not learn:  # theta fixed: eq. (7) at theta0
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             state = init_chains(init_gp, (0, None, None), f0, data, hyper, sample_gamma=sample_gamma)

@@ -24,6 +24,7 @@ from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
+    _chain_starts,
     _check_gamma_prior,
     _pointwise_log_lik,
     reports_progress,
@@ -453,11 +454,9 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_gibbs(self, key, data, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
-        k_init, k_run = jax.random.split(key)
-        n_chains, p = params["num_chains"], data.design.shape[1]
         if not params["wide"] and params["run_io"]["checkpoint"] is None and params["run_io"]["resume"] is None:
             data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
-        coef0 = 0.5 * _chain_normals(k_init, n_chains, (p,), data.design.dtype)
+        k_run, coef0 = _chain_starts(key, params["num_chains"], (data.design.shape[1],), data.design.dtype, 0.5)
         state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma)
         result = self._solve(
             run_chains,
