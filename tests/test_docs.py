@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import io
+import json
 import os
 import re
 import subprocess
@@ -72,6 +73,13 @@ def test_docs_build_without_warnings(tmp_path: Path) -> None:
         assert (out / f"{page}.html").is_file(), f"{page}.html was not written"
     # the notebooks are rendered as notebooks (their code cells), not copied as raw JSON
     assert "LinearBSVM" in (out / "notebooks" / "quickstart.html").read_text(encoding="utf-8")
+    # the figures stored in the notebooks are on their pages (the quick start stores its figures)
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+        page = (out / "notebooks" / f"{path.stem}.html").read_text(encoding="utf-8")
+        assert page.count("<img") >= figures, f"{path.name}: {figures} figures stored, fewer on its page"
+        assert path.stem != "quickstart" or figures > 0, "the quick start is stored without its figures"
     # the reproduction pages show the benchmark figures they reference
     assert (out / "_images" / "wenzel_fig1.png").is_file()
 

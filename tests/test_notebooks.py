@@ -197,13 +197,27 @@ def test_every_notebook_is_checked_and_listed():
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_notebook_is_clean(name):
-    """Valid nbformat 4 structure, stored without outputs, with one settings cell reading the
-    quick-mode switch."""
+    """Valid nbformat 4 structure, with one settings cell reading the quick-mode switch, stored either
+    without outputs or as one complete run from top to bottom (the documentation site shows the stored
+    outputs): every code cell executed once in order, no error, no progress-bar stream, no execution
+    timings or widget state."""
     nb = _load(name)
     assert nb["cells"] and all(c["cell_type"] in ("markdown", "code", "raw") for c in nb["cells"])
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(c.get("outputs") == [] and c.get("execution_count") is None for c in code)
     assert sum("BMM_NOTEBOOK_QUICK" in _source(c) for c in code) == 1
+    assert "widgets" not in nb["metadata"], f"{name} stores widget state"
+    counts = [c.get("execution_count") for c in code]
+    if all(n is None for n in counts):
+        assert all(c.get("outputs") == [] for c in code), f"{name} has outputs without execution counts"
+        return
+    assert counts == list(range(1, len(code) + 1)), f"{name} was not run once from top to bottom: {counts}"
+    for i, cell in enumerate(code):
+        assert "execution" not in cell.get("metadata", {}), f"{name}, code cell {i}: execution timings stored"
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", f"{name}, code cell {i} stores an error"
+            text = out.get("text", "")
+            text = text if isinstance(text, str) else "".join(text)
+            assert not (out["output_type"] == "stream" and "\r" in text), f"{name}, code cell {i}: progress bar"
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
