@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -27,7 +29,9 @@ class MixingWarning(UserWarning):
 
     Examples
     --------
-    >>> import warnings
+    >>> import os
+import sys
+import warnings
     >>> from bayes_maxmargin import MixingWarning
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("error", MixingWarning)  # chains that have not mixed stop the script
@@ -321,9 +325,22 @@ def mixing_problem(idata: az.InferenceData) -> MixingProblem | None:
     return MixingProblem(_element_name(var, post[var], i), r, e, chains, draws)
 
 
-def warn_if_not_mixed(idata: az.InferenceData, owner: str = "the fit", stacklevel: int = 3) -> MixingProblem | None:
+def _stacklevel_outside_package() -> int:
+    """The ``warnings.warn`` stacklevel, called from the function that calls this one, of the first frame
+    outside this package: the user's line, however deep in the package the warning is issued."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_if_not_mixed(
+    idata: az.InferenceData, owner: str = "the fit", stacklevel: int | None = None
+) -> MixingProblem | None:
     """Issue a :class:`MixingWarning` naming the worst variable when :func:`mixing_problem` finds
-    one (MCMC fits only: a posterior of one draw is never checked); return it."""
+    one (MCMC fits only: a posterior of one draw is never checked); return it. The warning points at
+    ``stacklevel`` (default: the first caller outside this package)."""
     problem = mixing_problem(idata)
     if problem is not None:
         rhat = f"R-hat {problem.rhat:.3g}, " if np.isfinite(problem.rhat) else ""
@@ -333,6 +350,6 @@ def warn_if_not_mixed(idata: az.InferenceData, owner: str = "the fit", stackleve
             f"bulk ESS >= {MIN_ESS_PER_CHAIN} per chain, Vehtari et al. 2021). Its draws may not represent the "
             "posterior: run longer chains (num_warmup, num_samples) or more of them, and check "
             "bayes_maxmargin.convergence_summary / plots.plot_trace.",
-            MixingWarning, stacklevel=stacklevel,
+            MixingWarning, stacklevel=stacklevel or _stacklevel_outside_package(),
         )
     return problem

@@ -8,7 +8,7 @@ import arviz as az
 import numpy as np
 import pytest
 
-from bayes_maxmargin import LinearBSVM, MixingWarning
+from bayes_maxmargin import GPBSVM, LinearBSVM, MixingWarning
 from bayes_maxmargin.diagnostics import MAX_RHAT, MIN_ESS_PER_CHAIN, mixing_problem, warn_if_not_mixed
 
 
@@ -72,11 +72,20 @@ def test_short_gibbs_fit_warns_and_em_does_not(synthetic_binary):
         LinearBSVM(inference="em", random_state=0).fit(X, y)
 
 
-def test_warning_points_at_the_callers_line(synthetic_binary):
+@pytest.mark.parametrize("make, multiclass", [
+    (lambda: LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=False, random_state=0), False),
+    (lambda: LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=True, random_state=0), True),
+    (lambda: GPBSVM(inference="gibbs", num_samples=20, num_warmup=5, num_chains=2, progress_bar=True,
+                    random_state=0), False),
+])
+def test_warning_points_at_the_callers_line(synthetic_binary, make, multiclass):
+    """Whatever the estimator and however deep the check runs (progress reporting, one-vs-rest), the
+    warning names the line that called fit."""
     X, y = synthetic_binary
+    X, y = X[:60], np.arange(60) % 3 if multiclass else y[:60]
     with pytest.warns(MixingWarning) as record:
-        LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=False, random_state=0).fit(X, y)
-    assert record[0].filename == __file__
+        make().fit(X, y)
+    assert [w.filename for w in record if w.category is MixingWarning] == [__file__]
 
 
 def test_rank_diagnostics_equal_arviz():

@@ -134,15 +134,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         self.__dict__.update(_mc.combine_attributes(subs))
         if all(hasattr(s, "idata_") for s in subs):
             self.idata_ = _mc.combine_idata(subs, self.classes_)
-        self._check_mixing(stacklevel=6)
+        self._check_mixing()
         return True
 
-    def _check_mixing(self, stacklevel: int = 5) -> None:
+    def _check_mixing(self) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
         fit have not mixed; the one-vs-rest sub-fits leave it to the multi-class fit, which checks
         its posterior (all classes) once."""
         if "_ovr_recorder" not in self.__dict__ and hasattr(self, "idata_"):
-            warn_if_not_mixed(self.idata_, type(self).__name__, stacklevel=stacklevel)
+            warn_if_not_mixed(self.idata_, type(self).__name__)
 
     @property
     def _multiclass(self) -> bool:
