@@ -144,8 +144,9 @@ class LinearData(NamedTuple):
 
     ``mask`` (n,), optional, marks the data rows of a design padded to a bucketed row count
     (:func:`~bayes_maxmargin.core.compilation.bucket_rows`); padding rows are zero in ``design`` and
-    ``y``, so that they add nothing to the coefficients' conditional, and the kernels leave them out
-    of every sum over rows.
+    ``y``, so that they add nothing to the coefficients' conditional, and the Gibbs kernel
+    (:func:`~bayes_maxmargin.models.linear.gibbs.build_linear_kernel`) leaves them out of its other
+    sums over rows (the log joint, the lambda prior, the gamma conditional).
     """
 
     design: Array
