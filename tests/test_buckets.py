@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import warnings
 
 import jax
@@ -17,6 +15,8 @@ from bayes_maxmargin.core.compilation import BUCKET_STEPS, bucket_rows
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, padded_data, prior_precision
+
+from ._compilations import compilation_log
 
 
 def test_buckets_cover_every_size_with_at_most_a_quarter_of_padding():
@@ -93,47 +93,12 @@ def test_bucketed_gibbs_fit_agrees_with_the_unpadded_fit(monkeypatch):
     assert abs(lj_a.mean() - lj_b.mean()) < 4 * np.sqrt(lj_a.var() / 60 + lj_b.var() / 60)
 
 
-class _Compilations(logging.Handler):
-    """Names of the programs XLA compiles while ``jax_log_compiles`` is on."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.names: list[str] = []
-
-    def emit(self, record):
-        message = record.getMessage()
-        if message.startswith("Finished XLA compilation of "):
-            self.names.append(message.split(" of ", 1)[1].split(" in ")[0])
-
-    def during(self, fit) -> list[str]:
-        """The programs compiled while ``fit()`` runs."""
-        self.names.clear()
-        fit()
-        return list(self.names)
-
-
-@contextlib.contextmanager
-def _compilations():
-    handler = _Compilations()
-    logger = logging.getLogger("jax")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        with jax.log_compiles(True), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
 def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
     """LinearBSVM() on 900 rows after 1000 rows (one bucket) compiles neither the sampler nor the
     initialisation; 600 rows (another bucket) compile the sampler."""
     X, y = _data(1000, 7, 4)
     kw = dict(num_samples=37, num_warmup=23, num_chains=2, random_state=0, progress_bar=False)
-    with _compilations() as compiled:
+    with compilation_log() as compiled:
         LinearBSVM(**kw).fit(X, y)
         nearby = compiled.during(lambda: LinearBSVM(**kw).fit(X[:900], y[:900]))
         other = compiled.during(lambda: LinearBSVM(**kw).fit(X[:600], y[:600]))  # another bucket
@@ -149,7 +114,7 @@ def test_sparse_gp_fits_of_other_sizes_reuse_the_compiled_program():
 
     X, y = _data(300, 3, 5)
     kw = dict(max_iter=60, random_state=0, progress_bar=False)
-    with _compilations() as compiled:
+    with compilation_log() as compiled:
         GPBSVM(**kw).fit(X, y)
         nearby = compiled.during(lambda: GPBSVM(**kw).fit(X[:250], y[:250]))
         other = compiled.during(lambda: GPBSVM(num_inducing=30, **kw).fit(X, y))

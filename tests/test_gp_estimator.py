@@ -3,10 +3,6 @@ user's JAX settings, exposes the support vectors of eq. (13), and rejects bad in
 
 from __future__ import annotations
 
-import logging
-import os
-import traceback
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +15,8 @@ from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
 from bayes_maxmargin.models.gp.model import GPHyper
+
+from ._compilations import compilation_log
 
 QUIET = dict(progress_bar=False, random_state=0)
 
@@ -245,23 +243,6 @@ def test_ecm_fast_options_and_blas_threads(moons):
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
 
 
-class _EagerOperations(logging.Handler):
-    """The package files (relative paths) that dispatched a JAX operation on its own, outside any compiled
-    program of the package: its compilation is logged with that file as the innermost package frame."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "Finished XLA compilation" not in record.getMessage():
-            return
-        frames = [f.filename.replace(os.sep, "/") for f in traceback.extract_stack()]
-        package = [f.split("bayes_maxmargin/", 1)[1] for f in frames if "/bayes_maxmargin/" in f]
-        if package and package[-1] != "core/compilation.py":
-            self.files.append(package[-1])
-
-
 # gamma0 = 0: no pointwise log likelihood, which stays op by op (compiled as one program, XLA rewrites its
 # log(sqrt(.)) and changes the last bits of idata_.log_likelihood)
 @pytest.mark.parametrize("inference,kwargs", [
@@ -276,16 +257,7 @@ def test_fits_run_the_model_code_in_compiled_programs(inference, kwargs):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(29, 3))  # a shape no other test uses: an operation run on its own would compile here
     y = (X[:, 0] > 0).astype(int)
-    handler = _EagerOperations()
-    logger = logging.getLogger("jax")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        with jax.log_compiles(True):
-            GPBSVM(inference=inference, **kwargs, **QUIET).fit(X, y)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    model_code = sorted({f for f in handler.files if f.startswith(("models/gp/", "core/"))})
+    with compilation_log() as compiled:
+        GPBSVM(inference=inference, **kwargs, **QUIET).fit(X, y)
+    model_code = sorted({f for f in compiled.files if f.startswith(("models/gp/", "core/"))})
     assert not model_code, f"JAX operations run one by one from {model_code}"
