@@ -29,9 +29,7 @@ class MixingWarning(UserWarning):
 
     Examples
     --------
-    >>> import os
-import sys
-import warnings
+    >>> import warnings
     >>> from bayes_maxmargin import MixingWarning
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("error", MixingWarning)  # chains that have not mixed stop the script
