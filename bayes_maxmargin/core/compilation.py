@@ -321,6 +321,7 @@ COMPILATION_CACHE_MAX_BYTES = 2**30
 class CompilationCacheWarning(UserWarning):
     """The persistent compilation cache cannot be used (its folder cannot be written)."""
 
+
 #: Row buckets per doubling of :func:`bucket_rows` (4: a program runs at most 25 % padding rows).
 BUCKET_STEPS = 4
 

@@ -50,7 +50,7 @@ from bayes_maxmargin.engine.checkpoint import (
 )
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
-__all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "init_chains", "run_chains"]
+__all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "fold_in_chains", "init_chains", "run_chains"]
 
 Kernel = Callable[[Array, Any, Any, Any], tuple[Any, Any]]
 Record = Callable[[Any], dict[str, Array]]
@@ -221,10 +221,18 @@ def _init_chains(init: Callable, in_axes: tuple, options: tuple, *args: Any) -> 
     return jax.vmap(partial(init, **dict(options)), in_axes=in_axes)(*args)
 
 
-@jit
-def _fold_in_chains(rng_key: Array, chains: Array) -> Array:
-    """``fold_in(rng_key, c)`` for every chain index ``c`` in ``chains``."""
-    return jax.vmap(partial(jax.random.fold_in, rng_key))(chains)
+@partial(jit, static_argnums=1)
+def fold_in_chains(rng_key: Array, num_chains: int) -> Array:
+    """The keys ``fold_in(rng_key, c)`` of chains c = 0, ..., ``num_chains`` - 1 (one compiled program).
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayes_maxmargin.engine.mcmc import fold_in_chains
+    >>> fold_in_chains(jax.random.PRNGKey(0), 4).shape
+    (4, 2)
+    """
+    return jax.vmap(partial(jax.random.fold_in, rng_key))(jnp.arange(num_chains))
 
 
 def _key_data(keys: Array) -> np.ndarray:
@@ -330,7 +338,7 @@ def run_chains(
     """
     num_chains = jax.tree_util.tree_leaves(init_state)[0].shape[0]
     if chain_keys is None:
-        chain_keys = _fold_in_chains(rng_key, np.arange(num_chains, dtype=np.int32))
+        chain_keys = fold_in_chains(rng_key, num_chains)
     elif chain_keys.shape[0] != num_chains:
         raise ValueError(f"chain_keys holds {chain_keys.shape[0]} keys for {num_chains} chains")
     folder = checkpoint_folder(checkpoint, resume)

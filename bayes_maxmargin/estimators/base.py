@@ -28,6 +28,7 @@ from bayes_maxmargin.data.validation import (
     check_X_y,
 )
 from bayes_maxmargin.diagnostics import warn_if_not_mixed
+from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.estimators import multiclass as _mc
 
@@ -354,8 +355,7 @@ def _key_seed(key: jax.Array) -> jax.Array:
 def _chain_normals(key: jax.Array, num_chains: int, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     """Standard normal starting points, chain ``c`` from ``fold_in(key, c)``: a chain's start (and,
     with the driver's per-chain keys, its draws) does not depend on how many chains run."""
-    keys = jax.vmap(partial(jax.random.fold_in, key))(jnp.arange(num_chains))
-    return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(keys)
+    return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(fold_in_chains(key, num_chains))
 
 
 @partial(jit, static_argnums=(1, 2, 3, 4))
