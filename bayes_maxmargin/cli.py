@@ -114,7 +114,7 @@ class GPModelConfig:
     """Schema of ``model=gp``: the arguments of :class:`GPBSVM` that define the model."""
 
     name: str = "gp"
-    kernel: str = "rbf"
+    kernel: Optional[str] = None  # None: GPBSVM's default ("ard" for svi on >= 2000 rows, else "rbf")
     kernel_params: dict[str, Any] | None = None
     learn_kernel: Any = True
     kernel_prior_scale: float = 1.0
@@ -220,7 +220,7 @@ class SVIConfig:
     num_inducing: int = 100
     inducing: str = "kmeans"
     optimize_inducing: bool = True
-    mlii_every: int = 10
+    mlii_every: Optional[int] = None  # None: GPBSVM's default (5)
     learning_rate: float = 0.05
     devices: Optional[int] = None
 
@@ -420,7 +420,10 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     )
     if getattr(clf, "elbo_", None) is not None and len(clf.elbo_):  # vi, svi (and linear vb, svi)
         metrics.update(elbo=float(clf.elbo_[-1]), n_iter=int(clf.n_iter_))
-    if cfg.model.name == "gp":
+    if cfg.model.name == "gp":  # the kernel fitted (model.kernel=null: GPBSVM's default) and its scalar parameters
+        from bayes_maxmargin.core.kernels import kernel_name
+
+        metrics["kernel"] = kernel_name(clf.kernel_)
         metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(output_dir / "idata.nc") as tmp:

@@ -173,6 +173,35 @@ def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
         GPBSVM(num_inducing=61, **QUIET).fit(X, y)
 
 
+def test_default_kernel_is_ard_for_svi_from_1000_rows(tmp_path):
+    """kernel=None: svi on >= ARD_MIN_ROWS rows fits the ARD kernel (one length-scale per feature, the
+    relevant feature's the shortest) with an ML-II step every 5 steps, the same fit as those set
+    explicitly; on fewer rows, and for ECM, the isotropic "rbf" (ECM: ML-II every 20 iterations). A
+    saved default fit predicts the same after loading."""
+    from bayes_maxmargin import load, save
+    from bayes_maxmargin.estimators.gp import ARD_MIN_ROWS
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(ARD_MIN_ROWS, 3))
+    y = np.where(np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=len(X)) > 0, 1, -1)
+    small = dict(num_inducing=16, batch_size=50, max_iter=300, **QUIET)
+    default = GPBSVM(**small).fit(X, y)
+    assert default.kernel is None and default.kernel_ == "ard" and default.elbo_.size == 300 // 5
+    ell = default.kernel_params_["lengthscales"]
+    assert ell.shape == (3,) and ell[0] < 0.5 * min(ell[1:])
+    explicit = GPBSVM(kernel="ard", mlii_every=5, **small).fit(X, y)
+    np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    save(default, tmp_path / "default.bmm")
+    loaded = load(tmp_path / "default.bmm")
+    assert loaded.kernel is None and loaded.kernel_ == "ard"
+    np.testing.assert_array_equal(loaded.predict_proba(X[:50]), default.predict_proba(X[:50]))
+
+    fewer = GPBSVM(**small).fit(X[:-1], y[:-1])
+    assert fewer.kernel_ == "rbf" and np.ndim(fewer.kernel_params_["lengthscale"]) == 0
+    ecm = GPBSVM(inference="ecm", max_iter=40, **QUIET).fit(X[:80], y[:80])
+    assert ecm.kernel_ == "rbf" and ecm.log_z_.shape == (40 // 20, 2)
+
+
 # ---------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "kwargs,match",
@@ -188,6 +217,7 @@ def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
         (dict(inference="fitc", num_inducing=0), r"num_inducing: 0"),
         (dict(inference="fitc", num_inducing=500), r"num_inducing: 500 .*N = 80"),
         (dict(kernel="matern"), r"kernel: 'matern'"),
+        (dict(mlii_every=0), r"mlii_every: 0"),
         (dict(inference="em"), r"inference: 'em'"),
         (dict(inference="ecm", gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
         (dict(mlii_tol=-1e-3), r"mlii_tol"),

@@ -228,8 +228,9 @@ def case_record(case: dict[str, Any]) -> dict[str, Any]:
 
 #: Constructor arguments added, or whose default changed, after the fixtures were written, with the
 #: value that reproduces how those fits were made (LinearBSVM's EM fits iterated the fixed point,
-#: GPBSVM's default inference was ECM).
-ADDED_DEFAULTS = {"LinearBSVM": {"solver": "fixed_point"}, "GPBSVM": {"inference": "ecm"}}
+#: GPBSVM's default inference was ECM, its kernel "rbf" and its ML-II step every 20 iterations).
+ADDED_DEFAULTS = {"LinearBSVM": {"solver": "fixed_point"},
+                  "GPBSVM": {"inference": "ecm", "kernel": "rbf", "mlii_every": 20}}
 
 
 def make_estimator(record: dict[str, Any]) -> Any:
