@@ -9,6 +9,9 @@ import os
 # Cholesky factorisations of a few hundred rows hundreds of times slower. Kept if already set.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# On a GPU the pytest-xdist workers share one card: without this each JAX process takes 75 % of its memory
+# and the later workers' first allocations fail (docs/user_guide/workflow.md).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # XLA:CPU's intra-op (Eigen) thread pool off, set before jax starts its backend (and inherited by the
 # `bmm` subprocesses): one thread per worker process, as for BLAS.
 if "--xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):

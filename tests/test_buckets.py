@@ -120,3 +120,19 @@ def test_sparse_gp_fits_of_other_sizes_reuse_the_compiled_program():
         other = compiled.during(lambda: GPBSVM(num_inducing=30, **kw).fit(X, y))
     assert "jit(fn)" in other  # other shapes (30 inducing points) compile the training program
     assert "jit(fn)" not in nearby
+
+
+def test_a_second_fit_with_the_progress_bar_compiles_nothing():
+    """With the progress bar on (the default), the first fit compiles its program once with a progress
+    reporter; a program with no progress callback in it (S-BSVM below 100 000 steps) then serves the
+    second fit, with or without the bar, instead of being compiled again without the reporter."""
+    from bayes_maxmargin import GPBSVM
+
+    X, y = _data(300, 3, 5)
+    kw = dict(max_iter=60, random_state=0)
+    with compilation_log() as compiled:
+        first = compiled.during(lambda: GPBSVM(progress_bar=True, **kw).fit(X, y))
+        again = compiled.during(lambda: GPBSVM(progress_bar=True, **kw).fit(X, y))
+        quiet = compiled.during(lambda: GPBSVM(progress_bar=False, **kw).fit(X, y))
+    assert "jit(fn)" in first
+    assert "jit(fn)" not in again and "jit(fn)" not in quiet

@@ -25,6 +25,10 @@ from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper
 
+# Python's SIGINT / SIGTERM handlers in this process, whatever an earlier test left: a subprocess started
+# while SIGINT is ignored inherits that and never sees Ctrl-C.
+pytestmark = pytest.mark.usefixtures("python_signal_defaults")
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("_long_fit.py")
 #: Most seconds from the signal to the end of the fit (the interpreter's shutdown comes on top).
@@ -152,7 +156,6 @@ def test_a_killed_fit_neither_blocks_nor_litters_its_folder(tmp_path):
     np.testing.assert_array_equal(done.samples["coef"], _run().samples["coef"])
 
 
-@pytest.mark.usefixtures("python_signal_defaults")
 def test_ctrl_c_in_a_checkpointed_run_stops_at_the_end_of_the_chunk(tmp_path):
     """In-process: the first SIGINT is acted upon after the chunk (checkpoint written,
     KeyboardInterrupt); a second one interrupts at once."""

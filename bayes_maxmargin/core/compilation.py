@@ -264,7 +264,10 @@ class _Compiled:
         # within this call (inside another jit it is only traced, and lowered with the caller's program)
         with unbatched_lapack():
             top = _top_level(args, kwargs)
-            if self._no_callbacks or not _ticks_enabled():
+            if self._no_callbacks:  # no progress callback in its program: the one compiled with a reporter
+                rep = self._reporting  # serves every later call, reporting or not (no second compilation)
+                return (rep.jitted if top else rep.nested)(*args, **kwargs)
+            if not _ticks_enabled():
                 return (self.jitted if top else self._nested)(*args, **kwargs)
             from bayes_maxmargin.core import progress
 

@@ -182,7 +182,8 @@ class GPBSVM(_BayesianSVMClassifier):
         :class:`~bayes_maxmargin.core.kernels.Kernel` (:mod:`bayes_maxmargin.core.kernels`). None:
         "ard" for svi on at least :data:`ARD_MIN_ROWS` (2000) rows, where learning a length-scale per
         feature pays (on splice it halves the test error), and "rbf" for smaller data and the other
-        inference methods; ``kernel_`` holds the choice.
+        inference methods; ``kernel_`` holds the choice. Set it explicitly when fits on both sides
+        of 2000 rows are compared (e.g. cross-validation folds of a 2500-row set).
     inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}, default="svi"
         ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
         the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
