@@ -375,6 +375,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
+    from bayes_maxmargin.core.kernels import kernel_name
     from bayes_maxmargin.diagnostics import convergence_summary, has_draws
     from bayes_maxmargin.metrics import classification_report_dict
 
@@ -421,8 +422,6 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     if getattr(clf, "elbo_", None) is not None and len(clf.elbo_):  # vi, svi (and linear vb, svi)
         metrics.update(elbo=float(clf.elbo_[-1]), n_iter=int(clf.n_iter_))
     if cfg.model.name == "gp":  # the kernel fitted (model.kernel=null: GPBSVM's default) and its scalar parameters
-        from bayes_maxmargin.core.kernels import kernel_name
-
         metrics["kernel"] = kernel_name(clf.kernel_)
         metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -173,7 +173,7 @@ def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
         GPBSVM(num_inducing=61, **QUIET).fit(X, y)
 
 
-def test_default_kernel_is_ard_for_svi_from_1000_rows(tmp_path):
+def test_default_kernel_is_ard_for_svi_from_ard_min_rows(tmp_path):
     """kernel=None: svi on >= ARD_MIN_ROWS rows fits the ARD kernel (one length-scale per feature, the
     relevant feature's the shortest) with an ML-II step every 5 steps, the same fit as those set
     explicitly; on fewer rows, and for ECM, the isotropic "rbf" (ECM: ML-II every 20 iterations). A

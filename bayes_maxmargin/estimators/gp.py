@@ -784,7 +784,7 @@ def _posterior_from_point(state: dict[str, Any], est: GPBSVM) -> dict[str, Any]:
     point, theta = state.pop("_point", None), state.pop("_theta", None)
     f_draws, theta_draws = state.pop("_f_draws", None), state.pop("_theta_draws", None)
     svi = state.pop("_svi", None)
-    kernel = state.get("kernel_", est.kernel)  # files written before kernel_ have kernel set
+    kernel = state["kernel_"]
     if svi is not None:
         svi_state, like = svi
         with float_precision(state["_x64"]):
