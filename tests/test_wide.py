@@ -224,41 +224,140 @@ def test_svi_forms_agree_and_save(monkeypatch, tmp_path):
 
 
 @pytest.mark.extended
-def test_nuts_posteriors_agree(monkeypatch):
-    """NUTS on the r <= n informed dimensions with the rest drawn from the prior: the posterior of
-    NUTS on all p coefficients (means and standard deviations within 4 Monte Carlo standard errors)."""
-    X, y = _problem(6, 10, seed=2)
-    kw = dict(inference="nuts", num_samples=600, num_warmup=300, num_chains=4, sigma=0.8, gamma_prior=(2.0, 1.0))
+@pytest.mark.parametrize("margins", [True, False], ids=["margin-coordinates", "row-space"])
+def test_nuts_posteriors_agree(monkeypatch, margins):
+    """NUTS on the r <= n informed dimensions (in margin coordinates: gamma fixed, steep walls; on z
+    itself: gamma sampled) with the rest drawn from the prior: the posterior of NUTS on all p
+    coefficients (means and standard deviations within 4 Monte Carlo standard errors)."""
+    X, y = _problem(6, 40 if margins else 10, seed=2)
+    kw = dict(inference="nuts", num_samples=600, num_warmup=300, num_chains=4, sigma=1.5 if margins else 0.8,
+              gamma_prior=None if margins else (2.0, 1.0))
+    chosen = _record_margin_bases(monkeypatch)
     full, wide = (_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True))
-    names = ["beta", "intercept", "gamma"]
+    assert any(b is not None for b in chosen) == margins
+    names = ["beta", "intercept"] + ([] if margins else ["gamma"])
     assert_posteriors_agree(full.idata_, wide.idata_, names, sd_rtol=0.5)
     sa, sb = (az.summary(f.idata_, var_names=names, round_to="none") for f in (full, wide))
     z_sd = np.abs(sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
     assert (z_sd < 4).all(), z_sd.max()
 
 
-def test_wide_nuts_log_joint_and_null_space(x64):
-    """A wide NUTS fit (picked by shape) records the log joint of the model in beta at every draw,
-    and its draws orthogonal to the data's row space are the prior's (mean 0, sd sigma)."""
+def _record_margin_bases(monkeypatch) -> list:
+    """What each wide NUTS fit's ``margin_basis`` gives (None: NUTS samples z), in order."""
+    chosen, real = [], linear_estimator.margin_basis
+    monkeypatch.setattr(linear_estimator, "margin_basis", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    return chosen
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("gamma0", [0.0, 0.7])
+def test_margin_coordinates_change_variables_exactly(x64, fit_intercept, gamma0):
+    """theta = B (f, w) inverts f = [Z, 1] theta, and the program in margin coordinates
+    (y f = 1 + c sinh v) has the log density of the r-dimensional model at theta plus its
+    log-Jacobian, sum log(c cosh v), and nothing else."""
+    from numpyro.infer.util import log_density
+
+    from bayes_maxmargin.models.linear.model import linear_bsvm
+    from bayes_maxmargin.models.linear.row_space import margin_basis, margin_bsvm, row_space
+
+    X, y = _problem(6, 40, seed=3)
+    Z = row_space(X, np.full(40, 0.8)).scores
+    A = np.hstack([Z, np.ones((6, 1))]) if fit_intercept else Z
+    B = margin_basis(Z, fit_intercept, 1.0)
+    np.testing.assert_allclose(A @ B[:, :6], np.eye(6), atol=1e-12)
+    np.testing.assert_allclose(A @ B[:, 6:], 0.0, atol=1e-12)
+    assert abs(np.linalg.det(B)) > 1e-8
+    rng = np.random.default_rng(4)
+    kwargs = dict(fit_intercept=fit_intercept, gamma_prior=(2.0, 1.0), gamma0=gamma0, intercept_scale=3.0)
+    for _ in range(3):
+        params = {"v": jnp.asarray(rng.normal(size=6) * 2), "gamma": jnp.asarray(1.7)}
+        if B.shape[0] > 6:
+            params["w"] = jnp.asarray(rng.normal(size=B.shape[0] - 6))
+        args = (jnp.asarray(B), jnp.asarray(y))
+        lp_margin = log_density(margin_bsvm, args, dict(kwargs, margin_scale=0.6), params)[0]
+        v = np.asarray(params["v"])
+        f = y * (1 + 0.6 * np.sinh(v))
+        theta = B @ np.concatenate([f, np.asarray(params.get("w", np.zeros(0)))])
+        model_params = {"beta": jnp.asarray(theta[:Z.shape[1]]), "gamma": params["gamma"]}
+        if fit_intercept:
+            model_params["intercept"] = jnp.asarray(theta[-1])
+        np.testing.assert_allclose(Z @ theta[:Z.shape[1]] + (theta[-1] if fit_intercept else 0.0), f, atol=1e-10)
+        lp_model = log_density(linear_bsvm, (jnp.asarray(Z), jnp.asarray(y)), dict(kwargs, sigma=1.0), model_params)[0]
+        np.testing.assert_allclose(lp_margin, lp_model + np.sum(np.log(0.6 * np.cosh(v))), rtol=1e-12)
+
+
+def test_margin_coordinates_need_full_row_rank_and_steep_walls():
+    """Repeated rows (or no intercept on centred data) leave [Z, 1] short of rank n, and a hinge
+    gentle on the prior's scale gains nothing: NUTS then samples z."""
+    from bayes_maxmargin.models.linear.row_space import margin_basis, row_space
+
+    X, _ = _problem(6, 40, seed=3)
+    Xc = X - X.mean(axis=0)
+    assert margin_basis(row_space(Xc, np.ones(40)).scores, False, 1.0) is None  # rank 5 < 6
+    assert margin_basis(row_space(Xc, np.ones(40)).scores, True, 1.0).shape == (6, 6)
+    assert margin_basis(row_space(np.vstack([X, X[:1]]), np.ones(40)).scores, True, 1.0) is None
+    assert margin_basis(row_space(X, np.ones(40)).scores, True, 0.3) is None  # 2 gamma |Z_n| ~ 4
+
+
+@pytest.mark.parametrize("centred", [False, True], ids=["margin-coordinates", "row-space"])
+def test_wide_nuts_log_joint_and_null_space(x64, monkeypatch, centred):
+    """A wide NUTS fit (picked by shape; on z itself for centred data without an intercept)
+    records the log joint of the model in beta at every draw, its draws orthogonal to the data's
+    row space are the prior's (mean 0, sd sigma), and its mixing check reads what the chains move:
+    beta's coordinates in the row space (z) and the intercept."""
     from numpyro.infer.util import log_density
 
     from bayes_maxmargin.models.linear.model import linear_bsvm
     from bayes_maxmargin.models.linear.row_space import row_space
 
     X, y = _problem(6, 40, seed=2)
+    if centred:
+        X = X - X.mean(axis=0)
+    kw = dict(sigma=1.5, fit_intercept=not centred)
+    checked, chosen = _record_mixing_checks(monkeypatch), _record_margin_bases(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = LinearBSVM("nuts", num_samples=300, num_warmup=100, num_chains=2, sigma=0.8, random_state=0,
-                         progress_bar=False).fit(X, y)
+        est = LinearBSVM("nuts", num_samples=300, num_warmup=100, num_chains=2, random_state=0,
+                         progress_bar=False, **kw).fit(X, y)
     post = est.idata_.posterior
     for c, d in [(0, 0), (1, 17), (1, 299)]:
-        draw = {k: jnp.asarray(post[k].values[c, d]) for k in ("beta", "intercept")}
-        expected = log_density(linear_bsvm, (jnp.asarray(X), jnp.asarray(y)), dict(sigma=0.8), draw)[0]
+        draw = {k: jnp.asarray(post[k].values[c, d]) for k in ("beta", "intercept") if k in post}
+        expected = log_density(linear_bsvm, (jnp.asarray(X), jnp.asarray(y)), kw, draw)[0]
         np.testing.assert_allclose(est.idata_.sample_stats["log_joint"].values[c, d], expected, rtol=1e-9)
     basis = row_space(X, np.ones(40)).basis
+    r = basis.shape[0]
     beta = post["beta"].values.reshape(-1, 40)
-    null = beta - (beta @ basis.T) @ basis  # 34 null-space directions, each N(0, 0.8^2) a priori
-    coords = null @ np.linalg.svd(np.eye(40) - basis.T @ basis)[0][:, :34]
-    se = 0.8 / np.sqrt(coords.shape[0])
+    null = beta - (beta @ basis.T) @ basis  # 40 - r null-space directions, each N(0, 1.5^2) a priori
+    coords = null @ np.linalg.svd(np.eye(40) - basis.T @ basis)[0][:, :40 - r]
+    se = 1.5 / np.sqrt(coords.shape[0])
     assert np.abs(coords.mean(axis=0)).max() < 4.5 * se
-    assert np.abs(coords.std(axis=0) / 0.8 - 1).max() < 0.12
+    assert np.abs(coords.std(axis=0) / 1.5 - 1).max() < 0.12
+    assert (chosen[-1] is None) == centred
+    mixing = checked[-1].posterior
+    assert sorted(mixing.data_vars) == (["beta_row_space"] if centred else ["beta_row_space", "intercept"])
+    z = row_space(X, np.full(40, 1.5)).coordinates(post["beta"].values)
+    np.testing.assert_allclose(mixing["beta_row_space"].values, z, atol=1e-10)
+
+
+def test_wide_gibbs_mixing_check_reads_the_chains_coordinates(monkeypatch):
+    """The mixing check of a wide Gibbs fit reads what its chains move: the whitened coefficients in
+    the row space of the whitened design (r <= n of them) and gamma, not the p coefficients, whose
+    other directions are exact prior draws given the chain (NUTS: ``test_wide_nuts_log_joint_and_null_space``);
+    short chains still warn."""
+    X, y = _problem(8, 300, seed=1)
+    checked = _record_mixing_checks(monkeypatch)
+    with pytest.warns(bmm.MixingWarning, match="coef_row_space"):
+        LinearBSVM("gibbs", num_samples=6, num_warmup=50, num_chains=2, gamma_prior=(2.0, 1.0), random_state=0,
+                   progress_bar=False).fit(X, y)
+    post = checked[-1].posterior
+    assert sorted(post.data_vars) == ["coef_row_space", "gamma"]
+    assert post["coef_row_space"].shape == (2, 6, 8)
+
+
+def _record_mixing_checks(monkeypatch) -> list:
+    """The InferenceData each mixing check of an estimator reads, in order."""
+    from bayes_maxmargin.estimators import base
+
+    checked, real = [], base.warn_if_not_mixed
+    monkeypatch.setattr(base, "warn_if_not_mixed", lambda idata, owner: checked.append(idata) or real(idata, owner))
+    return checked

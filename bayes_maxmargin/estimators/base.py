@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial, wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,9 @@ from bayes_maxmargin.diagnostics import warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.estimators import multiclass as _mc
+
+if TYPE_CHECKING:
+    import arviz as az
 
 __all__ = []
 
@@ -138,12 +141,12 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         self._check_mixing()
         return True
 
-    def _check_mixing(self) -> None:
+    def _check_mixing(self, draws: az.InferenceData | None = None) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
-        fit have not mixed; the one-vs-rest sub-fits leave it to the multi-class fit, which checks
-        its posterior (all classes) once."""
+        fit have not mixed, judged on ``draws`` (default: the posterior, ``idata_``); the one-vs-rest
+        sub-fits leave it to the multi-class fit, which checks its posterior (all classes) once."""
         if "_ovr_recorder" not in self.__dict__ and hasattr(self, "idata_"):
-            warn_if_not_mixed(self.idata_, type(self).__name__)
+            warn_if_not_mixed(self.idata_ if draws is None else draws, type(self).__name__)
 
     @property
     def _multiclass(self) -> bool:

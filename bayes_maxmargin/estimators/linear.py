@@ -38,7 +38,7 @@ from bayes_maxmargin.models.linear.posterior import (
     LowRankPosterior,
     PrecisionPosterior,
 )
-from bayes_maxmargin.models.linear.row_space import row_space
+from bayes_maxmargin.models.linear.row_space import margin_basis, margin_bsvm, row_space
 from bayes_maxmargin.models.linear.svi import svi_linear
 from bayes_maxmargin.models.luts.gibbs import (
     build_laplace_zero_kernel,
@@ -218,9 +218,11 @@ class LinearBSVM(_BayesianSVMClassifier):
     random numbers than the p-dimensional draw; so does the Gibbs sampler of ``prior="penalty"``
     and of ``groups=`` (Appendix A). NUTS (n_features > n) and SVI work in the r <= n dimensions
     of the row space of the whitened design (:mod:`~bayes_maxmargin.models.linear.row_space`): NUTS
-    samples them and draws the rest of beta from its prior, exactly; SVI takes the same natural-
-    gradient steps with an r x r state and returns a low-rank q(beta). The form is chosen by shape;
-    p <= n fits are unchanged. A flat intercept prior (except for NUTS), VB with ``prior="penalty"``
+    samples them (in coordinates that make the n margins y f variables of their own when the
+    design with its intercept has full row rank, gamma is fixed and the hinge is steep on the
+    prior's scale) and draws the rest of beta from its prior, exactly; the mixing check reads the
+    coordinates the chains move. SVI takes the same natural-gradient steps with an r x r state and
+    returns a low-rank q(beta). The form is chosen by shape; p <= n fits are unchanged. A flat intercept prior (except for NUTS), VB with ``prior="penalty"``
     or ``groups=`` (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the
     p-dimensional form.
 
@@ -449,8 +451,29 @@ class LinearBSVM(_BayesianSVMClassifier):
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
-        self._check_mixing()
+        self._check_mixing(self._chain_coordinates(X, design, coef_draws, gamma_draws, hyper, params))
         return self
+
+    def _chain_coordinates(self, X, design, coef_draws, gamma_draws, hyper, params) -> Any:
+        """What the chains of a wide Gibbs or NUTS fit move, for its mixing check (None for other fits:
+        the posterior is checked): the whitened coefficients' coordinates in the row space of the whitened
+        design (:mod:`~bayes_maxmargin.models.linear.row_space`; the rest of the coefficients are exact
+        prior draws, independent of the chain), NUTS's intercept, and gamma. r <= n + 2 quantities
+        instead of the p coefficients."""
+        if not params["wide"] or params["inference"] not in ("gibbs", "nuts"):
+            return None
+        coef_draws = np.asarray(coef_draws, dtype=np.float64)
+        if params["inference"] == "nuts":  # NUTS samples the intercept apart from beta's row space
+            d = X.shape[1]
+            draws = {"beta_row_space": row_space(X, np.full(d, params["sigma"])).coordinates(coef_draws[..., :d])}
+            if self.fit_intercept:
+                draws["intercept"] = coef_draws[..., d]
+        else:
+            rows = row_space(design, np.asarray(hyper.prior_prec, dtype=np.float64) ** -0.5)
+            draws = {"coef_row_space": rows.coordinates(coef_draws)}
+        if gamma_draws is not None:
+            draws["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
+        return to_inference_data(draws)
 
     def _fit_gibbs(self, key, data, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
@@ -574,14 +597,26 @@ class LinearBSVM(_BayesianSVMClassifier):
     def _fit_nuts(self, key, data, hyper, params):
         X = data.design[:, :-1] if self.fit_intercept else data.design
         kwargs = self._model_kwargs(params)
-        wide = use_wide_form(*X.shape, np.ones(1))  # beta's prior is proper; the intercept is a site of its own
+        # beta's prior is proper; the intercept is a site of its own
+        wide = params["wide"] = use_wide_form(*X.shape, np.ones(1))
+        model, design = linear_bsvm, X
         if wide:  # NUTS on the r <= n dimensions of beta that the data inform (models.linear.row_space)
             rows = row_space(np.asarray(X), np.full(X.shape[1], params["sigma"]))
-            X, kwargs = jnp.asarray(rows.scores, X.dtype), {**kwargs, "sigma": 1.0}
+            # margin coordinates with gamma fixed (a sampled gamma moves the walls' slope; z is kept then)
+            basis = None if params["gamma_prior"] is not None else margin_basis(rows.scores, self.fit_intercept,
+                                                                                params["gamma"])
+            if basis is None:
+                design, kwargs = jnp.asarray(rows.scores, X.dtype), {**kwargs, "sigma": 1.0}
+            else:  # in margin coordinates, where the hinge's walls are no steeper than the prior is wide
+                model, design = margin_bsvm, jnp.asarray(basis, X.dtype)
+                kwargs = {k: v for k, v in kwargs.items() if k != "sigma"}
             key, key_null = jax.random.split(key)
-        samples, stats = self._nuts(linear_bsvm, key, (X, data.y), kwargs, params)
+        samples, stats = self._nuts(model, key, (design, data.y), kwargs, params)
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
         if wide:
+            if basis is not None:  # the log joint in (z, b), and the draws of the model's own sites
+                stats["log_joint"] = stats["log_joint"] - samples.pop("log_jacobian")
+                samples = {k: v for k, v in samples.items() if k not in ("v", "w")}
             z = samples["beta"].astype(np.float64)
             noise = np.asarray(jax.random.normal(key_null, z.shape[:-1] + rows.basis.shape[1:]), dtype=np.float64)
             samples["beta"] = rows.lift_draws(z, noise)

@@ -29,7 +29,7 @@ from numpyro.distributions import constraints
 from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.models.common import max_margin_likelihood
 
-__all__ = ["LinearData", "LinearHyper", "linear_bsvm", "log_prior", "prior_precision"]
+__all__ = ["LinearData", "LinearHyper", "intercept_prior", "linear_bsvm", "log_prior", "prior_precision"]
 
 
 
@@ -80,6 +80,13 @@ def log_prior(coef: Array, gamma: Array, hyper: LinearHyper, sample_gamma: bool)
     return lp
 
 
+def intercept_prior(intercept_scale: float | None) -> dist.Distribution:
+    """The intercept's prior: N(0, s^2) with s = ``intercept_scale``, or flat (improper) for None."""
+    if intercept_scale is None:
+        return dist.ImproperUniform(constraints.real, (), ())
+    return dist.Normal(0.0, intercept_scale)
+
+
 def linear_bsvm(
     X: Array,
     y: Array | None = None,
@@ -125,12 +132,7 @@ def linear_bsvm(
     beta = numpyro.sample("beta", dist.Normal(0.0, sigma).expand([d]).to_event(1))
     intercept = 0.0
     if fit_intercept:
-        prior = (
-            dist.ImproperUniform(constraints.real, (), ())
-            if intercept_scale is None
-            else dist.Normal(0.0, intercept_scale)
-        )
-        intercept = numpyro.sample("intercept", prior)
+        intercept = numpyro.sample("intercept", intercept_prior(intercept_scale))
     if gamma_prior is not None:
         gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
     f = X @ beta + intercept
