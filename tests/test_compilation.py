@@ -36,6 +36,21 @@ def test_top_level_and_nested_calls_compute_the_same():
     assert inner._cache_size() == 1  # attributes of the jitted function pass through
 
 
+def test_a_program_without_callbacks_is_inspected_as_the_one_that_runs():
+    """A function first called under a progress reporter whose program holds no callback is served
+    by that compilation afterwards; ``lower`` and the jitted attributes (``_cache_size``) describe
+    that program, not a plain one that never ran."""
+    from bayes_maxmargin.core import progress
+
+    f = jit(lambda x: x * 2.0 + 1.0)
+    with progress.Progress("test", 1):
+        f(jnp.ones(3))
+    np.testing.assert_array_equal(f(jnp.ones(3)), np.full(3, 3.0))
+    assert f.serving is f._reporting.jitted
+    assert f._cache_size() == 1  # one compilation served both calls
+    assert "multiply" in f.lower(jnp.ones(3)).as_text()
+
+
 def test_static_arguments_and_decorator_with_options():
     @jit(static_argnames=("power",))
     def f(x, power):

@@ -265,8 +265,8 @@ class _Compiled:
         with unbatched_lapack():
             top = _top_level(args, kwargs)
             if self._no_callbacks:  # no progress callback in its program: the one compiled with a reporter
-                rep = self._reporting  # serves every later call, reporting or not (no second compilation)
-                return (rep.jitted if top else rep.nested)(*args, **kwargs)
+                # serves every later call, reporting or not (no second compilation)
+                return (self.serving if top else self._reporting.nested)(*args, **kwargs)
             if not _ticks_enabled():
                 return (self.jitted if top else self._nested)(*args, **kwargs)
             from bayes_maxmargin.core import progress
@@ -281,16 +281,22 @@ class _Compiled:
                 self._no_callbacks = progress.inserted == before
             return out
 
+    @property
+    def serving(self) -> Callable:
+        """The top-level program that serves calls without a progress reporter: the plain one, or the
+        one compiled with a reporter once it is known to hold no callback."""
+        return self._reporting.jitted if self._no_callbacks else self.jitted
+
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """``jax.jit(...).lower`` of the top-level program."""
+        """``jax.jit(...).lower`` of the top-level program that serves calls (:attr:`serving`)."""
         with unbatched_lapack():
-            return self.jitted.lower(*args, **kwargs)
+            return self.serving.lower(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options",
                                               "_reporting", "_no_callbacks"):
             raise AttributeError(name)
-        return getattr(self.jitted, name)
+        return getattr(self.serving, name)
 
 
 def jit(
