@@ -222,9 +222,9 @@ class LinearBSVM(_BayesianSVMClassifier):
     design with its intercept has full row rank, gamma is fixed and the hinge is steep on the
     prior's scale) and draws the rest of beta from its prior, exactly; the mixing check reads the
     coordinates the chains move. SVI takes the same natural-gradient steps with an r x r state and
-    returns a low-rank q(beta). The form is chosen by shape; p <= n fits are unchanged. A flat intercept prior (except for NUTS), VB with ``prior="penalty"``
-    or ``groups=`` (Algorithm 2), ``prior="laplace_zero"`` and ``missing="model"`` keep the
-    p-dimensional form.
+    returns a low-rank q(beta). The form is chosen by shape; p <= n fits are unchanged. A flat
+    intercept prior (except for NUTS), VB with ``prior="penalty"`` or ``groups=`` (Algorithm 2),
+    ``prior="laplace_zero"`` and ``missing="model"`` keep the p-dimensional form.
 
     Examples
     --------

@@ -22,9 +22,9 @@ NUTS samples the r-dimensional model, in margin coordinates (:func:`margin_bsvm`
 With theta = (z, b) (the intercept b when fitted) and A = [Z, 1] (n x k), f = A theta. The
 posterior in theta is the prior cut by the hinge's walls y_n f_n = 1, whose slope (2 gamma times
 the norm of the row A_n, ~140 for 5000 standardised features) can be far steeper than the prior is
-wide: NUTS in theta then needs hundreds of leapfrog steps per draw. When A has full row rank n, the linear map
-theta = B (f, w), with B = [A^+, N] and N an orthonormal basis of A's null space, makes the
-margins y_n f_n coordinates of their own, and the elementwise bijection::
+wide: NUTS in theta then needs hundreds of leapfrog steps per draw. When A has full row rank n,
+the linear map theta = B (f, w), with B = [A^+, N] and N an orthonormal basis of A's null space,
+makes the margins y_n f_n coordinates of their own, and the elementwise bijection::
 
     y_n f_n = 1 + c sinh(v_n),     log abs(d f_n / d v_n) = log(c cosh v_n),
 
@@ -133,8 +133,8 @@ def row_space(design: np.ndarray, scale: np.ndarray) -> RowSpace:
 def margin_basis(scores: np.ndarray, fit_intercept: bool, gamma: float) -> np.ndarray | None:
     """B (k x k) with theta = B (f, w) for A = [Z, 1] (``scores`` Z, the column of ones when
     ``fit_intercept``), or None where margin coordinates do not apply or do not pay: A (n x k)
-    short of full row rank n, or walls no steeper than the prior is wide (2 ``gamma`` times the
-    root mean square of the prior standard deviations of f, the norms of the rows Z_n, below :data:`MARGIN_MIN_STEEPNESS`).
+    short of full row rank n, or gentle walls (2 ``gamma`` times the root mean square of the prior
+    standard deviations of f, the norms of the rows Z_n, below :data:`MARGIN_MIN_STEEPNESS`).
 
     Examples
     --------
