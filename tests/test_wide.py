@@ -261,7 +261,7 @@ def test_margin_coordinates_change_variables_exactly(x64, fit_intercept, gamma0)
     from bayes_maxmargin.models.linear.row_space import margin_basis, margin_bsvm, row_space
 
     X, y = _problem(6, 40, seed=3)
-    Z = row_space(X, np.full(40, 0.8)).scores
+    Z = row_space(X, np.full(40, 1.5)).scores  # 2 gamma |Z_n| ~ 19: steep walls
     A = np.hstack([Z, np.ones((6, 1))]) if fit_intercept else Z
     B = margin_basis(Z, fit_intercept, 1.0)
     np.testing.assert_allclose(A @ B[:, :6], np.eye(6), atol=1e-12)
