@@ -354,6 +354,23 @@ def test_wide_gibbs_mixing_check_reads_the_chains_coordinates(monkeypatch):
     assert post["coef_row_space"].shape == (2, 6, 8)
 
 
+def test_wide_one_vs_rest_mixing_check_reads_every_class_chains_coordinates(monkeypatch):
+    """A wide one-vs-rest Gibbs fit checks the row-space coordinates of every class once, as one
+    InferenceData with a class dimension, and the sub-fits keep nothing of it."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(12, 200))
+    y = np.argmax(X[:, :3], axis=1)
+    checked = _record_mixing_checks(monkeypatch)
+    with pytest.warns(bmm.MixingWarning, match="coef_row_space"):
+        est = LinearBSVM("gibbs", num_samples=6, num_warmup=20, num_chains=2, random_state=0,
+                         progress_bar=False).fit(X, y)
+    assert len(checked) == 1
+    post = checked[0].posterior
+    assert list(post.data_vars) == ["coef_row_space"]
+    assert post["coef_row_space"].sizes["class"] == 3 and post["coef_row_space"].shape[-1] == 12
+    assert not any("_mixing_draws" in sub.__dict__ for sub in est.estimators_)
+
+
 def _record_mixing_checks(monkeypatch) -> list:
     """The InferenceData each mixing check of an estimator reads, in order."""
     from bayes_maxmargin.estimators import base

@@ -135,17 +135,21 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         if hasattr(subs[0], "feature_names_in_"):
             self.feature_names_in_ = subs[0].feature_names_in_
         self.estimators_ = subs
+        draws = [s.__dict__.pop("_mixing_draws", None) for s in subs]
         self.__dict__.update(_mc.combine_attributes(subs))
         if all(hasattr(s, "idata_") for s in subs):
             self.idata_ = _mc.combine_idata(subs, self.classes_)
-        self._check_mixing()
+        self._check_mixing(_mc.combine_draws(draws, self.classes_) if all(d is not None for d in draws) else None)
         return True
 
     def _check_mixing(self, draws: az.InferenceData | None = None) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
-        fit have not mixed, judged on ``draws`` (default: the posterior, ``idata_``); the one-vs-rest
-        sub-fits leave it to the multi-class fit, which checks its posterior (all classes) once."""
-        if "_ovr_recorder" not in self.__dict__ and hasattr(self, "idata_"):
+        fit have not mixed, judged on ``draws`` (default: the posterior, ``idata_``); a one-vs-rest
+        sub-fit keeps its ``draws`` for the multi-class fit, which checks all classes once."""
+        if "_ovr_recorder" in self.__dict__:
+            if draws is not None:
+                self._mixing_draws = draws
+        elif hasattr(self, "idata_"):
             warn_if_not_mixed(self.idata_ if draws is None else draws, type(self).__name__)
 
     @property

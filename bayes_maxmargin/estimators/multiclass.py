@@ -52,7 +52,7 @@ from bayes_maxmargin.engine.mcmc import ChainResult, run_chains
 from bayes_maxmargin.models.gp.svi import svi_gp
 from bayes_maxmargin.models.linear.svi import svi_linear
 
-__all__ = ["BatchRequest", "combine_attributes", "combine_idata", "fit_one_vs_rest",
+__all__ = ["BatchRequest", "combine_attributes", "combine_draws", "combine_idata", "fit_one_vs_rest",
            "normalised_probabilities", "register_batched", "solve"]
 
 
@@ -343,15 +343,18 @@ def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
 def combine_idata(subs: Sequence[Any], classes: np.ndarray) -> Any:
     """The K binary ``idata_`` as one InferenceData with a ``class`` dimension (labels as
     strings); traces of different lengths are padded with NaN."""
+    return combine_draws([s.idata_ for s in subs], classes)
+
+
+def combine_draws(parts: Sequence[Any], classes: np.ndarray) -> Any:
+    """K binary InferenceData as one with a ``class`` dimension (labels as strings); traces of
+    different lengths are padded with NaN."""
     import arviz as az
     import xarray as xr
 
-    first = subs[0].idata_
     labels = [str(c) for c in classes]
     groups = {}
-    for group in first.groups():
-        parts = [getattr(s.idata_, group) for s in subs]
-        ds = xr.concat(parts, dim="class", join="outer", combine_attrs="override")
+    for group in parts[0].groups():
+        ds = xr.concat([getattr(p, group) for p in parts], dim="class", join="outer", combine_attrs="override")
         groups[group] = ds.assign_coords({"class": labels})
-    idata = az.InferenceData(**groups)
-    return idata
+    return az.InferenceData(**groups)
