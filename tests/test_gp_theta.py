@@ -156,7 +156,7 @@ def test_init_chains_is_init_of_each_chain(wave, kernel, params):
         for c in range(F.shape[0]):
             one = init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
             for a, b in zip(chains, one):
-                np.testing.assert_allclose(a[c], b, rtol=1e-10)
+                np.testing.assert_allclose(a[c], b, rtol=1e-8)  # a batched sum of ~1e4 terms: rounding differs
         assert chains.log_theta.shape == (3, len(pack(params)))
 
 
