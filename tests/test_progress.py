@@ -63,3 +63,15 @@ def test_fit_reports_compiling_then_iterations_and_computes_the_same(synthetic_b
     # the same fit: the callbacks in the reporting program's loop may change how XLA fuses it, and so
     # the last bits (1e-13 seen with XLA's optimisations off, as in the suite)
     np.testing.assert_allclose(reported.predict_proba(X), quiet.predict_proba(X), rtol=1e-10, atol=1e-12)
+
+
+def test_sampler_reports_every_few_sweeps_and_its_total(synthetic_binary, shown):
+    """The Gibbs chunk reports its first sweeps one by one, then every TICK_EVERY-th (a callback per
+    sweep doubled a short fit's time); the host's report after the chunk brings the count to the total."""
+    from bayes_maxmargin.engine.mcmc import TICK_EVERY
+
+    X, y = synthetic_binary
+    _, counts = shown
+    LinearBSVM(num_samples=60, num_warmup=20, num_chains=2, progress_bar=True, random_state=0).fit(X[:60], y[:60])
+    in_loop = list(range(1, TICK_EVERY + 1)) + list(range(2 * TICK_EVERY, 81, TICK_EVERY))
+    assert sorted(set(counts)) == sorted(set(in_loop) | {80})
