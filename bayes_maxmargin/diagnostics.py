@@ -6,10 +6,12 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import arviz as az
 import numpy as np
+
+if TYPE_CHECKING:  # ArviZ (with xarray, pandas and matplotlib) is imported by the functions that use it
+    import arviz as az
 
 __all__ = ["MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary", "has_draws", "mixing_problem",
            "rank_diagnostics", "to_inference_data", "warn_if_not_mixed"]
@@ -89,6 +91,8 @@ def to_inference_data(
     >>> dict(idata.posterior.sizes)
     {'chain': 2, 'draw': 10, 'beta_dim_0': 3}
     """
+    import arviz as az
+
     idata = az.from_dict(
         posterior=dict(posterior),
         sample_stats=dict(sample_stats) if sample_stats else None,
@@ -126,6 +130,8 @@ def convergence_summary(idata: az.InferenceData, var_names: list[str] | None = N
     post = idata.posterior
     if post.sizes.get("chain", 1) < 2 or post.sizes.get("draw", 1) < 4:
         return {"max_rhat": float("nan"), "min_ess_bulk": float("nan"), "min_ess_tail": float("nan")}
+    import arviz as az
+
     summ = az.summary(idata, var_names=var_names, kind="diagnostics")
     return {
         "max_rhat": float(summ["r_hat"].max()),
