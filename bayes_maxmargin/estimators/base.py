@@ -138,7 +138,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         draws = [s.__dict__.pop("_mixing_draws", None) for s in subs]
         self.__dict__.update(_mc.combine_attributes(subs))
         if all(hasattr(s, "idata_") for s in subs):
-            self.idata_ = _mc.combine_idata(subs, self.classes_)
+            self.idata_ = _mc.combine_draws([s.idata_ for s in subs], self.classes_)
         self._check_mixing(_mc.combine_draws(draws, self.classes_) if all(d is not None for d in draws) else None)
         return True
 

@@ -52,7 +52,7 @@ from bayes_maxmargin.engine.mcmc import ChainResult, run_chains
 from bayes_maxmargin.models.gp.svi import svi_gp
 from bayes_maxmargin.models.linear.svi import svi_linear
 
-__all__ = ["BatchRequest", "combine_attributes", "combine_draws", "combine_idata", "fit_one_vs_rest",
+__all__ = ["BatchRequest", "combine_attributes", "combine_draws", "fit_one_vs_rest",
            "normalised_probabilities", "register_batched", "solve"]
 
 
@@ -340,15 +340,9 @@ def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def combine_idata(subs: Sequence[Any], classes: np.ndarray) -> Any:
-    """The K binary ``idata_`` as one InferenceData with a ``class`` dimension (labels as
-    strings); traces of different lengths are padded with NaN."""
-    return combine_draws([s.idata_ for s in subs], classes)
-
-
 def combine_draws(parts: Sequence[Any], classes: np.ndarray) -> Any:
-    """K binary InferenceData as one with a ``class`` dimension (labels as strings); traces of
-    different lengths are padded with NaN."""
+    """K binary InferenceData (the sub-fits' ``idata_``, or the draws their mixing checks read) as one
+    with a ``class`` dimension (labels as strings); traces of different lengths are padded with NaN."""
     import arviz as az
     import xarray as xr
 
