@@ -114,7 +114,7 @@ def test_sigterm_writes_the_checkpoint_and_exits_with_143(tmp_path):
     assert az.from_netcdf(str(folder / "idata.nc")).attrs["iterations_done"] == first.done
     assert not (folder / "checkpoint.owner").exists()
     # SIGTERM during a long chunk of the resumed run
-    proc = _start("--resume", str(folder), "--chunk-size", "6000")
+    proc = _start("--resume", str(folder), "--chunk-size", "60000")
     time.sleep(1.0)  # into the chunk
     _, line, err = _signal_and_wait(proc, signal.SIGTERM)
     assert proc.returncode == 143, err[-2000:]

@@ -362,6 +362,8 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
     state, kept, done = init_state, [], 0
     settings = None
     if folder is not None:
+        import arviz  # noqa: F401  (idata.nc is written when the run stops: its import not after a signal)
+
         settings = {"num_warmup": num_warmup, "num_samples": num_samples, "thin": thin, "num_chains": num_chains,
                     "chain_keys": _key_data(chain_keys).tolist(), "fingerprint": fingerprint(data, hyper)}
     if resume is not None:
