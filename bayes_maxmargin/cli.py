@@ -177,6 +177,7 @@ class ECMConfig:
     max_iter: int = 200
     mlii_every: int = 20
     mlii_steps: int = 10
+    mlii_tol: Any = "auto"  # "auto": GPBSVM's default (1e-5 for ECM, null for FITC); null: every round and step
     optimizer: str = "lbfgs"
     learning_rate: float = 0.05
     tol: float = 1e-10

@@ -16,6 +16,7 @@ from bayes_maxmargin.models.gp.ecm import (
     gp_log_marginal,
     gp_predict,
     gp_predict_proba,
+    ml2_ascent,
     mlii_update,
     support_vector_mask,
 )
@@ -231,9 +232,30 @@ def test_accelerated_ecm_budget_counts_ecm_iterations(sine):
     assert int(res.n_iter) == 6 and res.objective.shape == (7,)
 
 
-def test_mlii_tol_stops_the_rounds_when_log_z_stops_rising(smooth_boundary):
-    """With mlii_tol the rounds stop after the first ML-II step whose gain is at most mlii_tol relative to
-    log Z; the rounds run are those of the full alternation, the rest NaN."""
+def test_ml2_ascent_tol_stops_the_iterations_of_the_full_run():
+    """With tol, ml2_ascent's iterations are those of the full run up to the first whose gain is at most
+    tol relative (seen at the start of the next one, which still moves); without, all steps run."""
+    def objective(x):  # an ill-conditioned concave quadratic: L-BFGS gains shrink over many iterations
+        return -jnp.sum(jnp.array([1.0, 30.0, 900.0]) * (x - 1.0) ** 2)
+
+    with jax.enable_x64(True):
+        x0 = jnp.zeros(3)
+        runs = [ml2_ascent(objective, x0, j) for j in range(1, 13)]  # best point after j iterations
+        values = [float(objective(x0))] + [float(r[2]) for r in runs]
+        gains = np.diff(values) / np.maximum(np.abs(values[1:]), 1.0)
+        tol = float(np.sort(gains[:8])[3])  # some early iteration gains less: the run stops there
+        first = int(np.argmax(gains <= tol))  # iteration first + 1 gains at most tol
+        assert 0 < first < 10
+        x, before, after = ml2_ascent(objective, x0, 12, tol=tol)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(runs[first + 1][0]), rtol=1e-12)
+        np.testing.assert_allclose([float(before), float(after)], [values[0], values[first + 2]], rtol=1e-12)
+        assert float(ml2_ascent(objective, x0, 12, tol=0.0)[2]) >= values[-1] - 1e-9
+
+
+def test_mlii_tol_stops_the_iterations_and_the_rounds(smooth_boundary):
+    """With mlii_tol every ML-II step stops its iterations once one gains at most mlii_tol, and the rounds
+    stop after the first step whose gain is at most mlii_tol relative to log Z; the rest are NaN, theta
+    is the last step's, and the final ECM run is monotone."""
     X, y = smooth_boundary
     kw = dict(kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=10)
     with jax.enable_x64(True):
@@ -241,17 +263,19 @@ def test_mlii_tol_stops_the_rounds_when_log_z_stops_rising(smooth_boundary):
         full = gp_ecm_mlii(*args, **kw)
         log_z = np.asarray(full.log_z)
         gain = (log_z[:, 1] - log_z[:, 0]) / np.maximum(np.abs(log_z[:, 1]), 1.0)
-        tol = float(np.sort(gain)[len(gain) // 2])  # some rounds end below it, the first does not
-        stop = int(np.argmax(gain <= tol))
-        assert 0 < stop < len(gain) - 1
+        tol = float(np.sort(gain)[len(gain) // 2])
         early = gp_ecm_mlii(*args, mlii_tol=tol, **kw)
         lz = np.asarray(early.log_z)
-        np.testing.assert_allclose(lz[: stop + 1], log_z[: stop + 1], rtol=1e-9)
-        assert np.all(np.isnan(lz[stop + 1:]))
-        assert np.all(np.isnan(np.asarray(early.objective)[stop + 1: -1]))
-        np.testing.assert_allclose(float(early.params.lengthscale), float(full.params_trace.lengthscale[stop]),
-                                   rtol=1e-9)
+        ran = ~np.isnan(lz).all(axis=1)
+        stop = int(np.count_nonzero(ran)) - 1
+        assert 0 < stop < len(gain) - 1 and ran[: stop + 1].all()
+        early_gain = (lz[: stop + 1, 1] - lz[: stop + 1, 0]) / np.maximum(np.abs(lz[: stop + 1, 1]), 1.0)
+        assert np.all(early_gain[:-1] > tol) and early_gain[-1] <= tol and np.all(early_gain >= 0)
+        # the first step starts where the full run's does, and stops no later
+        np.testing.assert_allclose(lz[0, 0], log_z[0, 0], rtol=1e-12)
+        assert lz[0, 1] <= log_z[0, 1] + 1e-9 * abs(log_z[0, 1])
         np.testing.assert_allclose(np.asarray(early.params_trace.lengthscale[stop:]),
-                                   float(full.params_trace.lengthscale[stop]), rtol=1e-9)
+                                   float(early.params.lengthscale), rtol=1e-12)
+        assert np.all(np.isnan(np.asarray(early.objective)[stop + 1: -1]))
         final = finite(np.asarray(early.objective)[-1])
         assert np.all(np.diff(final) >= -1e-9 * np.abs(final[1:]))

@@ -36,13 +36,15 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_ecm_is_gp_ecm_mlii(moons):
-    """The estimator's ECM fit and predictions are those of gp_ecm_mlii and gp_predict."""
+    """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-5) and
+    gp_predict."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
-                          GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10)
+                          GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10,
+                          mlii_tol=1e-5)
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
@@ -50,7 +52,9 @@ def test_ecm_is_gp_ecm_mlii(moons):
     np.testing.assert_allclose(clf.decision_function(X[:7]), probit_margin(np.asarray(mean), np.asarray(var)),
                                rtol=1e-8)
     trace = clf.objective_
-    assert trace.ndim == 1 and np.all(np.isfinite(trace)) and clf.log_z_.shape == (4, 2)
+    assert trace.ndim == 1 and np.all(np.isfinite(trace))
+    np.testing.assert_allclose(clf.log_z_, np.asarray(res.log_z)[: len(clf.log_z_)], rtol=1e-10)
+    assert 1 <= len(clf.log_z_) <= 4 and np.isnan(np.asarray(res.log_z)[len(clf.log_z_):]).all()
     assert np.all(clf.log_z_[:, 1] >= clf.log_z_[:, 0] - 1e-9)
 
 
@@ -221,6 +225,7 @@ def test_default_kernel_is_ard_for_svi_from_ard_min_rows(tmp_path):
         (dict(inference="em"), r"inference: 'em'"),
         (dict(inference="ecm", gamma_prior=(1.0, 1.0)), r"a0.*ECM needs a0 > 1"),
         (dict(mlii_tol=-1e-3), r"mlii_tol"),
+        (dict(mlii_tol="fast"), r"mlii_tol: 'fast' \(must be a number >= 0, 'auto' or None\)"),
         (dict(accelerate="yes"), r"accelerate: 'yes'"),
     ],
 )
@@ -271,6 +276,22 @@ def test_ecm_fast_options_and_blas_threads(moons):
     fast = GPBSVM(inference="ecm", mlii_tol=1e6, accelerate=True, **kw).fit(X, y)
     assert fast.n_iter_ <= 60 // 3 + 10 // 3 and fast.score(X, y) > 0.8
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_mlii_tol_auto_is_the_ecm_default_and_off_for_fitc(moons):
+    """mlii_tol="auto" (the default) fits ECM as mlii_tol=1e-5, to the bit, in fewer ML-II rounds than
+    the paper's schedule (mlii_tol=None) with nearly its predictions; FITC as mlii_tol=None."""
+    X, y = moons
+    kw = dict(max_iter=100, mlii_every=10, progress_bar=False, random_state=0)
+    auto = GPBSVM(inference="ecm", **kw).fit(X, y)
+    explicit = GPBSVM(inference="ecm", mlii_tol=1e-5, **kw).fit(X, y)
+    paper = GPBSVM(inference="ecm", mlii_tol=None, **kw).fit(X, y)
+    np.testing.assert_array_equal(auto.predict_proba(X), explicit.predict_proba(X))
+    assert len(auto.log_z_) < len(paper.log_z_) == 10
+    np.testing.assert_allclose(auto.predict_proba(X), paper.predict_proba(X), atol=0.05)
+    kw.update(inference="fitc", num_inducing=10, max_iter=40)
+    np.testing.assert_array_equal(GPBSVM(**kw).fit(X, y).predict_proba(X),
+                                  GPBSVM(mlii_tol=None, **kw).fit(X, y).predict_proba(X))
 
 
 # gamma0 = 0: no pointwise log likelihood, which stays op by op (compiled as one program, XLA rewrites its

@@ -118,6 +118,7 @@ BSVM_TABLE1: dict[str, Any] = {
     "max_iter": 200,
     "mlii_every": 20,
     "mlii_steps": 3,
+    "mlii_tol": None,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }
@@ -132,6 +133,7 @@ FITC_TABLE2: dict[str, Any] = {
     "max_iter": 200,
     "mlii_every": 20,
     "mlii_steps": 3,
+    "mlii_tol": None,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }

@@ -332,7 +332,8 @@ class MLIIResult(NamedTuple):
 
 @partial(
     jit,
-    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "trainable"),
+    static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "trainable",
+                     "tol"),
 )
 def mlii_update(
     params: Any,
@@ -349,14 +350,15 @@ def mlii_update(
     optimize_inducing: bool = True,
     jitter: float = 1e-6,
     trainable: tuple[str, ...] | None = None,
+    tol: float | None = None,
 ) -> MLIIResult:
     """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
     (:func:`gp_log_marginal`) at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
     omega = 1 / E[lambda]).
 
-    ``steps`` Optax iterations (:func:`ml2_ascent`, in a ``lax.scan``) on the unconstrained
-    parameters (:func:`~bayes_maxmargin.core.parameters.to_unconstrained`) and V; the best iterate seen
-    is returned, so log Z never decreases.
+    At most ``steps`` Optax iterations (:func:`ml2_ascent`) on the unconstrained parameters
+    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained`) and V, fewer with ``tol``; the best
+    iterate seen is returned, so log Z never decreases.
 
     Parameters
     ----------
@@ -386,6 +388,9 @@ def mlii_update(
         The kernel fields that move (paths, :func:`~bayes_maxmargin.core.parameters.free_fields`); the
         others stay at their current values (:func:`~bayes_maxmargin.core.parameters.hold_fixed`).
         None: all of them.
+    tol : float, optional
+        Stop the iterations once one raises log Z by at most ``tol`` relative to it (:func:`ml2_ascent`);
+        None: all ``steps`` run.
     """
     trainable = free_fields(params) if trainable is None else trainable
 
@@ -396,7 +401,7 @@ def mlii_update(
         def log_z(raw):
             return gp_log_marginal(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
 
-        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate)
+        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate, tol)
         return MLIIResult(theta_of(best_raw), None, before, after)
 
     def log_z_sparse(raw):
@@ -404,7 +409,7 @@ def mlii_update(
         return gp_log_marginal(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
 
     raw0 = {"theta": to_unconstrained(params), "V": V}
-    best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate)
+    best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate, tol)
     return MLIIResult(theta_of(best_raw["theta"]), best_raw["V"] if optimize_inducing else V, before, after)
 
 
@@ -494,14 +499,25 @@ ML2_OPTIMIZERS = ("lbfgs", "adam")
 
 
 def ml2_ascent(
-    objective, x0: Any, steps: int, optimizer: str = "lbfgs", learning_rate: float = 0.05
+    objective, x0: Any, steps: int, optimizer: str = "lbfgs", learning_rate: float = 0.05, tol: float | None = None
 ) -> tuple[Any, Array, Array]:
-    """Maximise ``objective`` from ``x0`` by ``steps`` Optax iterations; keep the best iterate.
+    """Maximise ``objective`` from ``x0`` by at most ``steps`` Optax iterations; keep the best iterate.
 
     ``optimizer`` is ``"lbfgs"`` (``optax.lbfgs()``: L-BFGS with a zoom line search, step size
-    chosen by the line search) or ``"adam"`` (``optax.adam(learning_rate)``). Returns the best point
-    seen (so the objective never ends below its start; NaN values are never best), the objective at
-    ``x0`` and at the returned point.
+    chosen by the line search) or ``"adam"`` (``optax.adam(learning_rate)``). With ``tol`` the
+    iterations stop once one has raised the objective by at most ``tol`` relative to it (gain <=
+    tol max(``|objective|``, 1); seen at the start of the next iteration, which still moves; a
+    ``lax.while_loop``), the iterates up to there being those of the full run; None: all ``steps``
+    run (a ``lax.scan``). Returns the best point seen (so
+    the objective never ends below its start; NaN values are never best), the objective at ``x0``
+    and at the returned point.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> x, before, after = ml2_ascent(lambda x: -jnp.sum((x - 3.0) ** 2), jnp.zeros(2), steps=20, tol=1e-8)
+    >>> bool(jnp.allclose(x, 3.0, atol=1e-3)), float(before)
+    (True, -18.0)
     """
     loss = lambda x: -objective(x)  # noqa: E731
     if optimizer == "lbfgs":
@@ -519,14 +535,25 @@ def ml2_ascent(
         better = value < best_loss
         return jax.tree.map(lambda a, b: jnp.where(better, a, b), x, best_x), jnp.where(better, value, best_loss)
 
-    def step(carry, _):
+    def step(carry):
         x, state, best_x, best_loss = carry
         value, grad = value_and_grad(x, state=state)
         best_x, best_loss = keep_better(x, value, best_x, best_loss)
         updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=loss)
-        return (optax.apply_updates(x, updates), state, best_x, best_loss), None
+        return (optax.apply_updates(x, updates), state, best_x, best_loss), value
 
-    (x, _, best_x, best_loss), _ = jax.lax.scan(step, (x0, opt.init(x0), x0, loss0), None, length=steps)
+    carry = (x0, opt.init(x0), x0, loss0)
+    if tol is None:
+        (x, _, best_x, best_loss), _ = jax.lax.scan(lambda c, _: step(c), carry, None, length=steps)
+    else:
+        # an iteration's gain is known once the next one has evaluated its start
+        def body(state):
+            i, carry, previous, _ = state
+            carry, start = step(carry)
+            return i + 1, carry, start, (i == 0) | (previous - start > tol * jnp.maximum(jnp.abs(start), 1.0))
+
+        _, (x, _, best_x, best_loss), _, _ = jax.lax.while_loop(
+            lambda state: (state[0] < steps) & state[3], body, (jnp.asarray(0), carry, loss0, jnp.asarray(True)))
     best_x, best_loss = keep_better(x, loss(x), best_x, best_loss)
     return best_x, -loss0, -best_loss
 
@@ -651,9 +678,10 @@ def gp_ecm_mlii(
     trainable : tuple of str, optional
         The kernel fields ML-II moves (:func:`mlii_update`); None: all of them.
     mlii_tol : float, optional
-        Stop the rounds early, before ``max_iter // mlii_every`` of them, after the first ML-II step
-        that raises log Z by at most ``mlii_tol`` relative to it (:func:`alternate_ecm_mlii`); the
-        final ECM run follows as always. None: every round runs.
+        Stop the optimiser iterations of an ML-II step once one raises log Z by at most ``mlii_tol``
+        relative to it (:func:`mlii_update`), and the rounds, before ``max_iter // mlii_every`` of them,
+        after the first ML-II step whose gain is at most that (:func:`alternate_ecm_mlii`); the final
+        ECM run follows as always. None: every round runs its ``mlii_steps`` iterations.
     accelerate : bool
         Run every ECM run as SQUAREM cycles of three iterations (:func:`gp_ecm`); the budgets
         ``mlii_every`` and ``max_iter`` still count ECM iterations.
@@ -696,6 +724,7 @@ def gp_ecm_mlii(
         ml = mlii_update(
             params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
             learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, trainable=trainable,
+            tol=mlii_tol,
         )
         return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
 
