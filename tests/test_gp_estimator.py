@@ -36,15 +36,15 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_ecm_is_gp_ecm_mlii(moons):
-    """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-5) and
-    gp_predict."""
+    """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-5, with
+    accelerate) and gp_predict."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
                           GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10,
-                          mlii_tol=1e-5)
+                          mlii_tol=1e-5, accelerate=True)
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
@@ -142,10 +142,10 @@ def test_gibbs_sampling_a_subset_of_theta_agrees_with_nuts(moons):
 def test_float64_by_default_without_touching_global_setting(moons):
     X, y = moons
     before = jax.config.jax_enable_x64
-    clf = GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, **QUIET).fit(X, y)
+    clf = GPBSVM(inference="ecm", learn_kernel=False, max_iter=200, **QUIET).fit(X, y)
     assert jax.config.jax_enable_x64 == before
     assert clf.predict_proba(X).dtype == np.float64
-    f32 = GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, precision="float32", **QUIET).fit(X, y)
+    f32 = GPBSVM(inference="ecm", learn_kernel=False, max_iter=200, precision="float32", **QUIET).fit(X, y)
     np.testing.assert_allclose(f32.f_, clf.f_, atol=1e-3)
 
 
@@ -288,7 +288,8 @@ def test_mlii_tol_auto_is_the_ecm_default_and_off_for_fitc(moons):
     paper = GPBSVM(inference="ecm", mlii_tol=None, **kw).fit(X, y)
     np.testing.assert_array_equal(auto.predict_proba(X), explicit.predict_proba(X))
     assert len(auto.log_z_) < len(paper.log_z_) == 10
-    np.testing.assert_allclose(auto.predict_proba(X), paper.predict_proba(X), atol=0.05)
+    np.testing.assert_allclose(auto.predict_proba(X), paper.predict_proba(X), atol=0.1)
+    assert np.mean(auto.predict(X) == paper.predict(X)) >= 0.95
     kw.update(inference="fitc", num_inducing=10, max_iter=40)
     np.testing.assert_array_equal(GPBSVM(**kw).fit(X, y).predict_proba(X),
                                   GPBSVM(mlii_tol=None, **kw).fit(X, y).predict_proba(X))

@@ -119,6 +119,7 @@ BSVM_TABLE1: dict[str, Any] = {
     "mlii_every": 20,
     "mlii_steps": 3,
     "mlii_tol": None,
+    "accelerate": False,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }
@@ -134,6 +135,7 @@ FITC_TABLE2: dict[str, Any] = {
     "mlii_every": 20,
     "mlii_steps": 3,
     "mlii_tol": None,
+    "accelerate": False,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }
