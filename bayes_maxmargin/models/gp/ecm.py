@@ -508,9 +508,8 @@ def ml2_ascent(
     iterations stop once one has raised the objective by at most ``tol`` relative to it (gain <=
     tol max(``|objective|``, 1); seen at the start of the next iteration, which still moves; a
     ``lax.while_loop``), the iterates up to there being those of the full run; None: all ``steps``
-    run (a ``lax.scan``). Returns the best point seen (so
-    the objective never ends below its start; NaN values are never best), the objective at ``x0``
-    and at the returned point.
+    run (a ``lax.scan``). Returns the best point seen (so the objective never ends below its start;
+    NaN values are never best), the objective at ``x0`` and at the returned point.
 
     Examples
     --------
