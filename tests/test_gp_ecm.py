@@ -279,3 +279,23 @@ def test_mlii_tol_stops_the_iterations_and_the_rounds(smooth_boundary):
         assert np.all(np.isnan(np.asarray(early.objective)[stop + 1: -1]))
         final = finite(np.asarray(early.objective)[-1])
         assert np.all(np.diff(final) >= -1e-9 * np.abs(final[1:]))
+
+
+def test_dense_log_marginal_gradient_is_the_autodiff_gradient():
+    """The written-out gradient of eq. (9) (dense_log_marginal's VJP) in K, y, omega and gamma equals
+    the gradient differentiated through the Cholesky factor (K's symmetrised), and its value is the same."""
+    from bayes_maxmargin.models.gp.covariance import _dense_log_marginal, dense_log_marginal
+
+    rng = np.random.default_rng(0)
+    n = 30
+    A = rng.normal(size=(n, n))
+    with jax.enable_x64(True):
+        args = (jnp.asarray(A @ A.T / n + 0.1 * np.eye(n)), jnp.asarray(np.sign(rng.normal(size=n))),
+                jnp.asarray(rng.uniform(0.1, 10.0, n)), jnp.asarray(0.7))
+        auto = [np.asarray(g) for g in jax.grad(lambda *a: _dense_log_marginal(*a)[0], argnums=(0, 1, 2, 3))(*args)]
+        written = [np.asarray(g) for g in jax.grad(dense_log_marginal, argnums=(0, 1, 2, 3))(*args)]
+        assert float(dense_log_marginal(*args)) == float(_dense_log_marginal(*args)[0])
+    np.testing.assert_allclose(written[0], 0.5 * (auto[0] + auto[0].T), rtol=1e-10, atol=1e-12)
+    for got, want in zip(written[1:], auto[1:]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
