@@ -281,11 +281,11 @@ def _dense_log_marginal_fwd(K, y, inv_lam, gamma):
 
 def _dense_log_marginal_bwd(res, g):
     s, chol_b, white, y, inv_lam, gamma = res
-    alpha = s * solve_triangular(chol_b, white, lower=True, trans=1)
+    a = s * solve_triangular(chol_b, white, lower=True, trans=1)  # alpha = B^-1 t
     half = solve_triangular(chol_b, jnp.diag(s), lower=True)  # L^-1 S, B^-1 = half' half
-    d_noise = 0.5 * g * (alpha**2 - jnp.sum(half**2, axis=0))  # d log Z / dD_nn
-    d_t = -g * alpha
-    g_K = 0.5 * g * (jnp.outer(alpha, alpha) - half.T @ half)
+    d_noise = 0.5 * g * (a**2 - jnp.sum(half**2, axis=0))  # d log Z / dD_nn
+    d_t = -g * a
+    g_K = 0.5 * g * (jnp.outer(a, a) - half.T @ half)
     g_inv_lam = -d_noise / (gamma * inv_lam**2) - d_t * y / inv_lam**2
     g_gamma = -jnp.sum(d_noise / inv_lam) / gamma**2
     return g_K, d_t * (1.0 + 1.0 / inv_lam), g_inv_lam, jnp.reshape(g_gamma, jnp.shape(gamma))
