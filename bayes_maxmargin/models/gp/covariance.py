@@ -242,12 +242,12 @@ def log_marginal(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
     return dense_log_marginal(cov.K, cov.y, inv_lam, gamma)
 
 
-def _dense_log_marginal(K: Array, y: Array, inv_lam: Array, gamma: Array) -> tuple[Array, tuple[Array, ...]]:
-    """log Z of the dense prior (:func:`log_marginal`) and the factors its gradient reuses."""
+def _dense_log_marginal(K: Array, y: Array, inv_lam: Array, gamma: Array) -> tuple[Array, tuple[Array, Array]]:
+    """log Z of the dense prior (:func:`log_marginal`) and the factor its gradient reuses."""
     s, chol_b = scaled_factor(K, inv_lam, gamma)
     white = solve_triangular(chol_b, pseudo_obs_scaled(y, inv_lam, gamma), lower=True)
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_b))) - 2.0 * jnp.sum(jnp.log(s))
-    return gaussian_log_density(jnp.sum(white**2), logdet, y.shape[-1]), (s, chol_b, white)
+    return gaussian_log_density(jnp.sum(white**2), logdet, y.shape[-1]), (s, chol_b)
 
 
 @jax.custom_vjp
@@ -280,8 +280,8 @@ def _dense_log_marginal_fwd(K, y, inv_lam, gamma):
 
 
 def _dense_log_marginal_bwd(res, g):
-    s, chol_b, white, y, inv_lam, gamma = res
-    a = s * solve_triangular(chol_b, white, lower=True, trans=1)  # alpha = B^-1 t
+    s, chol_b, y, inv_lam, gamma = res
+    a = alpha_from_factor(s, chol_b, y, inv_lam, gamma)  # B^-1 t
     half = solve_triangular(chol_b, jnp.diag(s), lower=True)  # L^-1 S, B^-1 = half' half
     d_noise = 0.5 * g * (a**2 - jnp.sum(half**2, axis=0))  # d log Z / dD_nn
     d_t = -g * a
