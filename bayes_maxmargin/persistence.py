@@ -11,8 +11,10 @@ A saved estimator is one zip file with three members:
 ``idata.nc``
     The fitted ``idata_`` (ArviZ InferenceData as netCDF), when there is one.
 
-The zip comment holds the SHA-256 of ``manifest.json`` (format version 2 on), so that every change
-of content is detected: of the manifest by its checksum, of the other members by theirs.
+The zip comment holds the SHA-256 of every byte of the file before it (format version 3), so that
+any change to the file is detected, also one that leaves the members' contents as they were (a zip
+timestamp); format-2 files hold the SHA-256 of ``manifest.json`` there, and the manifest those of the
+other members.
 
 Loading rebuilds objects only from an explicit list of the library's own classes (estimators,
 kernel-parameter and state tuples, the label encoder); nothing in the file is executed, imported
@@ -44,15 +46,20 @@ __all__ = ["FORMAT_VERSION", "MAX_BYTES", "InvalidModelFileError", "load", "regi
 
 FORMAT_NAME = "bayes_maxmargin.estimator"
 #: Version of the file layout; files of a newer version are refused. Version 2 adds the manifest's
-#: checksum (in the zip comment) and the members' sizes; version 1 files still load.
-FORMAT_VERSION = 2
+#: checksum (in the zip comment) and the members' sizes, version 3 the checksum of the whole file in
+#: place of the manifest's; files of versions 1 and 2 still load.
+FORMAT_VERSION = 3
 _MEMBERS = ("manifest.json", "arrays.npz", "idata.nc")
 _MANIFEST_KEYS = {
     1: {"format", "format_version", "library_version", "estimator", "params", "state", "sha256"},
     2: {"format", "format_version", "library_version", "estimator", "params", "state", "sha256", "sizes"},
 }
+_MANIFEST_KEYS[3] = _MANIFEST_KEYS[2]
 #: The zip comment of a format-2 file: this prefix and the hex SHA-256 of manifest.json.
 _CHECKSUM_PREFIX = b"bayes_maxmargin manifest sha256 "
+#: The zip comment of a format-3 file: this prefix and the hex SHA-256 of the bytes before the comment.
+_FILE_CHECKSUM_PREFIX = b"bayes_maxmargin file sha256 "
+_HEX_DIGITS = 64
 #: Default of :func:`load`'s ``max_bytes``: the most bytes a file's members may hold decompressed.
 MAX_BYTES = 4 * 2**30
 _MAX_MANIFEST_BYTES = 64 * 2**20
@@ -285,6 +292,43 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _head_sha256(fh: Any, size: int) -> str:
+    """SHA-256 of the first ``size`` bytes of the open binary file ``fh``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    fh.seek(0)
+    while size > 0:
+        chunk = fh.read(min(size, 1 << 20))
+        if not chunk:
+            break
+        digest.update(chunk)
+        size -= len(chunk)
+    return digest.hexdigest()
+
+
+def _seal(fh: Any) -> None:
+    """Write the file's checksum into the last :data:`_HEX_DIGITS` bytes of the zip ``fh`` (opened
+    ``r+b``), whose comment is :data:`_FILE_CHECKSUM_PREFIX` and as many placeholder digits: the
+    SHA-256 of every byte before the comment, the zip's end record (and the comment's length) included."""
+    end = fh.seek(0, os.SEEK_END)
+    digest = _head_sha256(fh, end - _HEX_DIGITS)
+    fh.seek(end - _HEX_DIGITS)
+    fh.write(digest.encode("ascii"))
+
+
+def _check_sealed(path: Path, fh: Any, comment: bytes) -> bool:
+    """Whether the file carries a file checksum (format 3), verified; False for earlier formats."""
+    if not comment.startswith(_FILE_CHECKSUM_PREFIX):
+        return False
+    end = fh.seek(0, os.SEEK_END)
+    start = end - len(comment)
+    fh.seek(max(start, 0))
+    if len(comment) != len(_FILE_CHECKSUM_PREFIX) + _HEX_DIGITS or fh.read() != comment:
+        raise _damaged(path, "its file checksum is unreadable")
+    if comment[-_HEX_DIGITS:] != _head_sha256(fh, start + len(_FILE_CHECKSUM_PREFIX)).encode("ascii"):
+        raise _damaged(path, "file checksum mismatch")
+    return True
+
+
 def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Save ``estimator`` (fitted or not) to the file ``path``.
 
@@ -361,10 +405,12 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     body = json.dumps(manifest).encode("utf-8")
     with atomic_path(path, overwrite=overwrite) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.comment = _CHECKSUM_PREFIX + _sha256(body).encode("ascii")
+            zf.comment = _FILE_CHECKSUM_PREFIX + b"0" * _HEX_DIGITS
             zf.writestr("manifest.json", body)
             for name, data in members.items():
                 zf.writestr(name, data)
+        with open(tmp, "r+b") as fh:
+            _seal(fh)
     return path
 
 
@@ -413,14 +459,15 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
         return b"".join(iter(lambda: fh.read(1 << 20), b""))
 
 
-def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> dict[str, Any]:
-    """The parsed manifest, its checksum (in the zip comment, format 2 on) verified before it is parsed."""
+def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, sealed: bool) -> dict[str, Any]:
+    """The parsed manifest. A file checksum (format 3, ``sealed``) was verified before; a manifest
+    checksum (format 2, in the zip comment) is verified here, before the manifest is parsed."""
     raw = _read_member(zf, info)
     comment = zf.comment
-    checked = comment.startswith(_CHECKSUM_PREFIX)
-    if comment and not checked:
-        raise _damaged(path, "its manifest checksum is unreadable")
-    if checked and comment[len(_CHECKSUM_PREFIX):] != _sha256(raw).encode("ascii"):
+    signed = comment.startswith(_CHECKSUM_PREFIX)
+    if comment and not (sealed or signed):
+        raise _damaged(path, "its checksum is unreadable")
+    if signed and comment[len(_CHECKSUM_PREFIX):] != _sha256(raw).encode("ascii"):
         raise _damaged(path, "checksum mismatch in manifest.json")
     try:
         manifest = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
@@ -437,8 +484,9 @@ def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> di
             f"versions 1 to {FORMAT_VERSION}. Load it with the version that wrote it "
             f"(bayes_maxmargin {str(manifest.get('library_version'))[:20]!r}) or a newer one.")
     keys = _MANIFEST_KEYS[version]
-    if version >= 2 and not checked:
-        raise _damaged(path, "it lacks the manifest checksum that files of format version 2 carry")
+    lacks = {2: None if signed else "manifest", 3: None if sealed else "file"}.get(version)
+    if lacks:
+        raise _damaged(path, f"it lacks the {lacks} checksum that files of format version {version} carry")
     if set(manifest) != keys:
         missing, extra = sorted(keys - set(manifest)), sorted(set(manifest) - keys)
         raise InvalidModelFileError(f"{str(path)!r}: manifest.json "
@@ -551,8 +599,10 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
     InvalidModelFileError (a ValueError)
         The file is truncated, damaged or tampered with (a checksum does not match, its contents do
         not agree with each other), not an estimator file, larger than ``max_bytes``, or of a newer
-        format version. Files of format version 1 (earlier releases) carry no checksum of their
-        manifest: for them an edited manifest is found only where it makes the contents disagree.
+        format version. Files of format version 2 carry checksums of their members but not of the
+        whole file: a change that leaves every member's content as it was (a zip timestamp) loads.
+        Files of format version 1 carry no checksum of their manifest either: for them an edited
+        manifest is found only where it makes the contents disagree.
 
     Examples
     --------
@@ -589,7 +639,8 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
 def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
     with zipfile.ZipFile(fh) as zf:
         infos = _members(zf, path, max_bytes)
-        manifest = _read_manifest(path, zf, infos["manifest.json"])
+        sealed = _check_sealed(path, fh, zf.comment)
+        manifest = _read_manifest(path, zf, infos["manifest.json"], sealed)
         members = _verified_members(path, zf, infos, manifest, None if trusted else _MAX_RATIO)
     arrays = _read_arrays(path, members["arrays.npz"], max_bytes)
     idata = _read_idata(path, members["idata.nc"]) if "idata.nc" in members else None

@@ -18,7 +18,7 @@ import numpy as np
 
 import bayes_maxmargin as bmm
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
-from bayes_maxmargin.persistence import _CHECKSUM_PREFIX
+from bayes_maxmargin.persistence import _CHECKSUM_PREFIX, _FILE_CHECKSUM_PREFIX, _HEX_DIGITS, FORMAT_VERSION, _seal
 
 rng = np.random.default_rng(1)
 X = rng.normal(size=(40, 4))
@@ -52,46 +52,50 @@ def unzip(data: bytes) -> tuple[dict[str, bytes], bytes]:
         return {n: zf.read(n) for n in zf.namelist()}, zf.comment
 
 
-def zip_members(members, comment: bytes = b"") -> bytes:
-    """A zip of ``members`` (a dict, or a list of pairs to repeat a name)."""
+def zip_members(members, comment: bytes = b"", *, sealed: bool = False) -> bytes:
+    """A zip of ``members`` (a dict, or a list of pairs to repeat a name) with the zip comment
+    ``comment``, or with a valid file checksum (format 3) when ``sealed``."""
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Duplicate name"
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.comment = comment
+            zf.comment = _FILE_CHECKSUM_PREFIX + b"0" * _HEX_DIGITS if sealed else comment
             for name, data in (members.items() if isinstance(members, dict) else members):
                 zf.writestr(name, data)
+    return seal(buf.getvalue()) if sealed else buf.getvalue()
+
+
+def seal(data: bytes) -> bytes:
+    """The file ``data`` (which ends in a format-3 zip comment) with its file checksum renewed."""
+    assert data[-_HEX_DIGITS - len(_FILE_CHECKSUM_PREFIX):-_HEX_DIGITS] == _FILE_CHECKSUM_PREFIX
+    buf = io.BytesIO(data)
+    _seal(buf)
     return buf.getvalue()
 
 
 def sign(manifest: bytes) -> bytes:
-    """The zip comment that holds the checksum of ``manifest``."""
+    """The zip comment of a format-2 file that holds the checksum of ``manifest``."""
     return _CHECKSUM_PREFIX + hashlib.sha256(manifest).hexdigest().encode()
 
 
-def forge(data: bytes, edit=None, **replace: bytes) -> bytes:
-    """The file with members replaced and its manifest edited by ``edit``, the manifest's member
-    checksums, sizes and its own checksum all renewed: a well-formed file of other contents."""
+def forge(data: bytes, edit=None, *, version: int = FORMAT_VERSION, **replace: bytes) -> bytes:
+    """The file in format ``version`` with members replaced and its manifest edited by ``edit``, every
+    checksum renewed (the members' in the manifest, and the file's (format 3) or the manifest's
+    (format 2) in the zip comment; format 1 has no sizes and no comment): a well-formed file of other
+    contents, or without ``edit`` and ``replace`` the same fit as an earlier format wrote it."""
     members, _ = unzip(data)
     members.update(replace)
     manifest = json.loads(members["manifest.json"])
-    if edit is not None:
-        edit(manifest)
+    manifest["format_version"] = version
     manifest["sha256"] = {n: hashlib.sha256(b).hexdigest() for n, b in members.items() if n != "manifest.json"}
     manifest["sizes"] = {n: len(b) for n, b in members.items() if n != "manifest.json"}
-    body = json.dumps(manifest).encode()
-    return zip_members({**members, "manifest.json": body}, sign(body))
-
-
-def as_format_1(data: bytes, edit=None) -> bytes:
-    """The file as format 1 wrote it (no sizes, no manifest checksum), its manifest edited by ``edit``."""
-    members, _ = unzip(data)
-    manifest = json.loads(members["manifest.json"])
-    manifest["format_version"] = 1
-    del manifest["sizes"]
+    if version == 1:
+        del manifest["sizes"]
     if edit is not None:
         edit(manifest)
-    return zip_members({**members, "manifest.json": json.dumps(manifest).encode()})
+    body = json.dumps(manifest).encode()
+    members = {**members, "manifest.json": body}
+    return zip_members(members, sealed=True) if version >= 3 else zip_members(members, sign(body) if version == 2 else b"")
 
 
 @functools.cache
@@ -147,8 +151,8 @@ def set_state(key, value):
     return edit
 
 
-def edit_array(data: bytes, key: str, change) -> tuple[bytes, bytes]:
-    """A forged format-2 file and its format-1 twin with array ``key`` of the state changed by ``change``."""
+def edit_array(data: bytes, key: str, change) -> dict[int, bytes]:
+    """Forged files of every format version, by version, with array ``key`` of the state changed by ``change``."""
     members, _ = unzip(data)
     manifest = json.loads(members["manifest.json"])
     ref = manifest["state"][key]["__array__"]
@@ -157,18 +161,8 @@ def edit_array(data: bytes, key: str, change) -> tuple[bytes, bytes]:
     arrays[ref] = change(arrays[ref])
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    forged = forge(data, **{"arrays.npz": buf.getvalue()})
-    old = format_1_forge(data, **{"arrays.npz": buf.getvalue()})
-    return forged, old
-
-
-def format_1_forge(data: bytes, edit=None, **replace: bytes) -> bytes:
-    """A format-1 file (:func:`as_format_1`) with members replaced and its member checksums renewed."""
-    members, _ = unzip(as_format_1(data, edit))
-    members.update(replace)
-    manifest = json.loads(members["manifest.json"])
-    manifest["sha256"] = {n: hashlib.sha256(b).hexdigest() for n, b in members.items() if n != "manifest.json"}
-    return zip_members({**members, "manifest.json": json.dumps(manifest).encode()})
+    return {version: forge(data, version=version, **{"arrays.npz": buf.getvalue()})
+            for version in range(1, FORMAT_VERSION + 1)}
 
 
 def meaning(data: bytes):

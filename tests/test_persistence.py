@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import json
 import zipfile
@@ -13,7 +12,9 @@ import pytest
 
 import bayes_maxmargin as bmm
 from bayes_maxmargin import GPBSVM, FactorBSVM, InvalidModelFileError, LinearBSVM, MaxMarginProjection
-from bayes_maxmargin.persistence import _CHECKSUM_PREFIX, FORMAT_VERSION
+from bayes_maxmargin.persistence import FORMAT_VERSION
+
+from ._saved_files import forge, unzip, zip_members
 
 pytestmark = pytest.mark.xdist_group("persistence")
 
@@ -105,27 +106,20 @@ def _members(path):
         return {n: zf.read(n) for n in zf.namelist()}
 
 
-def _rezip(path, members, comment=b""):
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.comment = comment
-        for name, data in members.items():
-            zf.writestr(name, data)
+def _rezip(path, members, comment=b"", sealed=True):
+    """``path`` written as a zip of ``members``, with a valid file checksum or the zip comment ``comment``."""
+    path.write_bytes(zip_members(members, comment, sealed=sealed))
     return path
 
 
-def _signed(manifest):
-    """The zip comment holding the checksum of the manifest ``manifest`` (bytes)."""
-    return _CHECKSUM_PREFIX + hashlib.sha256(manifest).hexdigest().encode()
-
-
 def _with_manifest(path, out, **changes):
-    """The file with entries of its manifest changed, and the manifest's checksum made to match (a
+    """The file with entries of its manifest changed, and the file's checksum made to match (a
     well-formed file of another kind, not a damaged one)."""
     members = _members(path)
     manifest = json.loads(members["manifest.json"])
     manifest.update(changes)
     members["manifest.json"] = json.dumps(manifest).encode()
-    return _rezip(out, members, _signed(members["manifest.json"]))
+    return _rezip(out, members)
 
 
 def test_bad_files_fail_with_a_clear_error(saved, tmp_path):
@@ -147,23 +141,30 @@ def test_bad_files_fail_with_a_clear_error(saved, tmp_path):
     (tmp_path / "npz.bmm").write_bytes(buf.getvalue())
     with pytest.raises(InvalidModelFileError, match="not a bayes_maxmargin estimator file"):
         bmm.load(tmp_path / "npz.bmm")
-    # one byte of the arrays changed
+    # one byte of the arrays changed (the file's checksum renewed)
     members = _members(path)
     arr = bytearray(members["arrays.npz"])
     arr[len(arr) // 2] ^= 0xFF
-    signature = _signed(members["manifest.json"])
     with pytest.raises(InvalidModelFileError, match="checksum mismatch in arrays.npz"):
-        bmm.load(_rezip(tmp_path / "tampered.bmm", {**members, "arrays.npz": bytes(arr)}, signature))
-    # an edited manifest, its checksum not renewed, or the checksum dropped
+        bmm.load(_rezip(tmp_path / "tampered.bmm", {**members, "arrays.npz": bytes(arr)}))
+    # an edited manifest, the file's checksum (or a format-2 file's manifest checksum) not renewed, or
+    # the checksum dropped
     manifest = json.loads(members["manifest.json"])
     manifest["state"]["n_features_in_"] = 2
+    edited = {**members, "manifest.json": json.dumps(manifest).encode()}
+    with pytest.raises(InvalidModelFileError, match="file checksum mismatch"):
+        bmm.load(_rezip(tmp_path / "edited.bmm", edited, zipfile.ZipFile(path).comment, sealed=False))
+    old = unzip(forge(data, version=2))
     with pytest.raises(InvalidModelFileError, match="checksum mismatch in manifest.json"):
-        bmm.load(_rezip(tmp_path / "edited.bmm", {**members, "manifest.json": json.dumps(manifest)}, signature))
+        bmm.load(_rezip(tmp_path / "edited-2.bmm", {**old[0], "manifest.json": edited["manifest.json"]}, old[1],
+                        sealed=False))
+    with pytest.raises(InvalidModelFileError, match="lacks the file checksum"):
+        bmm.load(_rezip(tmp_path / "unsigned.bmm", members, sealed=False))
     with pytest.raises(InvalidModelFileError, match="lacks the manifest checksum"):
-        bmm.load(_rezip(tmp_path / "unsigned.bmm", members))
+        bmm.load(_rezip(tmp_path / "unsigned-2.bmm", old[0], sealed=False))
     # an extra member
     with pytest.raises(InvalidModelFileError, match="unexpected members"):
-        bmm.load(_rezip(tmp_path / "extra.bmm", {**members, "payload.pkl": b"cos\nsystem\n"}, signature))
+        bmm.load(_rezip(tmp_path / "extra.bmm", {**members, "payload.pkl": b"cos\nsystem\n"}))
     with pytest.raises(InvalidModelFileError, match=f"format version {FORMAT_VERSION + 1}.*reads format versions 1 to"):
         bmm.load(_with_manifest(path, tmp_path / "newer.bmm", format_version=FORMAT_VERSION + 1))
     with pytest.raises(InvalidModelFileError, match="not a bayes_maxmargin estimator file"):
