@@ -122,6 +122,7 @@ class GPModelConfig:
     gamma_prior: list[float] | None = None
     gamma0: float | None = None
     jitter: float = 1e-6
+    calibrate: Optional[bool] = None  # None: GPBSVM's default (a learnt link for ecm, fitc, vi, svi)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayes_maxmargin import GPBSVM
 from bayes_maxmargin.core.kernels import SEParams
-from bayes_maxmargin.core.predict import probit_margin
+from bayes_maxmargin.core.predict import linked_moments, probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
 from bayes_maxmargin.models.gp.model import GPHyper
@@ -37,7 +37,7 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 
 def test_ecm_is_gp_ecm_mlii(moons):
     """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-5, with
-    accelerate) and gp_predict."""
+    accelerate) and gp_predict (through the learnt link)."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
@@ -49,8 +49,9 @@ def test_ecm_is_gp_ecm_mlii(moons):
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(clf.kernel_params_["lengthscale"], res.params.lengthscale, rtol=1e-10)
-    np.testing.assert_allclose(clf.decision_function(X[:7]), probit_margin(np.asarray(mean), np.asarray(var)),
-                               rtol=1e-8)
+    np.testing.assert_allclose(clf.predict_latent(X[:7]), (mean, var), rtol=1e-8)
+    np.testing.assert_allclose(clf.decision_function(X[:7]),
+                               probit_margin(*linked_moments(np.asarray(mean), np.asarray(var), clf.link_)), rtol=1e-8)
     trace = clf.objective_
     assert trace.ndim == 1 and np.all(np.isfinite(trace))
     np.testing.assert_allclose(clf.log_z_, np.asarray(res.log_z)[: len(clf.log_z_)], rtol=1e-10)

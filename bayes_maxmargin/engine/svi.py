@@ -85,7 +85,7 @@ from bayes_maxmargin.engine.checkpoint import (
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
-           "check_schedule", "elbo", "full_elbo", "init_state", "natural_gradient", "natural_gradient_ascent",
+           "check_schedule", "elbo", "full_elbo", "init_state", "latent_parts", "natural_gradient", "natural_gradient_ascent",
            "natural_targets", "predict_moments", "robbins_monro", "run_svi"]
 
 
@@ -753,6 +753,21 @@ def full_elbo(
     parts = _chunked(lambda Xc, yc: _hinge_chunk(problem.features, state, Xc, jnp.asarray(yc, dtype), g),
                      X, chunk, dtype, np.asarray(y))
     return sum(float(v) for v in parts) - float(kl_to_prior(state.nat, problem.prior_prec))
+
+
+@partial(jit, static_argnums=0)
+def _parts_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array, Array]:
+    feats = features(state.hyper, state.whiten, X)
+    return (*latent_moments(state.nat, feats), feats.ktilde)
+
+
+def latent_parts(
+    state: SVIState, problem: Problem, X: np.ndarray, chunk: int = 65536
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`predict_moments` and, apart, Ktilde_ii (the variance of f_i that q(v) does not see)."""
+    dtype = state.nat.eta1.dtype
+    out = _chunked(lambda Xc: _parts_chunk(problem.features, state, Xc), X, chunk, dtype)
+    return tuple(np.concatenate([np.asarray(part[k]) for part in out]) for k in range(3))
 
 
 def predict_moments(state: SVIState, problem: Problem, X: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:

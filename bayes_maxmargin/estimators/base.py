@@ -196,8 +196,14 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         Phi(decision_function)``, so scores and probabilities rank points identically. K > 2
         classes: shape (n_samples, n_classes), the margins of the K one-vs-rest problems; the
         prediction is the class of the largest. ``predict_latent`` gives m and v themselves.
+        A :class:`~bayes_maxmargin.GPBSVM` with a learnt link (``link_`` = (a, b)) uses a f + b in
+        place of f: (a m + b) / sqrt(1 + a^2 v).
         """
-        return probit_margin(*self.predict_latent(X))
+        return probit_margin(*self._linked(*self.predict_latent(X)))
+
+    def _linked(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Moments of the argument of the probit link given those of f (the identity here)."""
+        return mean, var
 
     @staticmethod
     def _probabilities(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -217,7 +223,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         Two classes: Phi(m / sqrt(1 + v)) and its complement. K > 2 classes: the one-vs-rest
         probabilities Phi(m_k / sqrt(1 + v_k)) normalised to sum to one over the classes.
         """
-        return self._probabilities(*self.predict_latent(X))
+        return self._probabilities(*self._linked(*self.predict_latent(X)))
 
     def predict(self, X: Any) -> np.ndarray:
         """Class labels: ``classes_[1]`` where the posterior mean of f is positive (two classes);

@@ -120,6 +120,7 @@ BSVM_TABLE1: dict[str, Any] = {
     "mlii_steps": 3,
     "mlii_tol": None,
     "accelerate": False,
+    "calibrate": False,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }
@@ -136,6 +137,7 @@ FITC_TABLE2: dict[str, Any] = {
     "mlii_steps": 3,
     "mlii_tol": None,
     "accelerate": False,
+    "calibrate": False,
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }

@@ -35,7 +35,8 @@ from bayes_maxmargin.core.linalg import (
 )
 
 __all__ = ["Covariance", "FITCFactors", "GPData", "alpha", "alpha_from_factor", "as_2d", "chol_mm",
-           "dense_log_marginal", "fitc_factors", "gp_alpha", "gp_data", "log_marginal", "log_prior", "prior_matvec",
+           "dense_log_marginal", "fitc_factors", "gp_alpha", "gp_data", "log_marginal", "log_prior", "loo_moments",
+           "prior_matvec",
            "pseudo_obs", "pseudo_obs_scaled", "scaled_factor"]
 
 
@@ -240,6 +241,33 @@ def log_marginal(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
         quad = t @ woodbury_solve(g, cov.U, eye, t)
         return gaussian_log_density(quad, woodbury_logdet(g, cov.U, eye), t.shape[-1])
     return dense_log_marginal(cov.K, cov.y, inv_lam, gamma)
+
+
+def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
+    """Leave-one-out mean and variance of every f_n at fixed lambda = 1 / ``inv_lam`` and gamma.
+
+    Given lambda, the ECM posterior is GP regression on the pseudo-observations t = Y (1 + lambda)
+    with noise variances lambda / gamma (eq. 7, 12). With B = K + Lambda / gamma and alpha = B^-1 t,
+    t_n given the other points is N(t_n - alpha_n / [B^-1]_nn, 1 / [B^-1]_nn) (Rasmussen & Williams
+    2006, eq. 5.12), so f_n = t_n - e_n, e_n ~ N(0, lambda_n / gamma), has mean t_n - alpha_n /
+    [B^-1]_nn and variance 1 / [B^-1]_nn - lambda_n / gamma: the point's site divided out of the
+    posterior without the cancellation of the precision form when lambda_n is tiny (a support vector
+    on the margin). Dense: [B^-1]_nn = s_n^2 ||L^-1 e_n||^2 (:func:`scaled_factor`); FITC: Woodbury on
+    diag(g) + U U', [B^-1]_nn = 1 / g_n - ||C^-1 U' e_n / g_n||^2 with C C' = I + U' G^-1 U.
+    """
+    t, noise = pseudo_obs(cov.y, inv_lam), 1.0 / (gamma * inv_lam)
+    if isinstance(cov, FITCFactors):
+        g = cov.dq + noise
+        Ug = cov.U / g[:, None]
+        C = jnp.linalg.cholesky(_eye_like(cov.U) + cov.U.T @ Ug)
+        diag = 1.0 / g - jnp.sum(solve_triangular(C, Ug.T, lower=True) ** 2, axis=0)
+        a = fitc_alpha(cov, inv_lam, gamma)
+    else:
+        s, chol_b = scaled_factor(cov.K, inv_lam, gamma)
+        inv_chol = solve_triangular(chol_b, jnp.eye(s.shape[0], dtype=s.dtype), lower=True)
+        diag = s**2 * jnp.sum(inv_chol**2, axis=0)
+        a = alpha_from_factor(s, chol_b, cov.y, inv_lam, gamma)
+    return t - a / diag, jnp.maximum(1.0 / diag - noise, 0.0)
 
 
 def _dense_log_marginal(K: Array, y: Array, inv_lam: Array, gamma: Array) -> tuple[Array, tuple[Array, Array]]:

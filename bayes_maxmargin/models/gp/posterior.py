@@ -10,7 +10,9 @@ predictive method, :meth:`latent_moments`, the mean and variance of f_* at new i
 * :class:`SVIPosterior`: the S-BSVM's q(u) on the inducing points (Wenzel et al. 2017, Sec. 4.4).
 
 Each holds what its predictive needs (the training inputs, the kernel's name and jitter included),
-so that ``posterior.latent_moments(X, dtype)`` is all a prediction takes.
+so that ``posterior.latent_moments(X, dtype)`` is all a prediction takes. The Gaussian ones also give
+the leave-one-out moments of f at the training inputs, ``posterior.loo_latent(X, y, gamma, dtype)``
+(:func:`~bayes_maxmargin.core.predict.loo_cavity`), from which ``GPBSVM(calibrate=True)`` fits its link.
 
 Example
 -------
@@ -30,6 +32,7 @@ True
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -37,8 +40,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from bayes_maxmargin.core.augmentation import margin_floor
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
-from bayes_maxmargin.engine.svi import Problem, SVIState, predict_moments
+from bayes_maxmargin.core.predict import loo_cavity
+from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, predict_moments
+from bayes_maxmargin.core.compilation import bucket_rows, jit
+from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments
+from bayes_maxmargin.models.gp.model import prior_covariance
 from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
 
 __all__ = ["DrawsPosterior", "ModePosterior", "SVIPosterior", "VIPosterior"]
@@ -77,6 +85,22 @@ class ModePosterior(NamedTuple):
         return gp_predict(jnp.asarray(self.X, dtype), jnp.asarray(X, dtype), jnp.asarray(self.y, dtype),
                           self.inv_lam, self.gamma, self.theta, V=self.V, kernel=self.kernel, jitter=self.jitter)
 
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Leave-one-out mean and variance of f_n at the training inputs given omega
+        (:func:`~bayes_maxmargin.models.gp.covariance.loo_moments`); ``X``, ``y`` and ``gamma`` are
+        the fit's own, which this posterior holds."""
+        V = None if self.V is None else jnp.asarray(self.V, dtype)
+        out = _mode_loo(jnp.asarray(self.X, dtype), jnp.asarray(self.y, dtype), jnp.asarray(self.inv_lam, dtype),
+                        jnp.asarray(self.gamma, dtype), self.theta, V, kernel=self.kernel, jitter=self.jitter)
+        return tuple(np.asarray(a, np.float64) for a in out)
+
+
+@partial(jit, static_argnames=("kernel", "jitter"))
+def _mode_loo(X, y, inv_lam, gamma, theta, V, *, kernel, jitter):
+    cov = (GPData(prior_covariance(X, kernel, theta, jitter), y, None) if V is None
+           else fitc_factors(theta, X, V, y, kernel, jitter))
+    return loo_moments(cov, inv_lam, gamma)
+
 
 class VIPosterior(NamedTuple):
     """The B-BSVM's q(f) = N(mu, Sigma) at fixed theta (Wenzel et al. 2017, Sec. 4.1).
@@ -110,6 +134,14 @@ class VIPosterior(NamedTuple):
         Ks = kfn(self.theta, jnp.asarray(self.X, dtype), X)
         half = jax.scipy.linalg.solve_triangular(self.LB, self.sw[:, None] * Ks, lower=True)
         return Ks.T @ jnp.asarray(self.alpha, dtype), kernel_diag(kfn, self.theta, X) - jnp.sum(half**2, axis=0)
+
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Leave-one-out mean and variance of f_n at the training inputs ``X`` (the fit's, labels ``y``
+        coded +-1): the site of point n in q(f), precision W_n = gamma alpha_n^-1/2 and mean
+        y_n (1 + gamma / W_n) (Sec. 4.1), divided out (:func:`~bayes_maxmargin.core.predict.loo_cavity`)."""
+        mean, var = (np.asarray(a, np.float64) for a in self.latent_moments(X, dtype))
+        tau = np.asarray(self.sw, np.float64) ** 2
+        return loo_cavity(mean, var, tau, np.asarray(y, np.float64) * (1.0 + float(gamma) / tau))
 
 
 class DrawsPosterior(NamedTuple):
@@ -167,3 +199,16 @@ class SVIPosterior(NamedTuple):
         """K_*m K_mm^-1 mu and K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, in the
         state's precision (``dtype`` is not used: the data stay on the host, chunk by chunk)."""
         return predict_moments(self.state, self.problem, X)
+
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Leave-one-out mean and variance of f_n at training inputs ``X`` (labels ``y`` coded +-1): q(v)
+        takes point n through the site on phi_n' v of eq. (9)-(10), precision gamma alpha_n^-1/2 and
+        mean y_n (1 + alpha_n^1/2) at the alpha_n of Alg. 1, line 7; that site divided out
+        (:func:`~bayes_maxmargin.core.predict.loo_cavity`), Ktilde_nn added back. The rows are padded
+        to :func:`~bayes_maxmargin.core.compilation.bucket_rows` (one program for fits of nearby sizes)."""
+        n = X.shape[0]
+        padded = np.concatenate([X, np.zeros((bucket_rows(n) - n, X.shape[1]), X.dtype)])
+        mean, var, ktilde = (part[:n] for part in latent_parts(self.state, self.problem, padded))
+        y = np.asarray(y, np.float64)
+        root = np.sqrt(np.maximum((1.0 - y * mean) ** 2 + var, float(margin_floor(mean.dtype)) ** 2))  # alpha^1/2
+        return loo_cavity(mean, var - ktilde, float(gamma) / root, y * (1.0 + root), ktilde)

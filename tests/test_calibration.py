@@ -1,0 +1,200 @@
+"""The learnt probit link of GPBSVM (``calibrate``): leave-one-out moments of f from the fitted
+posterior equal those of refits without the point, the link's fit recovers a known link, and the
+estimator predicts through it consistently (labels, scores, probabilities, multi-class, files)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import ndtr
+
+from bayes_maxmargin import GPBSVM, load, save
+from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.predict import fit_probit_link, linked_moments, loo_cavity, probit_margin, probit_predictive
+from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.models.gp.ecm import gp_predict
+
+QUIET = dict(progress_bar=False, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def moons() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_moons
+
+    return make_moons(120, noise=0.3, random_state=0)
+
+
+def _refit_without(post, n: int, inv_lam) -> tuple[float, float]:
+    """The predictive of f at training input n from the other points' sites (omega held)."""
+    keep = np.arange(post.X.shape[0]) != n
+    X = jnp.asarray(post.X)
+    mean, var = gp_predict(X[keep], X[n:n + 1], jnp.asarray(post.y)[keep], jnp.asarray(inv_lam)[keep], post.gamma,
+                           post.theta, V=post.V, kernel=post.kernel, jitter=post.jitter)
+    return float(mean[0]), float(var[0])
+
+
+@pytest.mark.parametrize("inference", ["ecm", "fitc"])
+def test_ecm_leave_one_out_moments_are_refits_without_the_point(moons, inference):
+    """Every training point, support vectors on the margin (tiny lambda) included: the moments from
+    the fitted posterior equal the predictive of a fit on the other points at the same omega."""
+    X, y = moons
+    clf = GPBSVM(inference=inference, num_inducing=20, max_iter=60, calibrate=False, **QUIET).fit(X, y)
+    post = clf._posterior
+    with float_precision(True):
+        mean, var = post.loo_latent(None, None, None, jnp.float64)
+        brute = np.array([_refit_without(post, n, post.inv_lam) for n in range(len(X))])
+    assert np.asarray(post.inv_lam).max() > 1e6  # points on the margin
+    np.testing.assert_allclose(mean, brute[:, 0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, brute[:, 1], rtol=1e-4, atol=2e-6)  # the jitter counts as prior variance
+
+
+def test_vi_leave_one_out_moments_are_refits_without_the_point(moons):
+    """B-BSVM: q(f) given q(lambda) is GP regression on the sites W_n = gamma alpha_n^-1/2, so the
+    refit without a point is the ECM predictive with omega = W / gamma on the others."""
+    X, y = moons
+    clf = GPBSVM(inference="vi", kernel_params={"lengthscale": 0.7}, calibrate=False, **QUIET).fit(X, y)
+    post = clf._posterior
+    ypm = np.where(y == 1, 1.0, -1.0)
+    mode = type("Post", (), dict(X=post.X, y=ypm, gamma=1.0, theta=post.theta, V=None, kernel=post.kernel,
+                                 jitter=clf.jitter))
+    with float_precision(True):
+        mean, var = post.loo_latent(X, ypm, 1.0, jnp.float64)
+        brute = np.array([_refit_without(mode, n, np.asarray(post.sw) ** 2) for n in range(len(X))])
+    np.testing.assert_allclose(mean, brute[:, 0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, brute[:, 1], rtol=1e-4, atol=2e-6)
+
+
+def test_loo_cavity_is_the_posterior_without_the_site():
+    """A Gaussian posterior of v (prior N(0, I), sites on phi_n' v): the cavity of phi_n' v equals the
+    posterior built without site n; an independent part of f_n adds its variance."""
+    rng = np.random.default_rng(0)
+    n, m = 12, 4
+    Phi = rng.normal(size=(n, m))
+    tau, target = rng.uniform(0.2, 5.0, n), rng.normal(size=n)
+
+    def posterior(rows):
+        prec = np.eye(m) + (Phi[rows].T * tau[rows]) @ Phi[rows]
+        cov = np.linalg.inv(prec)
+        return cov @ Phi[rows].T @ (tau[rows] * target[rows]), cov
+
+    mu, cov = posterior(np.arange(n))
+    mean, var = Phi @ mu, np.einsum("ij,jk,ik->i", Phi, cov, Phi)
+    loo_mean, loo_var = loo_cavity(mean, var, tau, target, 0.3)
+    for k in range(n):
+        mu_k, cov_k = posterior(np.arange(n) != k)
+        np.testing.assert_allclose(loo_mean[k], Phi[k] @ mu_k, rtol=1e-10)
+        np.testing.assert_allclose(loo_var[k], Phi[k] @ cov_k @ Phi[k] + 0.3, rtol=1e-10)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_fit_probit_link_recovers_the_link(noise):
+    """Labels drawn from P(y = 1 | f) = Phi(a f + b) with f ~ N(m, noise): (a, b) recovered."""
+    rng = np.random.default_rng(1)
+    m = rng.normal(scale=2.0, size=40_000)
+    f = m + np.sqrt(noise) * rng.normal(size=m.shape)
+    y = np.where(rng.random(m.shape) < ndtr(0.4 * f - 0.25), 1.0, -1.0)
+    a, b = fit_probit_link(m, np.full_like(m, noise), y)
+    assert abs(a - 0.4) < 0.02 and abs(b + 0.25) < 0.03
+
+
+def test_fit_probit_link_stays_finite_on_separable_data():
+    m = np.linspace(-3, 3, 40)
+    a, b = fit_probit_link(m, np.zeros_like(m), np.sign(m))
+    assert np.isfinite([a, b]).all() and 1.0 < a < 20.0 and abs(b) < 1.0
+
+
+# ---------------------------------------------------------------------------- the estimator
+@pytest.mark.parametrize("inference", ["svi", "ecm", "fitc", "vi"])
+def test_predictions_go_through_the_link(moons, inference):
+    """predict_proba = Phi((a m + b) / sqrt(1 + a^2 v)), decision_function its probit margin, predict
+    its sign; calibrate=False keeps the papers' Phi(m / sqrt(1 + v)) with link_ = (1, 0)."""
+    X, y = moons
+    kw = dict(inference=inference, num_inducing=20, max_iter=60 if inference != "svi" else 300, **QUIET)
+    clf = GPBSVM(**kw).fit(X, y)
+    a, b = clf.link_
+    assert a > 0 and (a, b) != (1.0, 0.0)
+    mean, var = clf.predict_latent(X)
+    p = probit_predictive(a * mean + b, a * a * var)
+    np.testing.assert_allclose(clf.predict_proba(X)[:, 1], p, rtol=1e-12)
+    np.testing.assert_allclose(clf.decision_function(X), probit_margin(a * mean + b, a * a * var), rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(p > 0.5).astype(int)])
+    raw = GPBSVM(calibrate=False, **kw).fit(X, y)
+    np.testing.assert_array_equal(raw.link_, [1.0, 0.0])
+    np.testing.assert_array_equal(raw.predict_proba(X)[:, 1], probit_predictive(*raw.predict_latent(X)))
+    np.testing.assert_array_equal(raw.predict_latent(X)[0], mean)  # the posterior itself is unchanged
+
+
+def test_calibration_lowers_the_log_loss_of_an_overconfident_fit():
+    """Flipped labels (20 %) that S-BSVM's hinge latent cannot know about: the learnt link shrinks
+    the probabilities towards 1/2 (a < 1), and the held-out log loss and Brier score fall."""
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1200, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    flip = rng.random(len(y)) < 0.2
+    y[flip] = 1 - y[flip]
+    tr, te = slice(0, 600), slice(600, None)
+    kw = dict(max_iter=600, **QUIET)
+    cal = GPBSVM(**kw).fit(X[tr], y[tr])
+    raw = GPBSVM(calibrate=False, **kw).fit(X[tr], y[tr])
+    assert cal.link_[0] < 1.0
+    p_cal, p_raw = cal.predict_proba(X[te])[:, 1], raw.predict_proba(X[te])[:, 1]
+    assert log_loss(y[te], p_cal) < log_loss(y[te], p_raw) - 0.01
+    assert brier_score_loss(y[te], p_cal) < brier_score_loss(y[te], p_raw)
+
+
+def test_multiclass_link_per_class_and_saved(tmp_path):
+    """One link per one-vs-rest problem (link_ of shape (K, 2), each its binary fit's); a saved fit
+    predicts the same after loading."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    clf = GPBSVM(max_iter=300, **QUIET).fit(X, y)
+    assert clf.link_.shape == (3, 2)
+    for k, sub in enumerate(clf.estimators_):
+        np.testing.assert_array_equal(clf.link_[k], sub.link_)
+    mean, var = clf.predict_latent(X)
+    np.testing.assert_allclose(clf.decision_function(X), probit_margin(*linked_moments(mean, var, clf.link_)))
+    save(clf, tmp_path / "iris.bmm")
+    np.testing.assert_array_equal(load(tmp_path / "iris.bmm").predict_proba(X), clf.predict_proba(X))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(inference="gibbs", calibrate=True), r"calibrate: True with inference='gibbs'"),
+    (dict(inference="nuts", calibrate=True), r"calibrate: True with inference='nuts'"),
+    (dict(calibrate="yes"), r"calibrate: 'yes' \(must be a bool or None\)"),
+])
+def test_bad_calibrate_is_named(moons, kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        GPBSVM(**kwargs).fit(*moons)
+
+
+def test_mcmc_fits_keep_the_papers_predictive(moons):
+    X, y = moons
+    clf = GPBSVM(inference="gibbs", learn_kernel=False, num_samples=50, num_warmup=50, num_chains=1, **QUIET)
+    clf.fit(X[:40], y[:40])
+    np.testing.assert_array_equal(clf.link_, [1.0, 0.0])
+
+
+def test_svi_leave_one_out_pass_pads_rows_without_reaching_the_result(moons):
+    """The svi link's pass over the training rows runs padded to a bucket; its moments equal those
+    of the unpadded rows."""
+    from bayes_maxmargin.core.augmentation import margin_floor
+    from bayes_maxmargin.core.compilation import bucket_rows
+    from bayes_maxmargin.engine.svi import latent_parts
+
+    X, y = moons
+    X, y = X[:100], y[:100]
+    assert bucket_rows(100) > 100
+    clf = GPBSVM(max_iter=200, **QUIET).fit(X, y)
+    post, ypm = clf._posterior, np.where(y == 1, 1.0, -1.0)
+    with float_precision(True):  # the fit's float64
+        mean, var = post.loo_latent(X, ypm, clf.gamma_)
+        m, v, kt = latent_parts(post.state, post.problem, X)
+    root = np.sqrt(np.maximum((1.0 - ypm * m) ** 2 + v, margin_floor(m.dtype) ** 2))
+    expected = loo_cavity(m, v - kt, clf.gamma_ / root, ypm * (1.0 + root), kt)
+    np.testing.assert_allclose(mean, expected[0], rtol=1e-10)  # other shapes, other blocking: last bits
+    np.testing.assert_allclose(var, expected[1], rtol=1e-10)
+    np.testing.assert_allclose(clf.link_, fit_probit_link(*expected, ypm), rtol=1e-6)
