@@ -85,8 +85,8 @@ from bayes_maxmargin.engine.checkpoint import (
 from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
-           "check_schedule", "elbo", "full_elbo", "init_state", "latent_parts", "natural_gradient", "natural_gradient_ascent",
-           "natural_targets", "predict_moments", "robbins_monro", "run_svi"]
+           "check_schedule", "elbo", "full_elbo", "init_state", "latent_parts", "natural_gradient",
+           "natural_gradient_ascent", "natural_targets", "predict_moments", "robbins_monro", "run_svi"]
 
 
 # ============================================================================ the global Gaussian

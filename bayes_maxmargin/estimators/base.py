@@ -221,7 +221,9 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """Posterior predictive class probabilities, columns as ``classes_``.
 
         Two classes: Phi(m / sqrt(1 + v)) and its complement. K > 2 classes: the one-vs-rest
-        probabilities Phi(m_k / sqrt(1 + v_k)) normalised to sum to one over the classes.
+        probabilities Phi(m_k / sqrt(1 + v_k)) normalised to sum to one over the classes. A
+        :class:`~bayes_maxmargin.GPBSVM` with a learnt link (``link_`` = (a, b)) puts a m + b and
+        a^2 v in place of m and v.
         """
         return self._probabilities(*self._linked(*self.predict_latent(X)))
 

@@ -190,8 +190,9 @@ class GPBSVM(_BayesianSVMClassifier):
     / NUTS / SVI program, one Gibbs run over the stacked chains of all classes), each with its own
     kernel parameters (ML-II per class), link and key ``fold_in(key, k)``. ``predict_latent`` and
     ``decision_function`` then have one column per class, ``predict_proba`` holds the K probit
-    probabilities normalised over the classes, ``predict`` the class of the largest margin; ``estimators_`` holds the K binary fits, the attributes below are theirs
-    stacked along a leading class axis (lists where the shapes differ, e.g. ``support_``,
+    probabilities normalised over the classes, ``predict`` the class of the largest margin;
+    ``estimators_`` holds the K binary fits, the attributes below are theirs stacked along a
+    leading class axis (lists where the shapes differ, e.g. ``support_``,
     ``dual_coef_``, ``kernel_params_``), and ``idata_`` has a ``class`` dimension.
 
     Parameters

@@ -36,8 +36,7 @@ from bayes_maxmargin.core.linalg import (
 
 __all__ = ["Covariance", "FITCFactors", "GPData", "alpha", "alpha_from_factor", "as_2d", "chol_mm",
            "dense_log_marginal", "fitc_factors", "gp_alpha", "gp_data", "log_marginal", "log_prior", "loo_moments",
-           "prior_matvec",
-           "pseudo_obs", "pseudo_obs_scaled", "scaled_factor"]
+           "prior_matvec", "pseudo_obs", "pseudo_obs_scaled", "scaled_factor"]
 
 
 # --------------------------------------------------------------------------- dense

@@ -41,13 +41,13 @@ import numpy as np
 from jax import Array
 
 from bayes_maxmargin.core.augmentation import margin_floor
+from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.predict import loo_cavity
 from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, predict_moments
-from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments
-from bayes_maxmargin.models.gp.model import prior_covariance
 from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
+from bayes_maxmargin.models.gp.model import prior_covariance
 
 __all__ = ["DrawsPosterior", "ModePosterior", "SVIPosterior", "VIPosterior"]
 
