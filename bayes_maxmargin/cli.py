@@ -178,7 +178,7 @@ class ECMConfig:
     max_iter: int = 200
     mlii_every: int = 20
     mlii_steps: int = 10
-    mlii_tol: Any = "auto"  # "auto": GPBSVM's default (1e-5 for ECM, null for FITC); null: every round and step
+    mlii_tol: Any = "auto"  # "auto": GPBSVM's default (1e-4 for ECM, null for FITC); null: every round and step
     accelerate: bool = True  # SQUAREM cycles of three ECM iterations; false: the paper's plain iterations
     optimizer: str = "lbfgs"
     learning_rate: float = 0.05

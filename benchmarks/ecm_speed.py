@@ -9,11 +9,11 @@ part. Methods:
   amplitude and length-scale) with the process's OpenBLAS threads, as a user runs it;
 * ``gpc_1thread``: the same under ``threadpoolctl`` with one OpenBLAS thread (what ``GPBSVM``'s ECM uses);
 * ``ecm``: ``GPBSVM(inference="ecm")``, its defaults (ML-II rounds of 20 ECM iterations, at most 10, each
-  ML-II step and the rounds stopped once log Z gains at most ``mlii_tol="auto"`` = 1e-5 relative, every
+  ML-II step and the rounds stopped once log Z gains at most ``mlii_tol="auto"`` = 1e-4 relative, every
   ECM run as SQUAREM cycles, then a final ECM run);
 * ``ecm_paper``: ``GPBSVM(inference="ecm", mlii_tol=None, accelerate=False)``, the paper's schedule (10
   rounds of 10 L-BFGS iterations, plain ECM iterations);
-* ``ecm_fast``: ``GPBSVM(inference="ecm", mlii_tol=1e-4)``.
+* ``ecm_fast``: ``GPBSVM(inference="ecm", mlii_tol=1e-3)``.
 
 Brier score: mean over test rows of sum_k (p_k - 1[y = k])^2 (twice the binary Brier score for two
 classes). Each fit records the 1-minute load average before it (``os.getloadavg``); read the ratios of
@@ -41,7 +41,7 @@ from _common import markdown_table, result_name, write_results  # noqa: E402
 METHODS = {
     "ecm": {},
     "ecm_paper": {"mlii_tol": None, "accelerate": False},
-    "ecm_fast": {"mlii_tol": 1e-4},
+    "ecm_fast": {"mlii_tol": 1e-3},
 }
 
 

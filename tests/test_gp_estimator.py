@@ -36,7 +36,7 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_ecm_is_gp_ecm_mlii(moons):
-    """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-5, with
+    """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-4, with
     accelerate) and gp_predict (through the learnt link)."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
@@ -44,7 +44,7 @@ def test_ecm_is_gp_ecm_mlii(moons):
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
                           GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10,
-                          mlii_tol=1e-5, accelerate=True)
+                          mlii_tol=1e-4, accelerate=True)
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
@@ -280,12 +280,12 @@ def test_ecm_fast_options_and_blas_threads(moons):
 
 
 def test_mlii_tol_auto_is_the_ecm_default_and_off_for_fitc(moons):
-    """mlii_tol="auto" (the default) fits ECM as mlii_tol=1e-5, to the bit, in fewer ML-II rounds than
+    """mlii_tol="auto" (the default) fits ECM as mlii_tol=1e-4, to the bit, in fewer ML-II rounds than
     the paper's schedule (mlii_tol=None) with nearly its predictions; FITC as mlii_tol=None."""
     X, y = moons
     kw = dict(max_iter=100, mlii_every=10, progress_bar=False, random_state=0)
     auto = GPBSVM(inference="ecm", **kw).fit(X, y)
-    explicit = GPBSVM(inference="ecm", mlii_tol=1e-5, **kw).fit(X, y)
+    explicit = GPBSVM(inference="ecm", mlii_tol=1e-4, **kw).fit(X, y)
     paper = GPBSVM(inference="ecm", mlii_tol=None, **kw).fit(X, y)
     np.testing.assert_array_equal(auto.predict_proba(X), explicit.predict_proba(X))
     assert len(auto.log_z_) < len(paper.log_z_) == 10
