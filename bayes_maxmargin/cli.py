@@ -180,6 +180,7 @@ class ECMConfig:
     mlii_steps: int = 10
     mlii_tol: Any = "auto"  # "auto": GPBSVM's default (1e-4 for ECM, null for FITC); null: every round and step
     accelerate: bool = True  # SQUAREM cycles of three ECM iterations; false: the paper's plain iterations
+    solver: str = "interior_point"  # the last f-step solved exactly (hinge, gamma fixed); fixed_point: ECM's
     optimizer: str = "lbfgs"
     learning_rate: float = 0.05
     tol: float = 1e-10

@@ -14,6 +14,7 @@ from bayes_maxmargin.models.gp.ecm import (
     gp_ecm,
     gp_ecm_mlii,
     gp_log_marginal,
+    gp_map,
     gp_predict,
     gp_predict_proba,
     ml2_ascent,
@@ -299,3 +300,25 @@ def test_dense_log_marginal_gradient_is_the_autodiff_gradient():
     for got, want in zip(written[1:], auto[1:]):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.5, 2.0])
+def test_exact_map_is_the_ecm_fixed_point(sine, gamma):
+    """gp_map (interior point + crossover) ends where plain ECM converges (tol 1e-14): the same f and
+    predictions within 1e-4, a log posterior at least ECM's, the duality-gap tolerance met in a few
+    dozen steps; and the support-vector structure of eq. (13): points beyond the margin have alpha = 0."""
+    X, y = sine
+    with jax.enable_x64(True):
+        cov = gp_data(prior_covariance(X, "rbf", KP), y)
+        hyper = make_hyper(0.0, gamma)
+        plain = gp_ecm(jnp.zeros(len(y)), cov, hyper, 1e-14, max_iter=20000, estimate_gamma=False)
+        exact = gp_map(cov, hyper, 1e-12, max_iter=100)
+        assert int(plain.n_iter) < 20000 and int(exact.n_iter) < 60
+        np.testing.assert_allclose(np.asarray(exact.f), np.asarray(plain.f), atol=1e-4)
+        Xt = np.linspace(-3.5, 3.5, 25)[:, None]
+        pred = [gp_predict_proba(X, Xt, y, r.inv_lam, r.gamma, KP) for r in (plain, exact)]
+        np.testing.assert_allclose(pred[1], pred[0], atol=1e-4)
+        assert finite(exact.objective)[-1] >= finite(plain.objective)[-1] - 1e-9 * abs(finite(plain.objective)[-1])
+        alpha = np.asarray(gp_alpha(cov, exact.inv_lam, exact.gamma))
+        beyond = np.asarray(y * exact.f) > 1.0 + 1e-6
+        assert beyond.any() and np.abs(alpha[beyond]).max() < 1e-6

@@ -37,14 +37,14 @@ def moons() -> tuple[np.ndarray, np.ndarray]:
 
 def test_ecm_is_gp_ecm_mlii(moons):
     """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-4, with
-    accelerate) and gp_predict (through the learnt link)."""
+    accelerate and the exact last f-step) and gp_predict (through the learnt link)."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
                           GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10,
-                          mlii_tol=1e-4, accelerate=True)
+                          mlii_tol=1e-4, accelerate=True, exact=True)
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
@@ -228,6 +228,7 @@ def test_default_kernel_is_ard_for_svi_from_ard_min_rows(tmp_path):
         (dict(mlii_tol=-1e-3), r"mlii_tol"),
         (dict(mlii_tol="fast"), r"mlii_tol: 'fast' \(must be a number >= 0, 'auto' or None\)"),
         (dict(accelerate="yes"), r"accelerate: 'yes'"),
+        (dict(solver="newton"), r"solver: 'newton'"),
     ],
 )
 def test_bad_parameters_are_named(moons, kwargs, match):
@@ -314,3 +315,21 @@ def test_fits_run_the_model_code_in_compiled_programs(inference, kwargs):
         GPBSVM(inference=inference, **kwargs, **QUIET).fit(X, y)
     model_code = sorted({f for f in compiled.files if f.startswith(("models/gp/", "core/"))})
     assert not model_code, f"JAX operations run one by one from {model_code}"
+
+
+def test_ecm_solver_interior_point_is_the_fixed_point_solved_exactly(moons):
+    """solver="interior_point" (the default) and "fixed_point" fit the same kernel (the ML-II rounds are
+    ECM's in both) and predict alike; the exact last f-step has a log posterior at least ECM's. With
+    gamma estimated (ECM for gamma) both are the same ECM fit, to the bit."""
+    X, y = moons
+    kw = dict(inference="ecm", max_iter=100, mlii_every=20, calibrate=False, **QUIET)
+    exact = GPBSVM(**kw).fit(X, y)
+    ecm = GPBSVM(solver="fixed_point", **kw).fit(X, y)
+    for name, value in exact.kernel_params_.items():  # one program each: the rounds agree to rounding
+        np.testing.assert_allclose(value, ecm.kernel_params_[name], rtol=1e-6)
+    # ECM's last run (at most max_iter iterations) stops short of the fixed point by about 1e-2 in f
+    np.testing.assert_allclose(exact.predict_proba(X), ecm.predict_proba(X), atol=1e-2)
+    assert exact.objective_[-1] >= ecm.objective_[-1] - 1e-9 * abs(ecm.objective_[-1])
+    kw.update(gamma_prior=(2.0, 1.0))
+    np.testing.assert_array_equal(GPBSVM(**kw).fit(X, y).predict_proba(X),
+                                  GPBSVM(solver="fixed_point", **kw).fit(X, y).predict_proba(X))

@@ -121,6 +121,7 @@ BSVM_TABLE1: dict[str, Any] = {
     "mlii_tol": None,
     "accelerate": False,
     "calibrate": False,
+    "solver": "fixed_point",
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }
@@ -138,6 +139,7 @@ FITC_TABLE2: dict[str, Any] = {
     "mlii_tol": None,
     "accelerate": False,
     "calibrate": False,
+    "solver": "fixed_point",
     "learn_kernel": ("lengthscale",),
     "gamma": 1.0,
 }

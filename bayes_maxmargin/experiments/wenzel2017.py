@@ -149,7 +149,7 @@ def _gpbsvm(inference: str, theta: float, seed: int, precision: str, **kw: Any):
     from bayes_maxmargin.estimators.gp import GPBSVM
 
     return GPBSVM(kernel="rbf", inference=inference, learn_kernel=False,
-                  kernel_params={"lengthscale": float(theta), "amplitude": 1.0}, calibrate=False,
+                  kernel_params={"lengthscale": float(theta), "amplitude": 1.0}, calibrate=False, solver="fixed_point",
                   precision=precision, progress_bar=False, random_state=seed, **kw)
 
 

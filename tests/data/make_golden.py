@@ -232,7 +232,8 @@ def case_record(case: dict[str, Any]) -> dict[str, Any]:
 #: mlii_steps iterations, its ECM iterations plain).
 ADDED_DEFAULTS = {"LinearBSVM": {"solver": "fixed_point"},
                   "GPBSVM": {"inference": "ecm", "kernel": "rbf", "mlii_every": 20, "mlii_tol": None,
-                             "accelerate": False, "calibrate": False}}
+                             "accelerate": False, "calibrate": False,
+                             "solver": "fixed_point"}}
 
 
 def make_estimator(record: dict[str, Any]) -> Any:

@@ -80,6 +80,7 @@ from bayes_maxmargin.core.parameters import (
 )
 from bayes_maxmargin.core.predict import probit_predictive
 from bayes_maxmargin.engine.fixed_point import ecm_loop, squarem_cycle
+from bayes_maxmargin.engine.hinge_qp import hinge_qp
 from bayes_maxmargin.models.gp.covariance import (
     Covariance,
     GPData,
@@ -98,7 +99,7 @@ from bayes_maxmargin.models.gp.covariance import (
 from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_covariance
 
 __all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLIIResult", "SQUAREM_STEPS", "alternate_ecm_mlii",
-           "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii", "gp_log_marginal", "gp_objective", "gp_predict",
+           "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii", "gp_log_marginal", "gp_map", "gp_objective", "gp_predict",
            "gp_predict_from_draws", "gp_predict_from_theta_draws", "gp_predict_proba", "map_row_chunks",
            "marginal_log_posterior", "ml2_ascent", "mlii_update", "support_vector_mask", "support_vectors"]
 
@@ -265,6 +266,44 @@ def gp_ecm(
     return GPECMResult(f, gamma, inv_lam, trace, n_iter)
 
 
+@partial(jit, static_argnames=("max_iter",))
+def gp_map(cov: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int) -> GPECMResult:
+    """The ECM fixed point of the hinge (gamma0 = 0) at fixed theta and gamma, solved exactly: the MAP
+    of f, a kernel SVM without bias.
+
+    With K = L L' (``cov.chol``, jitter included) and f = L w, w ~ N(0, I), the negative log posterior
+    (eq. 4-6 with gamma0 = 0) is 1/2 w'w + 2 gamma sum_n max(1 - y_n (L w)_n, 0): the linear SVM of
+    :func:`~bayes_maxmargin.engine.hinge_qp.hinge_qp` with Z = Y L, unit prior precisions and
+    C = 2 gamma, solved in its n x n form (Z Z' = Y K Y) by the interior-point method with an exact
+    active-set crossover and stopped when the duality gap is at most ``tol`` max(P, 1). ECM reaches
+    the same point only sublinearly near the hinge (a point on the margin needs omega -> infinity).
+
+    Parameters
+    ----------
+    cov : GPData
+        The dense prior covariance and its Cholesky factor (:func:`~bayes_maxmargin.models.gp.covariance.gp_data`).
+    hyper : GPHyper
+        ``hyper.gamma`` is the fixed gamma; ``hyper.gamma0`` must be 0 (not read).
+    tol : ArrayLike
+        Relative tolerance on the duality gap.
+    max_iter : int
+        Most interior-point steps (each one N x N Cholesky, the cost of an ECM iteration).
+
+    Returns
+    -------
+    GPECMResult
+        f, gamma, the E-step's omega at f, the log posterior (:func:`gp_objective`) at the start and
+        after every step (not monotone: the iterates are not ECM's), and the steps run.
+    """
+    gamma = jnp.asarray(hyper.gamma, cov.K.dtype)
+    z = cov.y[:, None] * cov.chol
+    res = hinge_qp(z, jnp.ones(cov.y.shape, cov.K.dtype), 2.0 * gamma, tol, max_iter,
+                   lambda w: gp_objective(cov.chol @ w, gamma, cov, hyper, False),
+                   gram_z=cov.y[:, None] * cov.K * cov.y[None, :])
+    f = cov.chol @ res.w
+    return GPECMResult(f, gamma, expected_inv_lambda(1.0 - cov.y * f, gamma, hyper.gamma0), res.trace, res.n_iter)
+
+
 # --------------------------------------------------------------------------- ML-II, eq. (9)
 def gp_log_marginal(
     params: Any,
@@ -425,7 +464,7 @@ def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
 
 
 def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array, n_rounds: int, every: int,
-                       final: int, *, gamma0: Array, stop_tol: ArrayLike | None = None):
+                       final: int, *, gamma0: Array, stop_tol: ArrayLike | None = None, run_final=None):
     """Alternate ECM runs and ML-II steps for ``n_rounds`` rounds, then one final ECM run (Sec. 3).
 
     ``run_ecm(theta, f, gamma, iters)`` returns an ECM result (fields f, gamma, inv_lam, objective)
@@ -435,7 +474,8 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array,
     (:func:`~bayes_maxmargin.core.augmentation.inv_mean_lambda`, with lambda's Exp rate ``gamma0``), not
     the f-step's E[1 / lambda] (see :func:`gp_ecm_mlii`). Each round runs
     ``every`` ECM iterations; the final run, at the final theta, up to ``final`` iterations (to the
-    ECM fixed point, where eq. 13 holds). Returns the final ECM result, the final theta, the
+    ECM fixed point, where eq. 13 holds), by ``run_final`` (same signature) where given. Returns the
+    final ECM result, the final theta, the
     objective traces by round (the final run last; rows NaN-padded to ``final + 1``), log Z before
     / after each ML-II step, and theta after each step.
 
@@ -459,7 +499,7 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array,
         theta, f, gamma, traces, log_z, theta_trace = _rounds_until_stationary(
             round_fn, (theta0, f0, gamma_init), n_rounds, every, jnp.asarray(stop_tol, f0.dtype)
         )
-    last = run_ecm(theta, f, gamma, final)
+    last = (run_final or run_ecm)(theta, f, gamma, final)
     width = max(final, every) + 1
     pad = lambda t: jnp.pad(t, [(0, 0)] * (t.ndim - 1) + [(0, width - t.shape[-1])], constant_values=jnp.nan)  # noqa: E731
     return last, theta, jnp.concatenate([pad(traces), pad(last.objective[None])], axis=0), log_z, theta_trace
@@ -604,6 +644,7 @@ class GPECMMLIIResult(NamedTuple):
         "trainable",
         "mlii_tol",
         "accelerate",
+        "exact",
     ),
 )
 def gp_ecm_mlii(
@@ -626,6 +667,7 @@ def gp_ecm_mlii(
     trainable: tuple[str, ...] | None = None,
     mlii_tol: float | None = None,
     accelerate: bool = False,
+    exact: bool = False,
 ) -> GPECMMLIIResult:
     """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3),
     under the dense prior or, given pseudo-inputs ``V0``, its FITC form (eq. 10).
@@ -684,7 +726,13 @@ def gp_ecm_mlii(
     accelerate : bool
         Run every ECM run as SQUAREM cycles of three iterations (:func:`gp_ecm`); the budgets
         ``mlii_every`` and ``max_iter`` still count ECM iterations.
+    exact : bool
+        Dense prior, hinge (gamma0 = 0) with gamma fixed only: the final run solves the f-step's fixed
+        point exactly (:func:`gp_map`, at most ``max_iter`` interior-point steps, ``tol`` on the
+        duality gap) instead of iterating ECM towards it; the rounds stay ECM's.
     """
+    if exact and (V0 is not None or estimate_gamma):
+        raise ValueError("exact=True needs the dense prior and gamma fixed (the hinge with gamma0 = 0)")
     X = as_2d(X)
     sparse = V0 is not None
     if sparse:
@@ -707,13 +755,16 @@ def gp_ecm_mlii(
         return gp_ecm(f, prior(theta), hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma,
                       accelerate=accelerate)
 
+    def run_exact(theta, f, gamma, iters):
+        return gp_map(prior(theta), hyper._replace(gamma=gamma), tol, max_iter=iters)
+
     def split(theta):
         return theta if sparse else (theta, None)
 
     f_init = jnp.zeros(X.shape[0], dtype)
     gamma_init = jnp.asarray(hyper.gamma, dtype)
     if mlii_every <= 0 or mlii_steps <= 0:  # ECM only, at fixed theta (and V)
-        res = run_ecm(theta0, f_init, gamma_init, max_iter)
+        res = (run_exact if exact else run_ecm)(theta0, f_init, gamma_init, max_iter)
         no_rounds = jax.tree.map(lambda a: jnp.zeros((0,) + a.shape, a.dtype), params0)
         return GPECMMLIIResult(res.f, res.gamma, res.inv_lam, *split(theta0), res.objective[None],
                                jnp.zeros((0, 2), dtype), no_rounds)
@@ -729,7 +780,7 @@ def gp_ecm_mlii(
 
     final, theta, objective, log_z, theta_trace = alternate_ecm_mlii(
         run_ecm, mlii, theta0, f_init, gamma_init, max(max_iter // mlii_every, 1), mlii_every, max_iter,
-        gamma0=hyper.gamma0, stop_tol=mlii_tol,
+        gamma0=hyper.gamma0, stop_tol=mlii_tol, run_final=run_exact if exact else None,
     )
     params_trace = theta_trace[0] if sparse else theta_trace
     return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, *split(theta), objective, log_z, params_trace)
