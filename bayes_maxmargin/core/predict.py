@@ -128,7 +128,14 @@ def fit_probit_link(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> np.ndar
 
 def linked_moments(mean: np.ndarray, var: np.ndarray, link: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Moments of a f + b for f ~ (mean, var): (a m + b, a^2 v); ``link`` is (a, b), or (K, 2) for K
-    columns of ``mean``; None is the identity."""
+    columns of ``mean``; None is the identity.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> linked_moments(np.array([1.0]), np.array([0.5]), np.array([2.0, -1.0]))
+    (array([1.]), array([2.]))
+    """
     if link is None:
         return mean, var
     link = np.asarray(link, np.float64)

@@ -294,6 +294,19 @@ def gp_map(cov: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int) -> GPE
     GPECMResult
         f, gamma, the E-step's omega at f, the log posterior (:func:`gp_objective`) at the start and
         after every step (not monotone: the iterates are not ECM's), and the steps run.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from bayes_maxmargin.core.kernels import SEParams
+    >>> from bayes_maxmargin.models.gp.covariance import gp_data
+    >>> from bayes_maxmargin.models.gp.model import GPHyper, prior_covariance
+    >>> X = jnp.linspace(-2.0, 2.0, 20)[:, None]
+    >>> y = jnp.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> cov = gp_data(prior_covariance(X, "rbf", SEParams(jnp.asarray(1.0), jnp.asarray(1.0))), y)
+    >>> res = gp_map(cov, GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-8, max_iter=50)
+    >>> bool(jnp.all(jnp.sign(res.f) == y)), int(res.n_iter) < 50
+    (True, True)
     """
     gamma = jnp.asarray(hyper.gamma, cov.K.dtype)
     z = cov.y[:, None] * cov.chol
