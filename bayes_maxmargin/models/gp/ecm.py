@@ -485,12 +485,11 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array,
     ``mlii(theta, inv_lam, gamma)`` returns (theta, log_z_before, log_z_after) and is called with
     the paper's <lambda>: omega = 1 / E[lambda | f, gamma] at the round's final f
     (:func:`~bayes_maxmargin.core.augmentation.inv_mean_lambda`, with lambda's Exp rate ``gamma0``), not
-    the f-step's E[1 / lambda] (see :func:`gp_ecm_mlii`). Each round runs
-    ``every`` ECM iterations; the final run, at the final theta, up to ``final`` iterations (to the
-    ECM fixed point, where eq. 13 holds), by ``run_final`` (same signature) where given. Returns the
-    final ECM result, the final theta, the
-    objective traces by round (the final run last; rows NaN-padded to ``final + 1``), log Z before
-    / after each ML-II step, and theta after each step.
+    the f-step's E[1 / lambda] (see :func:`gp_ecm_mlii`). Each round runs ``every`` ECM iterations;
+    the final run, at the final theta, up to ``final`` iterations (to the ECM fixed point, where eq. 13
+    holds), by ``run_final`` (same signature) where given. Returns the final ECM result, the final
+    theta, the objective traces by round (the final run last; rows NaN-padded to ``final + 1``), log Z
+    before / after each ML-II step, and theta after each step.
 
     With ``stop_tol``, the rounds stop early, after the first ML-II step whose gain is at most
     ``stop_tol`` relative to log Z (log_z_after - log_z_before <= stop_tol max(``|log_z_after|``, 1)):
