@@ -734,11 +734,6 @@ def _hinge_chunk(features, state: SVIState, X: Array, y: Array, gamma: Array) ->
     return hinge_terms(state.nat, features(state.hyper, state.whiten, X), y, gamma)
 
 
-@partial(jit, static_argnums=0)
-def _moments_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array]:
-    return latent_moments(state.nat, features(state.hyper, state.whiten, X))
-
-
 def _chunked(fn, X: np.ndarray, chunk: int, dtype, *args) -> list:
     return [fn(jnp.asarray(X[lo : lo + chunk], dtype), *(a[lo : lo + chunk] for a in args))
             for lo in range(0, X.shape[0], chunk)]
@@ -756,7 +751,7 @@ def full_elbo(
 
 
 @partial(jit, static_argnums=0)
-def _parts_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array, Array]:
+def _moments_chunk(features, state: SVIState, X: Array) -> tuple[Array, Array, Array]:
     feats = features(state.hyper, state.whiten, X)
     return (*latent_moments(state.nat, feats), feats.ktilde)
 
@@ -766,16 +761,14 @@ def latent_parts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`predict_moments` and, apart, Ktilde_ii (the variance of f_i that q(v) does not see)."""
     dtype = state.nat.eta1.dtype
-    out = _chunked(lambda Xc: _parts_chunk(problem.features, state, Xc), X, chunk, dtype)
+    out = _chunked(lambda Xc: _moments_chunk(problem.features, state, Xc), X, chunk, dtype)
     return tuple(np.concatenate([np.asarray(part[k]) for part in out]) for k in range(3))
 
 
 def predict_moments(state: SVIState, problem: Problem, X: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
     """Predictive mean and variance of f_* (Sec. 4.4): K_*m K_mm^-1 mu and
-    K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, chunk by chunk."""
-    dtype = state.nat.eta1.dtype
-    out = _chunked(lambda Xc: _moments_chunk(problem.features, state, Xc), X, chunk, dtype)
-    return (np.concatenate([np.asarray(m) for m, _ in out]), np.concatenate([np.asarray(v) for _, v in out]))
+    K_** - K_*m K_mm^-1 K_m* + K_*m K_mm^-1 zeta K_mm^-1 K_m*, chunk by chunk (:func:`latent_parts`)."""
+    return latent_parts(state, problem, X, chunk)[:2]
 
 
 # ============================================================================ entry points

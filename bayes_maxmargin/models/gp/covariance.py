@@ -252,15 +252,16 @@ def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array) -> tuple[Array, A
     [B^-1]_nn and variance 1 / [B^-1]_nn - lambda_n / gamma: the point's site divided out of the
     posterior without the cancellation of the precision form when lambda_n is tiny (a support vector
     on the margin). Dense: [B^-1]_nn = s_n^2 ||L^-1 e_n||^2 (:func:`scaled_factor`); FITC: Woodbury on
-    diag(g) + U U', [B^-1]_nn = 1 / g_n - ||C^-1 U' e_n / g_n||^2 with C C' = I + U' G^-1 U.
+    diag(g) + U U', B^-1 = G^-1 - H' H with H = C^-1 U' G^-1 and C C' = I + U' G^-1 U, which gives
+    both alpha and the diagonal.
     """
     t, noise = pseudo_obs(cov.y, inv_lam), 1.0 / (gamma * inv_lam)
     if isinstance(cov, FITCFactors):
         g = cov.dq + noise
         Ug = cov.U / g[:, None]
-        C = jnp.linalg.cholesky(_eye_like(cov.U) + cov.U.T @ Ug)
-        diag = 1.0 / g - jnp.sum(solve_triangular(C, Ug.T, lower=True) ** 2, axis=0)
-        a = fitc_alpha(cov, inv_lam, gamma)
+        half = solve_triangular(jnp.linalg.cholesky(_eye_like(cov.U) + cov.U.T @ Ug), Ug.T, lower=True)
+        diag = 1.0 / g - jnp.sum(half**2, axis=0)  # B^-1 = G^-1 - half' half
+        a = t / g - half.T @ (half @ t)
     else:
         s, chol_b = scaled_factor(cov.K, inv_lam, gamma)
         inv_chol = solve_triangular(chol_b, jnp.eye(s.shape[0], dtype=s.dtype), lower=True)

@@ -45,7 +45,7 @@ from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.predict import loo_cavity
 from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, predict_moments
-from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments
+from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments, pseudo_obs
 from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
 from bayes_maxmargin.models.gp.model import prior_covariance
 
@@ -140,8 +140,8 @@ class VIPosterior(NamedTuple):
         coded +-1): the site of point n in q(f), precision W_n = gamma alpha_n^-1/2 and mean
         y_n (1 + gamma / W_n) (Sec. 4.1), divided out (:func:`~bayes_maxmargin.core.predict.loo_cavity`)."""
         mean, var = (np.asarray(a, np.float64) for a in self.latent_moments(X, dtype))
-        tau = np.asarray(self.sw, np.float64) ** 2
-        return loo_cavity(mean, var, tau, np.asarray(y, np.float64) * (1.0 + float(gamma) / tau))
+        omega = np.asarray(self.sw, np.float64) ** 2 / float(gamma)  # E[1 / lambda_n] = alpha_n^-1/2
+        return loo_cavity(mean, var, float(gamma) * omega, pseudo_obs(np.asarray(y, np.float64), omega))
 
 
 class DrawsPosterior(NamedTuple):
@@ -209,6 +209,8 @@ class SVIPosterior(NamedTuple):
         n = X.shape[0]
         padded = np.concatenate([X, np.zeros((bucket_rows(n) - n, X.shape[1]), X.dtype)])
         mean, var, ktilde = (part[:n] for part in latent_parts(self.state, self.problem, padded))
-        y = np.asarray(y, np.float64)
-        root = np.sqrt(np.maximum((1.0 - y * mean) ** 2 + var, float(margin_floor(mean.dtype)) ** 2))  # alpha^1/2
-        return loo_cavity(mean, var - ktilde, float(gamma) / root, y * (1.0 + root), ktilde)
+        y = np.asarray(y, mean.dtype)
+        # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7 (engine.svi.local_alpha in NumPy: that jnp
+        # function called here, outside a compiled program, would compile again for every row count)
+        omega = np.maximum((1.0 - y * mean) ** 2 + var, margin_floor(mean.dtype) ** 2) ** -0.5
+        return loo_cavity(mean, var - ktilde, float(gamma) * omega, pseudo_obs(y, omega), ktilde)
