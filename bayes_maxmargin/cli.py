@@ -221,7 +221,7 @@ class SVIConfig:
     max_iter: Optional[int] = None
     batch_size: int = 100
     step_size: Any = "robbins_monro"
-    num_inducing: int = 100
+    num_inducing: Optional[int] = None  # None: GPBSVM's default, min(64, N)
     inducing: str = "kmeans"
     optimize_inducing: bool = True
     mlii_every: Optional[int] = None  # None: GPBSVM's default (5)
@@ -250,7 +250,7 @@ class Config:
     data: Any = MISSING
     experiment: Any = None
     seed: int = 0
-    precision: str = "float64"
+    precision: Optional[str] = None  # None: the estimator's default (float32 for S-BSVM, float64 otherwise)
     progress_bar: bool = True
     plots: bool = True
     checkpoint: bool = True
@@ -330,7 +330,7 @@ def _estimator(cfg: DictConfig):
         inference=name,
         **model,
         **inference,
-        precision=cfg.precision,
+        **({} if cfg.precision is None else {"precision": cfg.precision}),
         progress_bar=cfg.progress_bar,
         random_state=cfg.seed,
     )

@@ -188,7 +188,7 @@ def test_svi_leave_one_out_pass_pads_rows_without_reaching_the_result(moons):
     X, y = moons
     X, y = X[:100], y[:100]
     assert bucket_rows(100) > 100
-    clf = GPBSVM(max_iter=200, **QUIET).fit(X, y)
+    clf = GPBSVM(max_iter=200, precision="float64", **QUIET).fit(X, y)
     post, ypm = clf._posterior, np.where(y == 1, 1.0, -1.0)
     with float_precision(True):  # the fit's float64
         mean, var = post.loo_latent(X, ypm, clf.gamma_)

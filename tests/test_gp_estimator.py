@@ -166,6 +166,25 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
     assert clf.kernel_params_["amplitude"] == 1.0 and clf.kernel_params_["lengthscale"] != 0.3
 
 
+def test_precision_none_is_float32_for_svi_and_float64_for_the_other_methods(moons):
+    """precision=None (the default) fits S-BSVM in float32 and ECM in float64; an explicit precision is
+    kept; the default inducing points are min(64, N) for svi and min(100, N) for FITC; a bad precision is
+    named."""
+    X, y = moons
+    svi = GPBSVM(max_iter=40, **QUIET).fit(X, y)
+    assert svi.precision is None and svi._posterior.state.nat.eta1.dtype == np.float32
+    assert svi.inducing_points_.shape == (64, 2)
+    svi64 = GPBSVM(max_iter=40, precision="float64", **QUIET).fit(X, y)
+    assert svi64._posterior.state.nat.eta1.dtype == np.float64
+    np.testing.assert_allclose(svi.predict_proba(X), svi64.predict_proba(X), atol=1e-3)
+    ecm = GPBSVM(inference="ecm", max_iter=20, **QUIET).fit(X, y)
+    assert ecm.f_.dtype == np.float64 and ecm._x64
+    fitc = GPBSVM(inference="fitc", max_iter=20, **QUIET).fit(X, y)
+    assert fitc.inducing_points_.shape == (80, 2)  # min(100, N)
+    with pytest.raises(InvalidParameterError, match="precision"):
+        GPBSVM(precision="float16", **QUIET).fit(X, y)
+
+
 def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
     """GPBSVM() fits S-BSVM; with fewer than 100 rows its inducing points and minibatches are all N
     rows (the same fit as num_inducing=batch_size=N), while an explicit M > N stays an error."""

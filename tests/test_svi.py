@@ -306,7 +306,8 @@ _DISTRIBUTED_FIT = textwrap.dedent(
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=int(nproc), process_id=int(pid))
     X, y = make_moons(400, noise=0.3, random_state=0)
-    gp = GPBSVM(inference="svi", num_inducing=20, batch_size=40, max_iter=200, random_state=0).fit(X, y)
+    gp = GPBSVM(inference="svi", num_inducing=20, batch_size=40, max_iter=200, precision="float64",
+                 random_state=0).fit(X, y)
     lin = LinearBSVM(inference="svi", batch_size=40, max_iter=100, random_state=0).fit(X, y)
     print(len(jax.devices()), *gp.predict_proba(X)[:, 1], *lin.predict_proba(X)[:, 1])
     """

@@ -170,7 +170,11 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """The floating dtype of the fit (``precision``), which bounds the input magnitudes
         (:func:`~bayes_maxmargin.data.validation.magnitude_limit`); an invalid ``precision`` is named here,
         before any input is checked against it."""
-        return np.dtype(check_option("precision", getattr(self, "precision", "float64"), ("float32", "float64")))
+        return np.dtype(self._precision())
+
+    def _precision(self) -> str:
+        """The checked ``precision`` of the fit."""
+        return check_option("precision", getattr(self, "precision", "float64"), ("float32", "float64"))
 
     def _multiclass_latent(self, X: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
         """(n, K) predictive means and variances of the K one-vs-rest latent functions."""

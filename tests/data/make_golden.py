@@ -229,10 +229,11 @@ def case_record(case: dict[str, Any]) -> dict[str, Any]:
 #: Constructor arguments added, or whose default changed, after the fixtures were written, with the
 #: value that reproduces how those fits were made (LinearBSVM's EM fits iterated the fixed point,
 #: GPBSVM's default inference was ECM, its kernel "rbf", its ML-II step every 20 iterations, each of
-#: mlii_steps iterations, its ECM iterations plain to the end, its predictive Phi(f)).
+#: mlii_steps iterations, its ECM iterations plain to the end, its predictive Phi(f), its precision float64).
 ADDED_DEFAULTS = {"LinearBSVM": {"solver": "fixed_point"},
                   "GPBSVM": {"inference": "ecm", "kernel": "rbf", "mlii_every": 20, "mlii_tol": None,
-                             "accelerate": False, "calibrate": False, "solver": "fixed_point"}}
+                             "accelerate": False, "calibrate": False, "solver": "fixed_point",
+                             "precision": "float64"}}
 
 
 def make_estimator(record: dict[str, Any]) -> Any:
