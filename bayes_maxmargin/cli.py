@@ -250,7 +250,7 @@ class Config:
     data: Any = MISSING
     experiment: Any = None
     seed: int = 0
-    precision: Optional[str] = None  # None: the estimator's default (float32 for S-BSVM, float64 otherwise)
+    precision: str = "float64"
     progress_bar: bool = True
     plots: bool = True
     checkpoint: bool = True
@@ -330,7 +330,7 @@ def _estimator(cfg: DictConfig):
         inference=name,
         **model,
         **inference,
-        **({} if cfg.precision is None else {"precision": cfg.precision}),
+        precision=cfg.precision,
         progress_bar=cfg.progress_bar,
         random_state=cfg.seed,
     )

@@ -167,22 +167,28 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
 
 
 def test_precision_none_is_float32_for_svi_and_float64_for_the_other_methods(moons):
-    """precision=None (the default) fits S-BSVM in float32 and ECM in float64; an explicit precision is
-    kept; the default inducing points are min(64, N) for svi and min(100, N) for FITC; a bad precision is
-    named."""
-    X, y = moons
-    svi = GPBSVM(max_iter=40, **QUIET).fit(X, y)
+    """precision=None (the default) fits S-BSVM in float32, with min(64, N) inducing points, and ECM in
+    float64; an explicit precision is kept; FITC keeps min(100, N) points; a bad precision is named.
+    On 300 half-moon rows the float32 and float64 S-BSVM fits predict alike (their stochastic paths
+    part by rounding, so not to the bit)."""
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(300, noise=0.25, random_state=0)
+    X_test, y_test = make_moons(1000, noise=0.25, random_state=1)
+    svi = GPBSVM(**QUIET).fit(X, y)
     assert svi.precision is None and svi._posterior.state.nat.eta1.dtype == np.float32
     assert svi.inducing_points_.shape == (64, 2)
-    svi64 = GPBSVM(max_iter=40, precision="float64", **QUIET).fit(X, y)
+    svi64 = GPBSVM(precision="float64", **QUIET).fit(X, y)
     assert svi64._posterior.state.nat.eta1.dtype == np.float64
-    np.testing.assert_allclose(svi.predict_proba(X), svi64.predict_proba(X), atol=1e-3)
-    ecm = GPBSVM(inference="ecm", max_iter=20, **QUIET).fit(X, y)
+    p32, p64 = svi.predict_proba(X_test)[:, 1], svi64.predict_proba(X_test)[:, 1]
+    assert np.mean(np.abs(p32 - p64)) < 0.01
+    assert abs(np.mean(svi.predict(X_test) != y_test) - np.mean(svi64.predict(X_test) != y_test)) <= 0.005
+    X80, y80 = moons
+    ecm = GPBSVM(inference="ecm", max_iter=20, **QUIET).fit(X80, y80)
     assert ecm.f_.dtype == np.float64 and ecm._x64
-    fitc = GPBSVM(inference="fitc", max_iter=20, **QUIET).fit(X, y)
-    assert fitc.inducing_points_.shape == (80, 2)  # min(100, N)
+    assert GPBSVM(inference="fitc", max_iter=20, **QUIET).fit(X80, y80).inducing_points_.shape == (80, 2)
     with pytest.raises(InvalidParameterError, match="precision"):
-        GPBSVM(precision="float16", **QUIET).fit(X, y)
+        GPBSVM(precision="float16", **QUIET).fit(X80, y80)
 
 
 def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
