@@ -324,12 +324,13 @@ _DIAGS: dict[Callable[..., Array], Callable[[Any, Array], Array]] = {
 def median_distance(X: ArrayLike, max_rows: int = 1000) -> float:
     """Median Euclidean distance between distinct rows of ``X`` (on a seeded subsample of ``max_rows``):
     the default length-scale of :class:`RBF` and :class:`ARD`. ``1.0`` when all rows coincide."""
+    from scipy.spatial.distance import squareform
     from sklearn.metrics import pairwise_distances
 
     X = np.asarray(X)
     if X.shape[0] > max_rows:
         X = X[np.random.default_rng(0).choice(X.shape[0], max_rows, replace=False)]
-    d = pairwise_distances(X)[np.triu_indices(X.shape[0], k=1)]
+    d = squareform(pairwise_distances(X), checks=False)  # the upper triangle, row by row
     d = d[d > 0]
     return float(np.median(d)) if d.size else 1.0
 

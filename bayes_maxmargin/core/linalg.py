@@ -11,9 +11,10 @@ Conventions: ``L`` always denotes a *lower* triangular Cholesky factor,
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from functools import partial
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -56,15 +57,23 @@ def limit_blas_threads(n: int | None) -> Iterator[None]:
     on matrices of a few hundred rows, they are no faster than single-threaded ones, and when the
     cores are shared with other processes they become tens to hundreds of times slower (a 400 x 400
     Cholesky factor: 0.47 s with OpenBLAS's 2 threads on a loaded 2-core machine, 0.009 s with one).
-    JAX's own (Eigen) thread pool is untouched.
+    JAX's own (Eigen) thread pool is untouched. The libraries are found once per process
+    (:func:`_threadpools`: a few milliseconds per search, a tenth of a small fit's time).
     """
     if n is None:
         yield
         return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=int(n), user_api="blas"):
+    with _threadpools().limit(limits=int(n), user_api="blas"):
         yield
+
+
+@functools.cache
+def _threadpools() -> Any:
+    """threadpoolctl's controller of the thread pools loaded at the first fit (numpy's and scipy's
+    OpenBLAS, which the package imports before any fit)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def gaussian_log_density(quad: ArrayLike, logdet: ArrayLike, n: int) -> Array:
