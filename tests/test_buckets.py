@@ -129,7 +129,7 @@ def test_a_second_fit_with_the_progress_bar_compiles_nothing():
     second fit, with or without the bar, instead of being compiled again without the reporter."""
     from bayes_maxmargin import GPBSVM
 
-    X, y = _data(300, 3, 5)
+    X, y = _data(300, 6, 5)  # a shape of its own: no other test has compiled its program
     kw = dict(max_iter=60, random_state=0)
     with compilation_log() as compiled:
         first = compiled.during(lambda: GPBSVM(progress_bar=True, **kw).fit(X, y))

@@ -57,13 +57,21 @@ def limit_blas_threads(n: int | None) -> Iterator[None]:
     on matrices of a few hundred rows, they are no faster than single-threaded ones, and when the
     cores are shared with other processes they become tens to hundreds of times slower (a 400 x 400
     Cholesky factor: 0.47 s with OpenBLAS's 2 threads on a loaded 2-core machine, 0.009 s with one).
-    JAX's own (Eigen) thread pool is untouched. The libraries are found once per process
-    (:func:`_threadpools`: a few milliseconds per search, a tenth of a small fit's time).
+    JAX's own (Eigen) thread pool is untouched.
     """
+    with limit_threads(n, "blas"):
+        yield
+
+
+@contextlib.contextmanager
+def limit_threads(n: int | None, user_api: str) -> Iterator[None]:
+    """Limit the thread pools of one kind, threadpoolctl's ``user_api`` ("blas" or "openmp"), to ``n``
+    threads; None: leave them as they are. The libraries are found once per process
+    (:func:`_threadpools`: a few milliseconds per search, a tenth of a small fit's time)."""
     if n is None:
         yield
         return
-    with _threadpools().limit(limits=int(n), user_api="blas"):
+    with _threadpools().limit(limits=int(n), user_api=user_api):
         yield
 
 

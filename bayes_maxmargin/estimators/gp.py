@@ -106,8 +106,9 @@ def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
 #: OpenBLAS threads during the fits and predictions of each inference method (None: as set in the process).
 #: ECM and FITC factorise an N x N (or M x M) matrix in every iteration and every ML-II evaluation, each
 #: a LAPACK call of its own, which OpenBLAS's threads slow down (badly on shared cores,
-#: :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`); svi limits its own.
-_BLAS_THREADS = {"ecm": 1, "fitc": 1}
+#: :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`); svi's run limits its own, and its steps
+#: around the run (the median distance, k-means, the factors of q(u)) are small products and solves.
+_BLAS_THREADS = {"ecm": 1, "fitc": 1, "svi": 1}
 
 
 def _blas_threads(inference: Any) -> int | None:

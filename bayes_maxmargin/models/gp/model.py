@@ -52,6 +52,7 @@ from bayes_maxmargin.core.kernels import (
     polynomial,
     se,
 )
+from bayes_maxmargin.core.linalg import limit_threads
 from bayes_maxmargin.core.parameters import field_values, free_fields, replace_fields
 from bayes_maxmargin.models.common import max_margin_likelihood
 
@@ -327,7 +328,8 @@ def init_inducing(
 
         if X.shape[0] <= _KMEANS_FULL:
             km = KMeans(n_clusters=M, random_state=random_state, n_init=1, init="k-means++")
-            return np.asarray(km.fit(X).cluster_centers_, dtype=float)
+            with limit_threads(1, "openmp"):
+                return np.asarray(km.fit(X).cluster_centers_, dtype=float)
         rows = np.random.default_rng(random_state).choice(X.shape[0], size=min(X.shape[0], 20 * _KMEANS_FULL),
                                                           replace=False)
         km = MiniBatchKMeans(n_clusters=M, random_state=random_state, n_init=1, batch_size=4096)
