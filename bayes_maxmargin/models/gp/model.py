@@ -301,9 +301,10 @@ def init_inducing(
     num_inducing : int
         M, with 1 <= M <= N.
     method : {"kmeans", "random"}
-        k-means++ centres (scikit-learn ``KMeans(n_clusters=M, random_state=random_state)``; above
-        50 000 rows ``MiniBatchKMeans`` on a random subsample of 10^6 rows) or a random subset of
-        the rows of X without replacement.
+        k-means++ centres (scikit-learn ``KMeans(n_clusters=M, random_state=random_state)``, with one
+        OpenMP thread: beside XLA's threads on a loaded 2-core machine its own made the k-means of
+        1400 rows 10-20 times slower; above 50 000 rows ``MiniBatchKMeans`` on a random subsample of
+        10^6 rows) or a random subset of the rows of X without replacement.
     random_state : int
         Seed.
 
