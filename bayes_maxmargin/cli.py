@@ -214,7 +214,7 @@ class SVIConfig:
     and the inducing points every ``mlii_every`` steps (eq. 12); for the linear model the same
     step on q(beta) (Sec. 4.5, eq. 14; the inducing-point and ML-II options do not apply).
     ``max_iter`` counts natural-gradient steps (None: the estimator's default, 20 epochs within
-    [1000, 100000] for the GP model); ``step_size`` is a number in (0, 1], ``robbins_monro`` or
+    [500, 100000] for the GP model, at least 1000 with ARD); ``step_size`` is a number in (0, 1], ``robbins_monro`` or
     ``adaptive``; ``devices`` splits every minibatch across that many devices (None: all)."""
 
     name: str = "svi"

@@ -17,9 +17,10 @@ Models (``--models``, all by default):
   length-scale starting at the median distance between training points over sqrt 2, i.e. the same
   kernel as GPBSVM's start), zero mean, 64 inducing points initialised by k-means,
   ``WhitenedVariationalGaussian``, the negative ``gpx.objectives.elbo`` minimised by ``gpx.fit`` with
-  Adam (``--gpjax-lr``), the same number of steps and batch size as GPBSVM's svi at its defaults
-  (20 epochs of minibatches of 100, at least 1000 and at most 100 000 steps); float64, the fit
-  jitted once per shape (``equinox.filter_jit``) so that a second fit reuses the program.
+  Adam (``--gpjax-lr``), the same number of steps and batch size as ``GPBSVM()`` (20 epochs of
+  minibatches of 100, at least 500 steps with its RBF kernel below 2000 rows and 1000 with its ARD
+  kernel from 2000 rows, at most 100 000; :func:`svi_default_steps`); float64, the fit jitted once per
+  shape (``equinox.filter_jit``) so that a second fit reuses the program.
 * ``gpc``: ``GaussianProcessClassifier(ConstantKernel() * RBF())`` (amplitude and length-scale by ML-II).
 * ``svc_platt``: ``SVC`` with C and gamma chosen by ``GridSearchCV`` (3 folds, accuracy) over
   C in {0.1, 1, 10} and gamma in {0.25, 1, 4} / d, then ``CalibratedClassifierCV(method="sigmoid",
@@ -83,10 +84,14 @@ QUICK_GP = {"gpbsvm": dict(max_iter=20, mlii_every=10), "ecm": dict(max_iter=20,
 QUICK_LINEAR = dict(num_samples=50, num_warmup=50, num_chains=1)
 
 
-def svi_default_steps(n: int, batch_size: int = 100) -> int:
-    """The number of steps of ``GPBSVM(inference="svi")`` at ``max_iter=None`` (its docstring: 20
-    epochs, at least 1000 and at most 100 000 steps)."""
-    return int(np.clip(20 * n // batch_size, 1000, 100_000))
+def svi_default_steps(n: int, d: int, batch_size: int = 100) -> int:
+    """The number of steps of ``GPBSVM()`` (svi at ``max_iter=None``) on ``n`` rows of ``d`` features:
+    :func:`~bayes_maxmargin.estimators.gp.default_svi_steps` with the ML-II of its default kernel (RBF:
+    2 numbers, ARD from 2000 rows: d + 1)."""
+    from bayes_maxmargin.estimators.gp import default_kernel, default_svi_steps
+
+    n_kernel = 2 if default_kernel("svi", n) == "rbf" else d + 1
+    return default_svi_steps(n, batch_size, n_kernel)
 
 
 def gpjax_available() -> bool:
@@ -153,9 +158,9 @@ class GPJaxSVGP:
         return gpx.variational_families.WhitenedVariationalGaussian(
             model=posterior, inducing_inputs=jnp.asarray(km.cluster_centers_))
 
-    def steps_and_batch(self, n: int) -> tuple[int, int]:
+    def steps_and_batch(self, n: int, d: int) -> tuple[int, int]:
         B = min(self.batch_size, n)
-        return (self.num_steps or svi_default_steps(n, self.batch_size)), B
+        return (self.num_steps or svi_default_steps(n, d, self.batch_size)), B
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "GPJaxSVGP":
         import gpjax as gpx
@@ -167,7 +172,7 @@ class GPJaxSVGP:
             X = np.asarray(X, np.float64)
             q = self.init_family(X)
             data = gpx.Dataset(X=jnp.asarray(X), y=jnp.asarray((np.asarray(y) > 0).astype(np.float64)[:, None]))
-            steps, B = self.steps_and_batch(X.shape[0])
+            steps, B = self.steps_and_batch(*X.shape)
             self.q_, self.loss_ = _jitted_gpjax_fit()(
                 model=q, objective=_negative_elbo, train_data=data, optim=_adam(self.learning_rate),
                 key=jr.key(self.random_state), num_iters=steps, batch_size=B, verbose=False)
@@ -447,7 +452,7 @@ def susy_gpjax(Xtr, ytr, Xte, yte, quick: bool, records: int, learning_rate: flo
     from gpjax.fit import get_batch
 
     clf = GPJaxSVGP(num_steps=200 if quick else None, learning_rate=learning_rate)
-    steps, B = clf.steps_and_batch(Xtr.shape[0])
+    steps, B = clf.steps_and_batch(*Xtr.shape)
     optim = _adam(learning_rate)
     per = _chunk_length(steps, records)
 

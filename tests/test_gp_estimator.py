@@ -191,6 +191,18 @@ def test_precision_none_is_float32_for_svi_and_float64_for_the_other_methods(moo
         GPBSVM(precision="float16", **QUIET).fit(X80, y80)
 
 
+def test_default_svi_steps_depend_on_the_kernel_numbers_ml_ii_learns(moons):
+    """max_iter=None runs 20 epochs, at least 500 steps where ML-II learns at most two kernel numbers
+    (RBF: amplitude and length-scale, or one of them) and at least 1000 where it learns more (ARD)."""
+    from bayes_maxmargin.estimators.gp import default_svi_steps
+
+    X, y = moons
+    assert GPBSVM(**QUIET).fit(X, y).n_iter_ == 500
+    assert GPBSVM(kernel="ard", **QUIET).fit(X, y).n_iter_ == 1000  # 2 length-scales and the amplitude
+    assert GPBSVM(kernel="ard", learn_kernel=("lengthscales",), **QUIET).fit(X, y).n_iter_ == 500  # 2 numbers
+    assert default_svi_steps(300_000, 100, 2) == 60_000 and default_svi_steps(10**8, 100, 19) == 100_000
+
+
 def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
     """GPBSVM() fits S-BSVM; with fewer than 100 rows its inducing points and minibatches are all N
     rows (the same fit as num_inducing=batch_size=N), while an explicit M > N stays an error."""
