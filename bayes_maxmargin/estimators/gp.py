@@ -38,9 +38,7 @@ from bayes_maxmargin.estimators.base import (
 from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
-    gp_ecm,
     gp_ecm_mlii,
-    gp_map,
     support_vectors,
 )
 from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp
@@ -711,24 +709,15 @@ class GPBSVM(_BayesianSVMClassifier):
         estimate_gamma = params["gamma_prior"] is not None
         exact = params["solver"] == "interior_point" and not estimate_gamma and params["gamma0"] == 0.0
         tol = jnp.asarray(params["tol"], X.dtype)
-        if not learn or params["mlii_steps"] == 0:
-            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
-            if exact:
-                res = self._solve(gp_map, data, hyper, tol, max_iter=params["max_iter"])
-            else:
-                res = self._solve(gp_ecm, jnp.zeros_like(y), data, hyper, tol, max_iter=params["max_iter"],
-                                  estimate_gamma=estimate_gamma, accelerate=params["accelerate"])
-            objective, log_z, theta = res.objective[None], np.zeros((0, 2)), theta0
-        else:
-            res = self._solve(
-                gp_ecm_mlii,
-                X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
-                mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"],
-                optimizer=params["optimizer"], learning_rate=params["learning_rate"],
-                estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn, mlii_tol=params["mlii_tol"],
-                accelerate=params["accelerate"], exact=exact,
-            )
-            objective, log_z, theta = res.objective, res.log_z, res.params
+        res = self._solve(  # no kernel parameter to learn: gp_ecm_mlii's ECM run alone (mlii_steps=0)
+            gp_ecm_mlii,
+            X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
+            mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"] if learn else 0,
+            optimizer=params["optimizer"], learning_rate=params["learning_rate"],
+            estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn, mlii_tol=params["mlii_tol"],
+            accelerate=params["accelerate"], exact=exact,
+        )
+        objective, log_z, theta = res.objective, res.log_z, res.params
         self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
                                           res.inv_lam, res.gamma), dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
