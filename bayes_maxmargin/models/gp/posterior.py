@@ -40,11 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from bayes_maxmargin.core.augmentation import margin_floor
 from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.predict import loo_cavity
-from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, predict_moments
+from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, local_alpha, predict_moments
 from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments, pseudo_obs
 from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
 from bayes_maxmargin.models.gp.model import prior_covariance
@@ -206,11 +205,11 @@ class SVIPosterior(NamedTuple):
         mean y_n (1 + alpha_n^1/2) at the alpha_n of Alg. 1, line 7; that site divided out
         (:func:`~bayes_maxmargin.core.predict.loo_cavity`), Ktilde_nn added back. The rows are padded
         to :func:`~bayes_maxmargin.core.compilation.bucket_rows` (one program for fits of nearby sizes)."""
-        n = X.shape[0]
-        padded = np.concatenate([X, np.zeros((bucket_rows(n) - n, X.shape[1]), X.dtype)])
-        mean, var, ktilde = (part[:n] for part in latent_parts(self.state, self.problem, padded))
-        y = np.asarray(y, mean.dtype)
-        # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7 (engine.svi.local_alpha in NumPy: that jnp
-        # function called here, outside a compiled program, would compile again for every row count)
-        omega = np.maximum((1.0 - y * mean) ** 2 + var, margin_floor(mean.dtype) ** 2) ** -0.5
+        n, rows = X.shape[0], bucket_rows(X.shape[0])
+        padded = np.concatenate([X, np.zeros((rows - n, X.shape[1]), X.dtype)])
+        mean, var, ktilde = latent_parts(self.state, self.problem, padded)
+        y = np.concatenate([np.asarray(y, mean.dtype), np.ones(rows - n, mean.dtype)])
+        # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7, on the padded rows (one program per bucket)
+        omega = np.asarray(local_alpha(mean, var, y))[:n] ** -0.5
+        mean, var, ktilde, y = mean[:n], var[:n], ktilde[:n], y[:n]
         return loo_cavity(mean, var - ktilde, float(gamma) * omega, pseudo_obs(y, omega), ktilde)
