@@ -109,8 +109,8 @@ def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
 
 def test_sparse_gp_fits_of_other_sizes_reuse_the_compiled_program():
     """S-BSVM's program sees minibatches and inducing points only, and the pass of its link over the
-    training rows pads them to a bucket: GPBSVM() on 280 rows after 300 rows (both with 100 inducing
-    points and minibatches, one bucket of 320 rows) compiles nothing new."""
+    training rows pads them to a bucket: GPBSVM() on 280 rows after 300 rows (both with 64 inducing
+    points and minibatches of 100, one bucket of 320 rows) compiles nothing new."""
     from bayes_maxmargin import GPBSVM
 
     X, y = _data(300, 3, 5)

@@ -209,7 +209,11 @@ class SVIPosterior(NamedTuple):
         padded = np.concatenate([X, np.zeros((rows - n, X.shape[1]), X.dtype)])
         mean, var, ktilde = latent_parts(self.state, self.problem, padded)
         y = np.concatenate([np.asarray(y, mean.dtype), np.ones(rows - n, mean.dtype)])
-        # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7, on the padded rows (one program per bucket)
-        omega = np.asarray(local_alpha(mean, var, y))[:n] ** -0.5
+        # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7, on the padded rows
+        omega = np.asarray(_local_alpha(mean, var, y))[:n] ** -0.5
         mean, var, ktilde, y = mean[:n], var[:n], ktilde[:n], y[:n]
         return loo_cavity(mean, var - ktilde, float(gamma) * omega, pseudo_obs(y, omega), ktilde)
+
+
+#: :func:`~bayes_maxmargin.engine.svi.local_alpha` as one program (one per row bucket).
+_local_alpha = jit(local_alpha)
