@@ -223,7 +223,7 @@ class SVIConfig:
     step_size: Any = "robbins_monro"
     num_inducing: Optional[int] = None  # None: GPBSVM's default, min(64, N)
     inducing: str = "kmeans"
-    optimize_inducing: bool = True
+    optimize_inducing: Optional[bool] = None  # None: GPBSVM's default (moved from 2000 rows on)
     mlii_every: Optional[int] = None  # None: GPBSVM's default (5)
     learning_rate: float = 0.05
     devices: Optional[int] = None

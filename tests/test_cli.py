@@ -197,7 +197,7 @@ def test_svi_schema_and_data_n():
     params = clf.get_params()
     assert params["max_iter"] is None and params["devices"] is None
     assert params["batch_size"] == 100 and params["step_size"] == "robbins_monro"
-    assert params["inducing"] == "kmeans" and params["optimize_inducing"]
+    assert params["inducing"] == "kmeans" and params["optimize_inducing"] is None
     assert params["num_inducing"] is None and params["mlii_every"] is None and params["kernel"] is None  # the estimator's defaults
     cfg = _composed("model=gp", "inference=svi", "inference.step_size=0.05", "inference.max_iter=500",
                     "inference.devices=1", "inference.inducing=random")
