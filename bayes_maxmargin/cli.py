@@ -221,7 +221,7 @@ class SVIConfig:
     max_iter: Optional[int] = None
     batch_size: int = 100
     step_size: Any = "robbins_monro"
-    num_inducing: Optional[int] = None  # None: GPBSVM's default, min(64, N)
+    num_inducing: Optional[int] = None  # None: GPBSVM's default, min(64, N // 3)
     inducing: str = "kmeans"
     optimize_inducing: Optional[bool] = None  # None: GPBSVM's default (moved from 2000 rows on)
     mlii_every: Optional[int] = None  # None: GPBSVM's default (5)

@@ -167,7 +167,7 @@ def test_learn_kernel_subset_keeps_the_rest(moons):
 
 
 def test_precision_none_is_float32_for_svi_and_float64_for_the_other_methods(moons):
-    """precision=None (the default) fits S-BSVM in float32, with min(64, N) inducing points, and ECM in
+    """precision=None (the default) fits S-BSVM in float32, with min(64, N // 3) inducing points, and ECM in
     float64; an explicit precision is kept; FITC keeps min(100, N) points; a bad precision is named.
     On 300 half-moon rows the float32 and float64 S-BSVM fits predict alike (their stochastic paths
     part by rounding, so not to the bit)."""
@@ -206,11 +206,11 @@ def test_svi_keeps_the_kmeans_centres_below_ard_min_rows_and_moves_them_above():
     errors = []
     for seed in range(3):
         clf = GPBSVM(**{**QUIET, "random_state": seed}).fit(X, y)
-        np.testing.assert_allclose(clf.inducing_points_, init_inducing(X, 64, "kmeans", clf._fit_seed()), rtol=1e-6)
+        np.testing.assert_allclose(clf.inducing_points_, init_inducing(X, 50, "kmeans", clf._fit_seed()), rtol=1e-6)
         errors.append(np.mean(clf.predict(X_test) != y_test))
     assert max(errors) < 0.125 and max(errors) - min(errors) < 0.02
     moved = GPBSVM(optimize_inducing=True, max_iter=100, **QUIET).fit(X, y)
-    assert not np.allclose(moved.inducing_points_, init_inducing(X, 64, "kmeans", moved._fit_seed()), atol=1e-3)
+    assert not np.allclose(moved.inducing_points_, init_inducing(X, 50, "kmeans", moved._fit_seed()), atol=1e-3)
     Xl, yl = make_moons(ARD_MIN_ROWS, noise=0.3, random_state=2)
     large = GPBSVM(max_iter=100, **QUIET).fit(Xl, yl)
     assert not np.allclose(large.inducing_points_, init_inducing(Xl, 64, "kmeans", large._fit_seed()), atol=1e-3)
@@ -233,13 +233,16 @@ def test_default_svi_steps_depend_on_the_kernel_numbers_ml_ii_learns(moons):
 
 
 def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
-    """GPBSVM() fits S-BSVM; with fewer than 100 rows its inducing points and minibatches are all N
-    rows (the same fit as num_inducing=batch_size=N), while an explicit M > N stays an error."""
+    """GPBSVM() fits S-BSVM; with fewer than 100 rows its minibatches are all N rows and with fewer
+    than 192 its inducing points N // 3, at least one (the same fit as num_inducing=N // 3,
+    batch_size=N); an explicit M up to N is kept, M > N stays an error."""
     X, y = moons[0][:60], moons[1][:60]
     default = GPBSVM(max_iter=40, **QUIET).fit(X, y)
-    assert default.inference == "svi" and default.inducing_points_.shape == (60, 2)
-    explicit = GPBSVM(inference="svi", num_inducing=60, batch_size=60, max_iter=40, **QUIET).fit(X, y)
+    assert default.inference == "svi" and default.inducing_points_.shape == (20, 2)
+    explicit = GPBSVM(inference="svi", num_inducing=20, batch_size=60, max_iter=40, **QUIET).fit(X, y)
     np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    assert GPBSVM(num_inducing=60, max_iter=40, **QUIET).fit(X, y).inducing_points_.shape == (60, 2)
+    assert GPBSVM(max_iter=40, **QUIET).fit(X[:5], np.array([0, 1, 0, 1, 1])).inducing_points_.shape == (1, 2)
     with pytest.raises(InvalidParameterError, match=r"num_inducing: 61"):
         GPBSVM(num_inducing=61, **QUIET).fit(X, y)
 
