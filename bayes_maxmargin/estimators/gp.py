@@ -156,17 +156,6 @@ DEFAULT_SVI_INDUCING = 64
 #: 8-feature problem with flipped labels; 3 seeds) M = N // 3 is within 0.002 of M = 64.
 ROWS_PER_INDUCING = 3
 
-
-def default_svi_inducing(n: int) -> int:
-    """The number of inducing points of ``GPBSVM(inference="svi", num_inducing=None)`` on ``n`` rows:
-    :data:`DEFAULT_SVI_INDUCING`, or ``n //`` :data:`ROWS_PER_INDUCING` (at least 1) where that is smaller.
-
-    Examples
-    --------
-    >>> default_svi_inducing(100), default_svi_inducing(189), default_svi_inducing(5000), default_svi_inducing(2)
-    (33, 63, 64, 1)
-    """
-    return min(DEFAULT_SVI_INDUCING, max(1, n // ROWS_PER_INDUCING))
 #: ``precision=None``: float32 for svi, float64 for the other inference methods. Measured with
 #: ``benchmarks/vs_peers.py`` (5 splits, all nine sets): second fits 1.4-1.8 times shorter than in float64,
 #: the same test error, Brier score and log loss to 3e-4; on 200 000 SUSY-like rows the same final error
@@ -212,6 +201,18 @@ def _check_mlii_tol(value: Any, inference: str) -> float | None:
 #: moons (to 0.01 and 0.001) in half the time; with ARD on splice (60 features), 0.082 error after 500
 #: steps against 0.056 after 1000.
 SVI_MIN_STEPS = {"few": 500, "many": 1000}
+
+
+def default_svi_inducing(n: int) -> int:
+    """The number of inducing points of ``GPBSVM(inference="svi", num_inducing=None)`` on ``n`` rows:
+    :data:`DEFAULT_SVI_INDUCING`, or ``n //`` :data:`ROWS_PER_INDUCING` (at least 1) where that is smaller.
+
+    Examples
+    --------
+    >>> default_svi_inducing(100), default_svi_inducing(189), default_svi_inducing(5000), default_svi_inducing(2)
+    (33, 63, 64, 1)
+    """
+    return min(DEFAULT_SVI_INDUCING, max(1, n // ROWS_PER_INDUCING))
 
 
 def default_svi_steps(n: int, batch_size: int, n_kernel: int) -> int:
