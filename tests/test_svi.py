@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -259,6 +260,34 @@ def test_mlii_objective_is_the_elbo_of_the_remapped_state():
             want, got = jax.grad(remapped_elbo)(h), jax.grad(objective)(h)
             for k in h:
                 np.testing.assert_allclose(got[k], want[k], rtol=1e-7, atol=1e-9, err_msg=k)
+
+
+def test_full_batch_round_equals_the_round_over_every_minibatch():
+    """With |S| = N every minibatch of a round is a permutation of all rows: the round that computes
+    the features once and takes the ML-II objective on one minibatch gives the state and the value of
+    the general round (features per step, ML-II on all k minibatches), for fixed and learnt
+    hyperparameters."""
+    m, n, k = 6, 40, 5
+    with jax.enable_x64(True):
+        X, y = _moons(n, seed=4)
+        spec, hyper, _, whiten = _gp_problem(X, SEParams(0.7, 1.2), X[::7][:m], jitter=1e-8)
+        rng = np.random.default_rng(2)
+        order = np.stack([rng.permutation(n) for _ in range(k)])
+        batch = (jnp.asarray(X[order]), jnp.asarray(y[order]), jnp.asarray(True))
+        consts = (jnp.eye(m), jnp.asarray(1.0), jnp.asarray(0.8))
+        nat_tx = svi.natural_gradient_ascent(svi.robbins_monro())
+        for learn in (False, True):
+            problem = gp_svi.gp_problem(spec._replace(learn=("lengthscale", "inducing") if learn else ()), m,
+                                        jnp.float64, learn=learn)
+            hyper_tx = optax.adam(0.05) if learn else optax.set_to_zero()
+            state = svi.init_state(svi.NatParams(jnp.zeros(m), -0.5 * jnp.eye(m)), hyper, whiten, nat_tx, hyper_tx)
+            carry = (state, jnp.asarray(False))
+            (full, _), v_full = jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, True))(consts, carry, batch)
+            (each, _), v_each = jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, False))(consts, carry, batch)
+            assert np.isfinite(v_full) and int(full.step) == k
+            np.testing.assert_allclose(v_full, v_each, rtol=1e-10)
+            for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(each)):
+                np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="XLA host device flag")
