@@ -130,8 +130,9 @@ def _registry() -> dict[str, type]:
 
         register(LinearBSVM, GPBSVM, MaxMarginProjection, FactorBSVM, BinaryLabelEncoder, OneVsRestLabelEncoder,
                  kernels.SEParams, kernels.ARDParams, kernels.PolyParams, kernels.LinearParams,
-                 kernels.SumParams, kernels.ProductParams, kernels.ScaledParams, kernels.RBF, kernels.ARD,
-                 kernels.Polynomial, kernels.Linear, kernels.Sum, kernels.Product, kernels.Scaled,
+                 kernels.ConstantParams, kernels.SumParams, kernels.ProductParams, kernels.ScaledParams,
+                 kernels.RBF, kernels.ARD, kernels.Polynomial, kernels.Linear, kernels.Constant, kernels.Sum,
+                 kernels.Product, kernels.Scaled,
                  svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
                  posterior.DrawsPosterior, linear_posterior.PrecisionPosterior,
                  linear_posterior.CovariancePosterior, linear_posterior.DrawsPosterior,

@@ -14,6 +14,7 @@ import bayes_maxmargin as bmm
 from bayes_maxmargin.core import parameters as P
 from bayes_maxmargin.core.kernels import (
     ARD,
+    Constant,
     RBF,
     Linear,
     Polynomial,
@@ -41,7 +42,7 @@ def _data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------------------------------ algebra
 @pytest.mark.parametrize("kernel", [RBF_LINEAR, RBF_TIMES_POLY, 0.5 * RBF() + 2.0 * Polynomial(degree=3),
-                                    ARD(lengthscales=(1.0, 2.0)) * Linear()])
+                                    ARD(lengthscales=(1.0, 2.0)) * Linear(), ARD() + Constant(variance=2.0)])
 def test_composed_matrix_and_diagonal_are_the_algebra_of_the_parts(kernel) -> None:
     X = np.random.default_rng(1).normal(size=(7, 2))
     Z = np.random.default_rng(2).normal(size=(4, 2))

@@ -80,6 +80,7 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[np.ndarray, np.ndarray], flo
     ),
     ("poly", lambda: K.PolyParams(3, 0.5), lambda x, z: (x @ z + 0.5) ** 3),
     ("linear", lambda: K.LinearParams(1.7), lambda x, z: 1.7 * (x @ z)),
+    ("constant", lambda: K.ConstantParams(0.6), lambda x, z: 0.6),
 ]
 IDS = [c[0] for c in CASES]
 
@@ -252,12 +253,13 @@ def test_kernel_diag_by_function_and_custom_kernel() -> None:
 
 
 def test_registry_and_get_kernel() -> None:
-    assert set(K.KERNELS) == {"rbf", "se", "ard", "poly", "linear"}
+    assert set(K.KERNELS) == {"rbf", "se", "ard", "poly", "linear", "constant"}
     assert K.get_kernel("rbf") is K.se and K.get_kernel("se") is K.se
     assert K.get_kernel("RBF") is K.se
     assert K.get_kernel("ard") is K.ard_se
     assert K.get_kernel("poly") is K.polynomial
     assert K.get_kernel("linear") is K.linear
+    assert K.get_kernel("constant") is K.constant and K.as_kernel("constant") == K.Constant()
     assert K.get_kernel(K.linear) is K.linear
     with pytest.raises(ValueError, match="unknown kernel 'matern'.*'ard'.*'linear'.*'poly'.*'rbf'.*'se'"):
         K.get_kernel("matern")
@@ -272,8 +274,9 @@ def test_registry_and_get_kernel() -> None:
         lambda: K.ARDParams(jnp.asarray([0.1, 1.0, 30.0]), 0.5),
         lambda: K.PolyParams(4, 0.25),
         lambda: K.LinearParams(1e-3),
+        lambda: K.ConstantParams(4.0),
     ],
-    ids=["se", "ard", "poly", "linear"],
+    ids=["se", "ard", "poly", "linear", "constant"],
 )
 def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
     with jax.enable_x64(True):
@@ -296,8 +299,9 @@ def test_unconstrained_round_trip(make_params: Callable[[], Any]) -> None:
 
 @pytest.mark.parametrize(
     "params",
-    [K.SEParams(0.3, 2.5), K.ARDParams(np.asarray([0.1, 1.0]), 0.5), K.PolyParams(4, 0.25), K.LinearParams(1e-3)],
-    ids=["se", "ard", "poly", "linear"],
+    [K.SEParams(0.3, 2.5), K.ARDParams(np.asarray([0.1, 1.0]), 0.5), K.PolyParams(4, 0.25), K.LinearParams(1e-3),
+     K.ConstantParams(4.0)],
+    ids=["se", "ard", "poly", "linear", "constant"],
 )
 def test_free_fields_are_the_unconstrained_keys(params: Any) -> None:
     assert P.free_fields(params) == tuple(P.to_unconstrained(params))

@@ -16,6 +16,7 @@ name           formula
 ``"ard"``      ``a * exp(-sum_j (x_j - x'_j)^2 / theta_j^2)``  (:func:`ard_se`)
 ``"poly"``     ``(x^T x' + c)^p``                          (:func:`polynomial`)
 ``"linear"``   ``v * x^T x'``                                  (:func:`linear`)
+``"constant"`` ``v``                                           (:func:`constant`)
 =============  ==========================================================
 
 The squared-exponential kernel follows Henao et al. (2014) exactly: there is
@@ -23,7 +24,7 @@ no factor ``1/2`` in the exponent, so ``theta`` here equals ``sqrt(2)`` times
 the lengthscale of the ``exp(-r^2 / (2 l^2))`` convention.
 
 Each function has an object form (:class:`RBF`, :class:`ARD`, :class:`Polynomial`,
-:class:`Linear`) that holds initial parameter values and composes: ``RBF() + Linear()``,
+:class:`Linear`, :class:`Constant`) that holds initial parameter values and composes: ``RBF() + Linear()``,
 ``RBF() * Polynomial()``, ``0.5 * RBF()`` (:class:`Sum`, :class:`Product`, :class:`Scaled`).
 :mod:`bayes_maxmargin.core.parameters` names, constrains and transforms the parameters of any
 of them.
@@ -49,10 +50,10 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-__all__ = ["ARD", "ARDParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear", "LinearParams",
+__all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear", "LinearParams",
            "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled", "ScaledParams",
            "Sum", "SumParams", "ard_se", "as_kernel", "get_kernel", "kernel_diag", "kernel_name", "linear",
-           "median_distance", "polynomial", "se", "squared_distance"]
+           "constant", "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
 
@@ -114,6 +115,19 @@ class LinearParams(NamedTuple):
     ----------
     variance : ArrayLike
         Positive scalar ``v`` in ``v * x^T x'``. Default ``1.0``.
+    """
+
+    variance: ArrayLike = 1.0
+
+
+class ConstantParams(NamedTuple):
+    """Parameters of the constant kernel :func:`constant`.
+
+    Attributes
+    ----------
+    variance : ArrayLike
+        Positive scalar ``v``, the prior variance of a constant shift of f (an intercept).
+        Default ``1.0``.
     """
 
     variance: ArrayLike = 1.0
@@ -266,6 +280,18 @@ def linear(params: LinearParams, X1: ArrayLike, X2: ArrayLike) -> Array:
     return params.variance * _dot(_as_2d(X1), _as_2d(X2))
 
 
+def constant(params: ConstantParams, X1: ArrayLike, X2: ArrayLike) -> Array:
+    """Constant kernel ``k(x, x') = v``: a GP with this covariance is one shift ``b ~ N(0, v)`` of f
+    everywhere, so ``RBF() + Constant()`` adds the intercept of an SVM to a zero-mean GP, with its
+    prior variance learnt with the rest.
+
+    Inputs and result as in :func:`se`; ``params`` is a :class:`ConstantParams`: ``variance``
+    (``v > 0``).
+    """
+    X1, X2 = _as_2d(X1), _as_2d(X2)
+    return jnp.full((X1.shape[0], X2.shape[0]), params.variance, dtype=jnp.result_type(X1, X2))
+
+
 # --------------------------------------------------------------------------
 # composed kernels: parameter containers
 # --------------------------------------------------------------------------
@@ -310,11 +336,16 @@ def _linear_diag(params: LinearParams, X: Array) -> Array:
     return params.variance * jnp.sum(X * X, axis=-1)
 
 
+def _constant_diag(params: ConstantParams, X: Array) -> Array:
+    return _ones(X, params.variance)
+
+
 _DIAGS: dict[Callable[..., Array], Callable[[Any, Array], Array]] = {
     se: _se_diag,
     ard_se: _se_diag,
     polynomial: _poly_diag,
     linear: _linear_diag,
+    constant: _constant_diag,
 }
 
 
@@ -467,11 +498,19 @@ class Linear(_Leaf):
     variance: float = 1.0
 
 
+@dataclass(frozen=True, repr=False)
+class Constant(_Leaf):
+    """Constant kernel :func:`constant`, ``variance`` (an intercept of prior variance ``variance``)."""
+
+    variance: float = 1.0
+
+
 _LEAVES: dict[type, tuple[KernelFn, type]] = {
     RBF: (se, SEParams),
     ARD: (ard_se, ARDParams),
     Polynomial: (polynomial, PolyParams),
     Linear: (linear, LinearParams),
+    Constant: (constant, ConstantParams),
 }
 
 
@@ -556,10 +595,11 @@ KERNELS: dict[str, KernelFn] = {
     "ard": ard_se,
     "poly": polynomial,
     "linear": linear,
+    "constant": constant,
 }
 """Kernels by name; ``"rbf"`` and ``"se"`` are the same function."""
 
-_OBJECTS: dict[KernelFn, type] = {se: RBF, ard_se: ARD, polynomial: Polynomial, linear: Linear}
+_OBJECTS: dict[KernelFn, type] = {se: RBF, ard_se: ARD, polynomial: Polynomial, linear: Linear, constant: Constant}
 
 
 def as_kernel(kernel: str | Kernel) -> Kernel:

@@ -35,6 +35,7 @@ from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.kernels import (
     ARDParams,
+    ConstantParams,
     LinearParams,
     PolyParams,
     ProductParams,
@@ -56,6 +57,7 @@ POSITIVE: dict[type, tuple[str, ...]] = {
     ARDParams: ("lengthscales", "amplitude"),
     PolyParams: ("offset",),
     LinearParams: ("variance",),
+    ConstantParams: ("variance",),
     SumParams: (),
     ProductParams: (),
     ScaledParams: ("variance",),

@@ -41,12 +41,14 @@ from jax.typing import ArrayLike
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import (
     ARDParams,
+    ConstantParams,
     Kernel,
     KernelFn,
     LinearParams,
     PolyParams,
     SEParams,
     ard_se,
+    constant,
     get_kernel,
     linear,
     polynomial,
@@ -94,6 +96,8 @@ def default_kernel_params(kernel: str | KernelFn, n_features: int) -> Any:
         return PolyParams()
     if fn is linear:
         return LinearParams()
+    if fn is constant:
+        return ConstantParams()
     raise ValueError("kernel_params must be given for a user-supplied kernel function")
 
 
