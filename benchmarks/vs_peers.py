@@ -87,10 +87,10 @@ QUICK_LINEAR = dict(num_samples=50, num_warmup=50, num_chains=1)
 def svi_default_steps(n: int, d: int, batch_size: int = 100) -> int:
     """The number of steps of ``GPBSVM()`` (svi at ``max_iter=None``) on ``n`` rows of ``d`` features:
     :func:`~bayes_maxmargin.estimators.gp.default_svi_steps` with the ML-II of its default kernel (RBF:
-    2 numbers, ARD from 2000 rows: d + 1)."""
+    2 numbers, ARD + Constant from 2000 rows: d + 2)."""
     from bayes_maxmargin.estimators.gp import default_kernel, default_svi_steps
 
-    n_kernel = 2 if default_kernel("svi", n) == "rbf" else d + 1
+    n_kernel = 2 if default_kernel("svi", n) == "rbf" else d + 2
     return default_svi_steps(n, batch_size, n_kernel)
 
 

@@ -221,14 +221,14 @@ def test_svi_keeps_the_kmeans_centres_below_ard_min_rows_and_moves_them_above():
 
 
 def test_default_svi_steps_depend_on_the_kernel_numbers_ml_ii_learns(moons):
-    """max_iter=None runs 20 epochs, at least 500 steps where ML-II learns at most two kernel numbers
+    """max_iter=None runs 20 epochs, at least 250 steps where ML-II learns at most two kernel numbers
     (RBF: amplitude and length-scale, or one of them) and at least 1000 where it learns more (ARD)."""
     from bayes_maxmargin.estimators.gp import default_svi_steps
 
     X, y = moons
-    assert GPBSVM(**QUIET).fit(X, y).n_iter_ == 500
+    assert GPBSVM(**QUIET).fit(X, y).n_iter_ == 250
     assert GPBSVM(kernel="ard", **QUIET).fit(X, y).n_iter_ == 1000  # 2 length-scales and the amplitude
-    assert GPBSVM(kernel="ard", learn_kernel=("lengthscales",), **QUIET).fit(X, y).n_iter_ == 500  # 2 numbers
+    assert GPBSVM(kernel="ard", learn_kernel=("lengthscales",), **QUIET).fit(X, y).n_iter_ == 250  # 2 numbers
     assert default_svi_steps(300_000, 100, 2) == 60_000 and default_svi_steps(10**8, 100, 19) == 100_000
 
 
@@ -247,12 +247,13 @@ def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
         GPBSVM(num_inducing=61, **QUIET).fit(X, y)
 
 
-def test_default_kernel_is_ard_for_svi_from_ard_min_rows(tmp_path):
-    """kernel=None: svi on >= ARD_MIN_ROWS rows fits the ARD kernel (one length-scale per feature, the
-    relevant feature's the shortest) with an ML-II step every 5 steps, the same fit as those set
-    explicitly; on fewer rows, and for ECM, the isotropic "rbf" (ECM: ML-II every 20 iterations). A
-    saved default fit predicts the same after loading."""
+def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path):
+    """kernel=None: svi on >= ARD_MIN_ROWS rows fits ARD + Constant (one length-scale per feature, the
+    relevant feature's the shortest, and a learnt intercept variance) with an ML-II step every 5
+    steps, the same fit as those set explicitly; on fewer rows, and for ECM, the isotropic "rbf"
+    (ECM: ML-II every 20 iterations). A saved default fit predicts the same after loading."""
     from bayes_maxmargin import load, save
+    from bayes_maxmargin.core.kernels import ARD, Constant
     from bayes_maxmargin.estimators.gp import ARD_MIN_ROWS
 
     rng = np.random.default_rng(0)
@@ -260,14 +261,15 @@ def test_default_kernel_is_ard_for_svi_from_ard_min_rows(tmp_path):
     y = np.where(np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=len(X)) > 0, 1, -1)
     small = dict(num_inducing=16, batch_size=50, max_iter=300, **QUIET)
     default = GPBSVM(**small).fit(X, y)
-    assert default.kernel is None and default.kernel_ == "ard" and default.elbo_.size == 300 // 5
-    ell = default.kernel_params_["lengthscales"]
+    assert default.kernel is None and default.kernel_ == ARD() + Constant() and default.elbo_.size == 300 // 5
+    ell = default.kernel_params_["k1__lengthscales"]
     assert ell.shape == (3,) and ell[0] < 0.5 * min(ell[1:])
-    explicit = GPBSVM(kernel="ard", mlii_every=5, **small).fit(X, y)
+    assert default.kernel_params_["k2__variance"] != 1.0  # learnt
+    explicit = GPBSVM(kernel=ARD() + Constant(), mlii_every=5, **small).fit(X, y)
     np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
     save(default, tmp_path / "default.bmm")
     loaded = load(tmp_path / "default.bmm")
-    assert loaded.kernel is None and loaded.kernel_ == "ard"
+    assert loaded.kernel is None and loaded.kernel_ == ARD() + Constant()
     np.testing.assert_array_equal(loaded.predict_proba(X[:50]), default.predict_proba(X[:50]))
 
     fewer = GPBSVM(**small).fit(X[:-1], y[:-1])
