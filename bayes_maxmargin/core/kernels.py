@@ -8,16 +8,17 @@ parameters and differentiated with respect to its (continuous) parameters.
 
 The kernels are
 
-=============  ==========================================================
-name           formula
-=============  ==========================================================
-``"se"``       ``a * exp(-||x - x'||^2 / theta^2)``            (:func:`se`)
-``"rbf"``      alias of ``"se"``
-``"ard"``      ``a * exp(-sum_j (x_j - x'_j)^2 / theta_j^2)``  (:func:`ard_se`)
-``"poly"``     ``(x^T x' + c)^p``                          (:func:`polynomial`)
-``"linear"``   ``v * x^T x'``                                  (:func:`linear`)
-``"constant"`` ``v``                                           (:func:`constant`)
-=============  ==========================================================
+==============  ==========================================================
+name            formula
+==============  ==========================================================
+``"se"``        ``a * exp(-||x - x'||^2 / theta^2)``            (:func:`se`)
+``"rbf"``       alias of ``"se"``
+``"ard"``       ``a * exp(-sum_j (x_j - x'_j)^2 / theta_j^2)``  (:func:`ard_se`)
+``"poly"``      ``(x^T x' + c)^p``                          (:func:`polynomial`)
+``"linear"``    ``v * x^T x'``                                  (:func:`linear`)
+``"constant"``  ``v``                                           (:func:`constant`)
+==============  ==========================================================
+
 
 The squared-exponential kernel follows Henao et al. (2014) exactly: there is
 no factor ``1/2`` in the exponent, so ``theta`` here equals ``sqrt(2)`` times
