@@ -404,3 +404,22 @@ def test_ecm_solver_interior_point_is_the_fixed_point_solved_exactly(moons):
     kw.update(gamma_prior=(2.0, 1.0))
     np.testing.assert_array_equal(GPBSVM(**kw).fit(X, y).predict_proba(X),
                                   GPBSVM(solver="fixed_point", **kw).fit(X, y).predict_proba(X))
+
+
+def test_svi_idata_is_built_when_first_read_and_saved_built(moons, tmp_path):
+    """An svi fit defers idata_ (building it costs more than a small fit's steps): the first read
+    builds it, a refit replaces the one built before, and a saved fit holds it built."""
+    from bayes_maxmargin import load, save
+
+    X, y = moons
+    est = GPBSVM(max_iter=40, **QUIET).fit(X, y)
+    assert "idata_" not in vars(est)
+    assert est.idata_.sample_stats["elbo"].shape == (1, 1, 40 // 5)
+    assert "idata_" in vars(est) and "_idata_parts" not in vars(est)
+    est.set_params(max_iter=60).fit(X, y)
+    assert est.idata_.sample_stats["elbo"].shape == (1, 1, 60 // 5)
+    est.fit(X, y)
+    save(est, tmp_path / "svi.bmm")
+    assert "idata_" in vars(load(tmp_path / "svi.bmm"))
+    with pytest.raises(AttributeError, match="has no attribute 'idata_'"):
+        GPBSVM().idata_

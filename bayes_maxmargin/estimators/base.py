@@ -27,7 +27,7 @@ from bayes_maxmargin.data.validation import (
     check_n_features,
     check_X_y,
 )
-from bayes_maxmargin.diagnostics import warn_if_not_mixed
+from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.estimators import multiclass as _mc
@@ -141,6 +141,20 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             self.idata_ = _mc.combine_draws([s.idata_ for s in subs], self.classes_)
         self._check_mixing(_mc.combine_draws(draws, self.classes_) if all(d is not None for d in draws) else None)
         return True
+
+    def _defer_idata(self, **parts: Any) -> None:
+        """Set ``idata_`` to ``to_inference_data(**parts)`` when it is first read (building it costs
+        more than a small S-BSVM fit's compiled steps); a saved file holds it built."""
+        self.__dict__.pop("idata_", None)
+        self._idata_parts = parts
+
+    def __getattr__(self, name: str) -> Any:
+        parts = self.__dict__.get("_idata_parts") if name == "idata_" else None
+        if parts is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.idata_ = to_inference_data(**parts)
+        del self._idata_parts
+        return self.idata_
 
     def _check_mixing(self, draws: az.InferenceData | None = None) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
@@ -261,6 +275,8 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _saved_state(self) -> dict[str, Any]:
         """Everything ``fit`` set, for :func:`bayes_maxmargin.save`; the one-vs-rest
         sub-estimators as their parameters and saved states (their draws live in ``idata_``)."""
+        if "_idata_parts" in self.__dict__:
+            self.idata_  # noqa: B018 (built now, saved built)
         state = self._fitted_state()
         if "estimators_" in state:
             state["estimators_"] = [

@@ -746,8 +746,8 @@ class GPBSVM(_BayesianSVMClassifier):
         posterior = {"u": self.variational_mean_[None, None]}
         posterior.update(_one_draw(theta))
         names = getattr(self, "feature_names_in_", None)
-        self.idata_ = to_inference_data(
-            posterior, sample_stats={"elbo": res.elbo[None, None, :]},
+        self._defer_idata(
+            posterior=posterior, sample_stats={"elbo": res.elbo[None, None, :]},
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
             dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
