@@ -205,6 +205,18 @@ def test_every_inference_method_fits_three_classes(blobs, make):
     _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
 
 
+def test_a_kernel_object_stays_one_kernel_of_the_classes(blobs):
+    """kernel_ of a one-vs-rest fit is the classes' common kernel, a string or a kernel object (the
+    default kernel from 2000 rows on is ARD() + Constant()); kernel_params_ one dict per class."""
+    from bayes_maxmargin.core.kernels import RBF, Constant
+
+    est = _fit_quiet(GPBSVM(inference="svi", kernel=RBF() + Constant(), num_inducing=8, batch_size=12, max_iter=50,
+                            random_state=0), *blobs)
+    assert est.kernel_ == RBF() + Constant()
+    assert len(est.kernel_params_) == 3
+    assert set(est.kernel_params_[0]) == {"k1__lengthscale", "k1__amplitude", "k2__variance"}
+
+
 def test_random_state_takes_a_jax_key(blobs, tmp_path):
     """A typed key and its raw uint32 pair give the same fit; one-vs-rest classes keep their keys
     fold_in(key, k) as their random_state, raw so that the fit saves and loads."""

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
+from bayes_maxmargin.core.kernels import Kernel
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.engine.mcmc import ChainResult, run_chains
@@ -318,8 +319,8 @@ _NOT_STACKED = frozenset({"classes_", "n_features_in_", "feature_names_in_", "id
 def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
     """The public fitted attributes of the K binary fits with a leading class axis: ``coef_``
     (1, d) each -> (K, d) and ``intercept_`` -> (K,) as in scikit-learn; scalars -> (K,); arrays
-    of one shape -> (K, ...); one string for all -> that string; anything else (e.g. arrays of different
-    lengths) -> list of K."""
+    of one shape -> (K, ...); one string or kernel object for all (``kernel_``) -> that one; anything
+    else (e.g. arrays of different lengths) -> list of K."""
     out: dict[str, Any] = {}
     for name in vars(subs[0]):
         if not name.endswith("_") or name.startswith("_") or name in _NOT_STACKED:
@@ -329,7 +330,7 @@ def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
             continue
         if name in ("coef_", "intercept_"):
             out[name] = np.concatenate([np.asarray(v) for v in values], axis=0)
-        elif all(isinstance(v, str) for v in values) and len(set(values)) == 1:  # e.g. kernel_
+        elif all(isinstance(v, (str, Kernel)) and v == values[0] for v in values):  # e.g. kernel_
             out[name] = values[0]
         elif all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values):
             out[name] = np.asarray(values)
