@@ -282,8 +282,8 @@ def test_full_batch_round_equals_the_round_over_every_minibatch():
             hyper_tx = optax.adam(0.05) if learn else optax.set_to_zero()
             state = svi.init_state(svi.NatParams(jnp.zeros(m), -0.5 * jnp.eye(m)), hyper, whiten, nat_tx, hyper_tx)
             carry = (state, jnp.asarray(False))
-            (full, _), v_full = jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, True))(consts, carry, batch)
-            (each, _), v_each = jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, False))(consts, carry, batch)
+            rounds = [jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, full)) for full in (True, False)]
+            ((full, _), v_full), ((each, _), v_each) = (r(consts, carry, batch) for r in rounds)
             assert np.isfinite(v_full) and int(full.step) == k
             np.testing.assert_allclose(v_full, v_each, rtol=1e-10)
             for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(each)):

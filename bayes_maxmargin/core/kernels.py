@@ -51,10 +51,10 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-__all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear", "LinearParams",
-           "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled", "ScaledParams",
-           "Sum", "SumParams", "ard_se", "as_kernel", "get_kernel", "kernel_diag", "kernel_name", "linear",
-           "constant", "median_distance", "polynomial", "se", "squared_distance"]
+__all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
+           "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
+           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "get_kernel", "kernel_diag", "kernel_name",
+           "constant", "linear", "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
 

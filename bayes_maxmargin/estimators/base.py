@@ -276,7 +276,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """Everything ``fit`` set, for :func:`bayes_maxmargin.save`; the one-vs-rest
         sub-estimators as their parameters and saved states (their draws live in ``idata_``)."""
         if "_idata_parts" in self.__dict__:
-            self.idata_  # noqa: B018 (built now, saved built)
+            self.idata_  # noqa: B018 (builds the deferred idata_: the file holds it)
         state = self._fitted_state()
         if "estimators_" in state:
             state["estimators_"] = [
