@@ -86,11 +86,14 @@ QUICK_LINEAR = dict(num_samples=50, num_warmup=50, num_chains=1)
 
 def svi_default_steps(n: int, d: int, batch_size: int = 100) -> int:
     """The number of steps of ``GPBSVM()`` (svi at ``max_iter=None``) on ``n`` rows of ``d`` features:
-    :func:`~bayes_maxmargin.estimators.gp.default_svi_steps` with the ML-II of its default kernel (RBF:
-    2 numbers, ARD + Constant from 2000 rows: d + 2)."""
+    :func:`~bayes_maxmargin.estimators.gp.default_svi_steps` with the numbers ML-II learns in its default
+    kernel (RBF: 2, ARD + Constant from 2000 rows: d + 2)."""
+    from bayes_maxmargin.core.kernels import as_kernel
+    from bayes_maxmargin.core.parameters import to_unconstrained
     from bayes_maxmargin.estimators.gp import default_kernel, default_svi_steps
 
-    n_kernel = 2 if default_kernel("svi", n) == "rbf" else d + 2
+    params = as_kernel(default_kernel("svi", n)).init_params(np.zeros((1, d)))
+    n_kernel = sum(np.size(v) for v in to_unconstrained(params).values())
     return default_svi_steps(n, batch_size, n_kernel)
 
 

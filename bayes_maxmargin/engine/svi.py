@@ -615,7 +615,8 @@ def run_svi(
     scale = jnp.asarray(n / batch_size, dtype)
     gamma = jnp.asarray(gamma, dtype)
     consts = (problem.prior_prec, scale, gamma)
-    run = _compiled(cache_key, problem, nat_tx, hyper_tx, learn_hyper, batch_size == n, classes)
+    full_batch = batch_size == n  # every minibatch holds all N rows, in their order (the sums ignore it)
+    run = _compiled(cache_key, problem, nat_tx, hyper_tx, learn_hyper, full_batch, classes)
     shard = None
     if mesh is not None:
         from jax.sharding import NamedSharding
@@ -675,9 +676,8 @@ def run_svi(
                 # the minibatches of the active rounds; the others are computed and discarded
                 used, size = n_active * k * batch_size, length * k * batch_size
                 Xc, yc = np.zeros((K, size, d), dtype), np.zeros((K, size), dtype)
-                for c in range(K):  # with |S| = N the order of the rows in a minibatch does not matter
-                    idx = (np.tile(np.arange(n), used // n) if batch_size == n
-                           else _batch_indices(n, used, rngs[c], pools[c]))
+                for c in range(K):
+                    idx = np.tile(np.arange(n), used // n) if full_batch else _batch_indices(n, used, rngs[c], pools[c])
                     Xc[c, :used], yc[c, :used] = X[idx], Y[c][idx]
                 batch = (Xc.reshape(K, length, k, batch_size, d), yc.reshape(K, length, k, batch_size), active)
                 if shard is not None:
