@@ -50,10 +50,16 @@ def test_vs_peers_quick_has_every_metric_of_every_model(tmp_path):
         assert 0 <= r["error"] <= 1 and 0 <= r["brier"] <= 1 and 0 <= r["ece"] <= 1 and r["log_loss"] > 0, r
         assert r["first_fit_s"] > 0 and r["second_fit_s"] > 0
         assert isinstance(r["warnings"], list) and len(r["warnings"]) <= 5
-    # GPBSVM() at its defaults and GPBSVM(inference="ecm") are one configuration: the same fit
+    # GPBSVM() at its defaults and GPBSVM(inference="svi") are one configuration: the same fit
     rows = {r["model"]: r for r in out["rows"]}
-    assert rows["gpbsvm"]["error"] == rows["ecm"]["error"] and rows["gpbsvm"]["brier"] == rows["ecm"]["brier"]
+    assert rows["gpbsvm"]["error"] == rows["svi"]["error"] and rows["gpbsvm"]["brier"] == rows["svi"]["brier"]
     assert "## flare_solar" in proc.stdout and "| svc_platt |" in proc.stdout
+    # one split: a ratio, no interval
+    ratios = {r["metric"]: r for r in out["ratios"]}
+    best = min(("gpc", "svc_platt"), key=lambda m: rows[m]["error"])
+    assert ratios["error"]["ratio"] == pytest.approx(rows["gpbsvm"]["error"] / rows[best]["error"])
+    assert ratios["error"]["low"] is None and ratios["error"]["high"] is None
+    assert "## gpbsvm / the best of" in proc.stdout
 
 
 @pytest.mark.benchmark
@@ -77,6 +83,40 @@ def test_vs_peers_skips_gpjax_with_a_note_when_it_is_missing(tmp_path):
     out = json.loads((tmp_path / "vs_peers_quick.json").read_text())
     assert out["skipped"] == ["gpjax"] and [r["model"] for r in out["rows"]] == ["logreg"]
     assert out["rows"][0]["n_train"] == 140
+
+
+def _rows(table):
+    """vs_peers rows from {model: [error of split 0, 1, ...]} of one data set."""
+    return [{"dataset": "d", "split": s, "model": m, "error": e} for m, errs in table.items()
+            for s, e in enumerate(errs)]
+
+
+def test_ratio_to_best_peer_is_against_the_best_peer_mean_with_a_paired_interval():
+    script = _script()
+    # gpc is the best peer on average (0.25 against 0.26); logreg is not a peer
+    table = {"gpbsvm": [0.20, 0.32, 0.26], "gpc": [0.30, 0.20, 0.25], "svc_platt": [0.20, 0.32, 0.26],
+             "logreg": [0.0, 0.0, 0.0]}
+    (r,) = script.ratios_to_best_peer(_rows(table), ("error",))
+    assert r["best_peer"] == "gpc" and r["ratio"] == pytest.approx(0.26 / 0.25) and r["splits"] == 3
+    # the per-split differences against gpc are -0.10, 0.12, 0.01: mean 0.01, sd 0.11; t(2) at 95 % is 2.920
+    half = 2.919986 * 0.11 / 3**0.5
+    assert r["low"] == pytest.approx(1 + (0.01 - half) / 0.25, abs=1e-5)
+    assert r["high"] == pytest.approx(1 + (0.01 + half) / 0.25, abs=1e-5)
+    # paired: ours equal to a peer on every split is exactly 1, however much the splits differ
+    (same,) = script.ratios_to_best_peer(_rows({"gpbsvm": [0.1, 0.3, 0.2], "gpjax": [0.1, 0.3, 0.2]}), ("error",))
+    assert same["ratio"] == same["low"] == same["high"] == 1.0
+    # a wider level gives a wider interval around the same ratio
+    (wide,) = script.ratios_to_best_peer(_rows(table), ("error",), level=0.99)
+    assert wide["low"] < r["low"] < r["ratio"] < r["high"] < wide["high"]
+
+
+def test_ratio_to_best_peer_counts_only_the_splits_every_model_has():
+    script = _script()
+    rows = _rows({"gpbsvm": [0.2, 0.3, 0.4], "gpc": [0.2, 0.3]}) + _rows({"other": [0.5]})
+    (r,) = script.ratios_to_best_peer(rows, ("error",))
+    assert r["splits"] == 2 and r["ratio"] == pytest.approx(1.0)
+    assert script.ratios_to_best_peer(_rows({"gpbsvm": [0.2], "logreg": [0.1]}), ("error",)) == []
+    assert script.ratios_to_best_peer(_rows({"gpc": [0.2]}), ("error",)) == []
 
 
 def test_chunk_length_divides_the_steps():
