@@ -437,7 +437,9 @@ def _reached(curve: list[dict[str, Any]]) -> dict[str, Any]:
 def susy_sbsvm(Xtr, ytr, Xte, yte, quick: bool, records: int) -> dict[str, Any]:
     """``GPBSVM(inference="svi")`` at its defaults, its run cut into about ``records`` compiled chunks
     (the engine's ``rounds_per_chunk``) and a snapshot of the state taken after every chunk (through
-    the callback of :func:`~bayes_maxmargin.models.gp.svi.svi_gp`), scored after the fit."""
+    the callback of :func:`~bayes_maxmargin.models.gp.svi.svi_gp`), scored after the fit by the sign of
+    the latent mean (a snapshot has no link yet); ``final_scores`` are the fitted estimator's, through
+    its learnt link."""
     import functools
     from unittest import mock
 

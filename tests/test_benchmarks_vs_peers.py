@@ -69,7 +69,9 @@ def test_vs_peers_susy_quick_records_the_error_along_the_steps(tmp_path):
     assert row["model"] == "svi" and row["n_train"] == 1000 and row["steps"] == 200
     steps = [c["steps"] for c in row["curve"]]
     assert len(steps) >= 4 and steps == sorted(steps) and steps[-1] == 200
-    assert row["final_error"] == row["curve"][-1]["error"] == row["final_scores"]["error"]
+    assert row["final_error"] == row["curve"][-1]["error"]
+    # the records classify by the sign of the latent mean, the fitted estimator through its learnt link
+    assert abs(row["final_scores"]["error"] - row["final_error"]) < 0.02
     assert 0 < row["time_to_final_s"] <= row["train_s"] <= row["fit_s"]
     assert "SUSY-like" in proc.stdout
 

@@ -111,19 +111,22 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path):
 ], ids=["linear", "gp", "projection", "factor"])
 def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
     full = make().fit(X, Y)
-    real, calls = driver._run_chunk, []
+    calls = []
 
-    def interrupted(*args, **kwargs):  # Ctrl-C during the second chunk
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    def interrupting(real):
+        def interrupted(*args, **kwargs):  # Ctrl-C during the second chunk
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        return interrupted
 
-    monkeypatch.setattr(driver, "_run_chunk", interrupted)
     monkeypatch.setattr(driver, "DEFAULT_CHUNK_SIZE", 20)
-    with pytest.raises(KeyboardInterrupt):
-        make().fit(X, Y, checkpoint=tmp_path)
-    monkeypatch.setattr(driver, "_run_chunk", real)
+    with monkeypatch.context() as patch:  # both chunk programs (the projection's has XLA's fusion emitters on)
+        for name in ("_run_chunk", "_run_chunk_fusion_emitters"):
+            patch.setattr(driver, name, interrupting(getattr(driver, name)))
+        with pytest.raises(KeyboardInterrupt):
+            make().fit(X, Y, checkpoint=tmp_path)
     resumed = make().fit(X, Y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
     other = {LinearBSVM: "em", GPBSVM: "ecm", FactorBSVM: "vbem"}.get(type(full))
