@@ -8,7 +8,9 @@ import numpy as np
 
 
 def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rtol: float = 0.10) -> None:
-    """Means within ``z`` combined Monte Carlo standard errors, standard deviations within ``sd_rtol``.
+    """Means within ``z`` combined Monte Carlo standard errors, standard deviations within ``sd_rtol``
+    or within ``z`` combined Monte Carlo standard errors of the sd (a heavy-tailed marginal sampled with
+    a small effective sample size has an sd estimate noisier than ``sd_rtol``).
 
     ``a`` and ``b`` are InferenceData or dicts of draws laid out (chain, draw, ...); both must have
     converged (R-hat < 1.02).
@@ -23,7 +25,9 @@ def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rt
     dist = np.abs(sa["mean"] - sb["mean"]) / mcse
     assert (dist < z).all(), f"means differ by {dist.max():.1f} MCSE\n{sa[['mean', 'sd']]}\n{sb[['mean', 'sd']]}"
     rel = np.abs(sa["sd"] / sb["sd"] - 1)
-    assert (rel < sd_rtol).all(), f"sd differ by {rel.max():.1%}\n{sa['sd']}\n{sb['sd']}"
+    sd_z = np.abs(sa["sd"] - sb["sd"]) / np.sqrt(sa["mcse_sd"] ** 2 + sb["mcse_sd"] ** 2)
+    assert ((rel < sd_rtol) | (sd_z < z)).all(), (
+        f"sd differ by {rel.max():.1%} ({sd_z[rel >= sd_rtol].max():.1f} MCSE)\n{sa['sd']}\n{sb['sd']}")
 
 
 def assert_jit_equals_eager(kernel, key, state, data, hyper) -> None:

@@ -15,17 +15,20 @@ Y = np.where(X[:, 0] + X[:, 1] ** 2 - 1 + 0.3 * rng.normal(size=40) > 0, 1, 0)
 MC = dict(num_samples=25, num_warmup=15, random_state=11, progress_bar=False)
 
 
-@pytest.mark.parametrize("make", [
-    lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC),
-    pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), marks=pytest.mark.extended),
-    pytest.param(lambda chains: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=chains, **MC),
+@pytest.mark.parametrize("make, rtol", [
+    (lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC), 0.0),
+    # XLA:CPU vectorises some of this sampler's per-chain sums differently for 2 and 3 chains: the
+    # first chains agree to the last bit or two (3e-16 absolute on 2 of 150 draws)
+    pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), 1e-14,
+                 marks=pytest.mark.extended),
+    pytest.param(lambda chains: GPBSVM(inference="gibbs", learn_kernel=False, num_chains=chains, **MC), 0.0,
                  marks=pytest.mark.extended),
 ], ids=["linear", "luts-laplace_zero", "gp"])
-def test_chains_do_not_depend_on_how_many_run(make):
+def test_chains_do_not_depend_on_how_many_run(make, rtol):
     two, again, three = make(2).fit(X, Y), make(2).fit(X, Y), make(3).fit(X, Y)
     for name, draws in two.idata_.posterior.data_vars.items():
         np.testing.assert_array_equal(draws.values, again.idata_.posterior[name].values)
-        np.testing.assert_array_equal(draws.values, three.idata_.posterior[name].values[:2])
+        np.testing.assert_allclose(draws.values, three.idata_.posterior[name].values[:2], rtol=rtol, atol=0)
 
 
 @pytest.mark.parametrize("make", [

@@ -168,11 +168,7 @@ def test_appendix_a_agrees_with_nuts(x64, example):
     else:
         kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], noncentred=True)
         nuts = _nuts(mixed_bsvm, (data.X, data.Z, data.y), kw, num_samples=NUTS_SAMPLES)
-    # with sigma_u2's inverse-gamma tail, NUTS's sd of it has a Monte Carlo error of about 9 % here (ESS
-    # about 900), too wide for 15 %; its logarithm's has about 3 %
-    gibbs["log_sigma_u2"], nuts = np.log(gibbs["sigma_u2"]), {**nuts, "log_sigma_u2": np.log(nuts["sigma_u2"])}
-    assert_posteriors_agree(gibbs, nuts, ["beta", "u", "log_sigma_u2"], sd_rtol=0.15)
-    assert_posteriors_agree(gibbs, nuts, ["sigma_u2"], sd_rtol=np.inf)
+    assert_posteriors_agree(gibbs, nuts, ["beta", "u", "sigma_u2"], sd_rtol=0.15)
 
 
 

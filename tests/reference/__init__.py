@@ -129,7 +129,9 @@ class Problem:
     """One reference posterior: ``model(*args, **kwargs)`` sampled by :func:`run_nuts` (float64).
 
     ``build`` returns ``(args, kwargs)``; ``key`` the PRNG key of the run; ``nuts`` the keyword
-    arguments of :func:`run_nuts`; ``reduce(samples, args, kwargs)`` the arrays the test compares.
+    arguments of :func:`run_nuts`; ``reduce(samples, args, kwargs)`` the arrays the test compares;
+    ``sign_symmetric`` the reduced arrays whose posterior is symmetric under a joint sign flip, so that
+    each chain settles in either mode (the live check compares their absolute values).
     """
 
     name: str
@@ -139,6 +141,7 @@ class Problem:
     nuts: dict[str, Any]
     reduce: Callable[[dict, tuple, dict], dict[str, np.ndarray]]
     doc: str = ""
+    sign_symmetric: tuple[str, ...] = ()
 
 
 def _projection_build():
@@ -231,6 +234,7 @@ PROBLEMS: dict[str, Problem] = {
             "projection_mmldp", _model("projection", "mmdp"), _projection_build, lambda: jax.random.PRNGKey(3),
             dict(num_warmup=300, num_samples=600, num_chains=2), _projection_reduce,
             "MMLDP (Chen et al. 2015), K = 1, n = 20, p = 2: tests/test_projection_gibbs.py",
+            sign_symmetric=("w", "Z", "A"),
         ),
         Problem(
             "gp_theta_se", _model("gp", "gp_bsvm"), _gp_theta_build, lambda: jax.random.PRNGKey(1),
@@ -247,6 +251,7 @@ PROBLEMS: dict[str, Problem] = {
             "factor_linear", _model("factor", "factor_bsvm"), _factor_build, lambda: jax.random.PRNGKey(1),
             dict(num_warmup=300, num_samples=600, num_chains=4), _factor_reduce,
             "linear discriminative factor model, phi marginalised, 12 x 4: tests/test_factor_gibbs.py",
+            sign_symmetric=("A", "beta"),
         ),
         Problem(
             "luts_random_intercept", _model("luts", "mixed_bsvm"), _luts_build, lambda: jax.random.PRNGKey(1),
