@@ -3,6 +3,7 @@ variants (FITC; S-BSVM of Wenzel et al. 2017) as a scikit-learn classifier."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve
+from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.compilation import jit
@@ -38,6 +40,7 @@ from bayes_maxmargin.estimators.base import (
 from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
+    ecm_runs,
     gp_ecm_mlii,
     support_vectors,
 )
@@ -339,7 +342,8 @@ class GPBSVM(_BayesianSVMClassifier):
         ECM iterations in all (ECM, FITC; the paper uses 200), coordinate-ascent sweeps (vi), or
         natural-gradient steps (svi). None: 200, and for svi 20 epochs (at least 250 steps where ML-II
         learns at most two kernel numbers, as for the RBF kernel, 1000 otherwise, at most 100 000;
-        :func:`default_svi_steps`).
+        :func:`default_svi_steps`). An ECM or FITC fit whose final run uses them all with the objective
+        still changing by more than ``tol`` warns (``ConvergenceWarning``).
     mlii_every : int or None, default=None
         ECM iterations between ML-II steps (None: 20, as Henao et al.); svi: natural-gradient steps
         per ML-II step and per ELBO estimate (None: 5; Wenzel et al. leave it open, with 10 in their
@@ -780,6 +784,8 @@ class GPBSVM(_BayesianSVMClassifier):
             accelerate=params["accelerate"], exact=exact,
         )
         objective, log_z, theta = res.objective, res.log_z, res.params
+        if not exact:
+            self._check_converged(objective, params)
         self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
                                           res.inv_lam, res.gamma), dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
@@ -799,11 +805,28 @@ class GPBSVM(_BayesianSVMClassifier):
             optimize_inducing=bool(params["optimize_inducing"]), jitter=params["jitter"], trainable=learn,
             mlii_tol=params["mlii_tol"], accelerate=params["accelerate"],
         )
+        self._check_converged(res.objective, params)
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
         alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
         self.alpha_ = np.asarray(alpha, dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params["kernel"], params["jitter"])
         return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
+
+    def _check_converged(self, objective, params) -> None:
+        """ConvergenceWarning where the final ECM run took its whole ``max_iter`` budget and its last
+        iteration still changed the objective by more than ``tol`` (relative, as :func:`gp_ecm` stops)."""
+        runs = [row[np.isfinite(row)] for row in np.atleast_2d(np.asarray(objective, dtype=np.float64))]
+        last = next((row for row in reversed(runs) if row.size), np.zeros(0))
+        if last.size < 2 or last.size - 1 < ecm_runs(params["max_iter"], params["accelerate"]):
+            return
+        change = abs(last[-1] - last[-2]) / max(abs(last[-1]), 1.0)
+        if change > params["tol"]:
+            hint = (" (a FITC prior with nearly as many inducing points as rows can be too ill-conditioned to "
+                    "reach tol: raise jitter)") if self.inference == "fitc" else ""
+            warnings.warn(
+                f"GPBSVM(inference={self.inference!r}) stopped at max_iter={params['max_iter']} with a relative "
+                f"change of the objective of {change:.2g} in its last iteration, above tol={params['tol']:g}: "
+                f"raise max_iter{hint}.", ConvergenceWarning, stacklevel=4)
 
     def _point_estimate(self, f, gamma, theta, objective, log_z, estimate_gamma):
         objective = np.asarray(objective, dtype=np.float64)
