@@ -10,8 +10,9 @@ balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and wri
 
 Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear, gp),
 ``inference`` (gibbs, em, nuts, vb, svi for the linear model; ecm, fitc, gibbs, nuts, vi, svi for
-the GP model), ``data`` (every named dataset), and ``experiment`` (paper reproductions, selected
-with ``+``). A dataset with a cluster column (``toenail``) fits a random intercept per cluster with
+the GP model; by default the estimator's own: gibbs for the linear model, svi for the GP model,
+:data:`DEFAULT_INFERENCE`), ``data`` (every named dataset), and ``experiment`` (paper
+reproductions, selected with ``+``). A dataset with a cluster column (``toenail``) fits a random intercept per cluster with
 the linear model unless ``data.use_groups=false``. ``data.n`` sets the number of rows of a generated
 dataset (``susy_synthetic``; the first rows of ``susy``); it is passed to the loader only when set.
 Examples::
@@ -20,6 +21,7 @@ Examples::
     bmm inference=vb model.prior=laplace_zero model.rho=0.01 data=spambase
     bmm inference=vb model.prior=penalty model.missing=model data=acath
     bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
+    bmm model=gp data=ionosphere                     # S-BSVM, GPBSVM's default
     bmm model=gp inference=ecm data=ionosphere
     bmm model=gp inference=vi data=ionosphere
     bmm model=gp inference=svi data=susy_synthetic data.n=5000000
@@ -213,9 +215,10 @@ class SVIConfig:
     Alg. 1) with ``num_inducing`` inducing points and ML-II (Adam, ``learning_rate``) on the kernel
     and the inducing points every ``mlii_every`` steps (eq. 12); for the linear model the same
     step on q(beta) (Sec. 4.5, eq. 14; the inducing-point and ML-II options do not apply).
-    ``max_iter`` counts natural-gradient steps (None: the estimator's default, 20 epochs within
-    [500, 100000] for the GP model, at least 1000 with ARD); ``step_size`` is a number in (0, 1], ``robbins_monro`` or
-    ``adaptive``; ``devices`` splits every minibatch across that many devices (None: all)."""
+    ``max_iter`` counts natural-gradient steps (None: the estimator's default, for the GP model 20
+    epochs within [250, 100000], at least 1000 with ARD); ``step_size`` is a number in (0, 1],
+    ``robbins_monro`` or ``adaptive``; ``devices`` splits every minibatch across that many devices
+    (None: all)."""
 
     name: str = "svi"
     max_iter: Optional[int] = None
@@ -266,6 +269,10 @@ INFERENCE = {
 }
 
 
+#: The inference of a model job that names none: the estimator's own default.
+DEFAULT_INFERENCE = {"linear": "gibbs", "gp": "svi"}
+
+
 def _register() -> None:
     from bayes_maxmargin.configs import register_resolvers
 
@@ -276,6 +283,8 @@ def _register() -> None:
     cs.store(group="model", name="gp", node=GPModelConfig)
     for name, schema in INFERENCE.items():
         cs.store(group="inference", name=name, node=schema)
+    for model, name in DEFAULT_INFERENCE.items():  # the default choice, ${model}_default (config.yaml)
+        cs.store(group="inference", name=f"{model}_default", node=INFERENCE[name])
     for name in DATASETS:
         cs.store(group="data", name=name, node=DataConfig(name=name))
 

@@ -208,6 +208,21 @@ def test_svi_schema_and_data_n():
     assert _composed("data=wdbc").data.n is None
 
 
+def test_a_model_job_without_inference_takes_the_estimators_default():
+    """`bmm` is the linear model's Gibbs sampler and `bmm model=gp` GPBSVM()'s S-BSVM (not the full-GP
+    Gibbs sampler); a named inference still wins, over the command line and in a sweep."""
+    from bayes_maxmargin import GPBSVM, LinearBSVM
+    from bayes_maxmargin.cli import DEFAULT_INFERENCE, _estimator
+
+    assert DEFAULT_INFERENCE == {"linear": LinearBSVM().inference, "gp": GPBSVM().inference}
+    assert _estimator(_composed()).inference == "gibbs"
+    gp = _composed("model=gp")
+    assert gp.inference.name == "svi" and _estimator(gp).inference == "svi"
+    assert _estimator(_composed("model=gp", "inference.num_inducing=8")).num_inducing == 8
+    assert _estimator(_composed("model=gp", "inference=ecm")).inference == "ecm"
+    assert _estimator(_composed("model=linear", "inference=em")).inference == "em"
+
+
 def test_vi_and_ecm_schemas_pass_their_max_iter():
     """B-BSVM gets its sweeps and tolerance; ECM still gets the paper's 200 iterations explicitly."""
     from bayes_maxmargin.cli import _estimator
