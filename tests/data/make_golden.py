@@ -276,6 +276,12 @@ def posterior(est: Any) -> dict[str, np.ndarray]:
     return {str(k): np.asarray(v.values) for k, v in idata.posterior.data_vars.items()}
 
 
+def case_arrays(name: str, est: Any, record: dict[str, Any], data: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays stored for case ``name``: ``<name>/<output>`` and ``<name>/posterior/<var>``."""
+    return {**{f"{name}/{k}": v for k, v in outputs(est, record, data).items()},
+            **{f"{name}/posterior/{k}": v for k, v in posterior(est).items()}}
+
+
 def load_golden() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """golden.json and the arrays of golden.npz (read with ``allow_pickle=False``)."""
     meta = json.loads(GOLDEN_JSON.read_text(encoding="utf-8"))
@@ -406,9 +412,7 @@ def write_refit_reference() -> None:
     arrays = {}
     for name in REFIT_REFERENCE:
         record = meta["cases"][name]
-        est = fit(record, data)
-        arrays.update({f"{name}/{k}": v for k, v in outputs(est, record, data).items()})
-        arrays.update({f"{name}/posterior/{k}": v for k, v in posterior(est).items()})
+        arrays.update(case_arrays(name, fit(record, data), record, data))
     np.savez_compressed(REFIT_NPZ, **arrays)
     print(f"{len(REFIT_REFERENCE)} refit references in {REFIT_NPZ}")
 
@@ -462,8 +466,7 @@ def generate(names: list[str]) -> None:
         elif path.exists():
             path.unlink()
         arrays = {k: v for k, v in arrays.items() if not k.startswith(f"{name}/")}
-        arrays.update({f"{name}/{k}": v for k, v in outputs(est, record, data).items()})
-        arrays.update({f"{name}/posterior/{k}": v for k, v in posterior(est).items()})
+        arrays.update(case_arrays(name, est, record, data))
         meta["cases"][name] = record
         size = f"{path.stat().st_size / 1024:.0f} KiB" if record["saved"] else "not saved"
         print(f"{name}: {time.perf_counter() - start:.1f} s, {size}", flush=True)
