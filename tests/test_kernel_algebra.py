@@ -14,8 +14,8 @@ import bayes_maxmargin as bmm
 from bayes_maxmargin.core import parameters as P
 from bayes_maxmargin.core.kernels import (
     ARD,
-    Constant,
     RBF,
+    Constant,
     Linear,
     Polynomial,
     Product,

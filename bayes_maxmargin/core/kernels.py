@@ -19,7 +19,6 @@ name            formula
 ``"constant"``  ``v``                                           (:func:`constant`)
 ==============  ==========================================================
 
-
 The squared-exponential kernel follows Henao et al. (2014) exactly: there is
 no factor ``1/2`` in the exponent, so ``theta`` here equals ``sqrt(2)`` times
 the lengthscale of the ``exp(-r^2 / (2 l^2))`` convention.
@@ -53,8 +52,8 @@ from jax.typing import ArrayLike
 
 __all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
            "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
-           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "get_kernel", "kernel_diag", "kernel_name",
-           "constant", "linear", "median_distance", "polynomial", "se", "squared_distance"]
+           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "constant", "get_kernel", "kernel_diag",
+           "kernel_name", "linear", "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
 
