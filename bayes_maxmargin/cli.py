@@ -439,7 +439,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(output_dir / "idata.nc") as tmp:
-        clf.idata_.to_netcdf(str(tmp))
+        clf.idata_.to_netcdf(str(tmp), engine="h5netcdf")
     save(clf, output_dir / "model.bmm", overwrite=True)
     write_json(output_dir / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k}={v}" for k, v in metrics.items()))
@@ -449,12 +449,13 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         matplotlib.use("Agg")
         from bayes_maxmargin import plots
 
-        if cfg.inference.name in ("vi", "svi"):  # a point in q's parameters: the ELBO trace instead
+        if cfg.inference.name in ("vi", "svi"):  # no chains: the ELBO trace instead
             plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
         elif draws:
             plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
         else:
-            log.info("no trace plot: inference=%s gives a point estimate, not draws", cfg.inference.name)
+            log.info("no trace plot: inference=%s has no chains (its idata.nc holds draws of %s)",
+                     cfg.inference.name, clf.idata_.posterior.attrs.get("approximation", "its approximation"))
         plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
     return metrics
 

@@ -1,4 +1,4 @@
-"""Traces to :class:`arviz.InferenceData`, and the convergence summaries the library reports."""
+"""Traces to ArviZ's :class:`xarray.DataTree`, and the convergence summaries the library reports."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:  # ArviZ (with xarray, pandas and matplotlib) is imported by the functions that use it
-    import arviz as az
+    import xarray as xr
 
-__all__ = ["MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary", "has_draws", "mixing_problem",
-           "rank_diagnostics", "to_inference_data", "warn_if_not_mixed"]
+__all__ = ["APPROXIMATION_DRAWS", "MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary",
+           "gaussian_draws", "has_draws", "mixing_problem", "rank_diagnostics", "to_inference_data",
+           "warn_if_not_mixed"]
 
 #: Largest rank-normalised split R-hat of mixed chains (Vehtari, Gelman, Simpson, Carpenter & Buerkner
 #: 2021, "Rank-normalization, folding, and localization: an improved R-hat", Sec. 4.3: use the
@@ -23,6 +24,10 @@ MAX_RHAT = 1.01
 #: Smallest bulk effective sample size per chain (Vehtari et al. 2021, Sec. 4.3: at least 100 per
 #: chain, so that R-hat and the ESS themselves are reliable; PyMC warns below the same number).
 MIN_ESS_PER_CHAIN = 100
+#: (chains, draws) of the independent draws from the approximate posterior q (VB, VI, SVI, and the
+#: Gaussian conditional at the mode of EM and ECM) that a deterministic fit puts in its posterior group:
+#: 400 draws give every summary column (Monte Carlo error of a mean: 5 % of its sd) and split R-hat.
+APPROXIMATION_DRAWS = (4, 100)
 
 
 class MixingWarning(UserWarning):
@@ -51,36 +56,71 @@ class MixingProblem(NamedTuple):
     draws: int
 
 
+def gaussian_draws(seed: int | np.random.Generator, mean: np.ndarray, *, sd: np.ndarray | None = None,
+                   cov: np.ndarray | None = None, size: tuple[int, int] = APPROXIMATION_DRAWS) -> np.ndarray:
+    """Independent draws (chain, draw, ...) of N(mean, diag(sd^2)) or N(mean, cov) (through the symmetric
+    square root of ``cov``, which may be singular): the posterior group of a deterministic fit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draws = gaussian_draws(0, np.array([1.0, -1.0]), sd=np.array([0.1, 2.0]))
+    >>> draws.shape
+    (4, 100, 2)
+    >>> bool(np.all(np.abs(draws.mean(axis=(0, 1)) - [1.0, -1.0]) < 4 * np.array([0.1, 2.0]) / 20))
+    True
+    """
+    rng = np.random.default_rng(seed)
+    mean = np.asarray(mean, dtype=np.float64)
+    if cov is not None:
+        values, vectors = np.linalg.eigh(np.asarray(cov, dtype=np.float64))
+        factor = vectors * np.sqrt(np.maximum(values, 0.0))
+        return mean + rng.standard_normal((*size, factor.shape[1])) @ factor.T
+    return mean + np.asarray(sd, dtype=np.float64) * rng.standard_normal((*size, *mean.shape))
+
+
 def to_inference_data(
     posterior: Mapping[str, np.ndarray],
     *,
     sample_stats: Mapping[str, np.ndarray] | None = None,
     observed_data: Mapping[str, np.ndarray] | None = None,
     log_likelihood: Mapping[str, np.ndarray] | None = None,
+    constant_data: Mapping[str, np.ndarray] | None = None,
     coords: Mapping[str, object] | None = None,
     dims: Mapping[str, list[str]] | None = None,
     attrs: Mapping[str, object] | None = None,
-) -> az.InferenceData:
-    """Build an InferenceData from arrays laid out (chain, draw, ...).
+    approximation: str | None = None,
+) -> xr.DataTree:
+    """Build ArviZ's DataTree (an :class:`xarray.DataTree` with one child per group) from arrays laid
+    out (chain, draw, ...).
 
     Parameters
     ----------
     posterior : mapping
-        Posterior draws (or point estimates with chain = draw = 1 for EM / VB).
+        Posterior draws (chain, draw, ...): MCMC draws, or independent draws of a deterministic fit's
+        approximation (``approximation``).
     sample_stats : mapping, optional
         Per-draw statistics (``log_joint``, NUTS diagnostics, an objective trace).
     observed_data : mapping, optional
         The training labels.
     log_likelihood : mapping, optional
         Pointwise log likelihood (chain, draw, obs), only where it is normalised.
+    constant_data : mapping, optional
+        Values the fit holds fixed rather than integrates over: kernel parameters learnt by ML-II,
+        EM's estimate of gamma (no chain or draw dimension).
     coords, dims : mapping, optional
         Named coordinates and dimensions for the variables.
     attrs : mapping, optional
         Attributes stored on every group (model, inference, library version).
+    approximation : str, optional
+        For a deterministic fit, what the posterior's draws are drawn from (e.g. "q(beta) of
+        mean-field VB"); stored as the posterior's ``approximation`` attribute. These are independent
+        draws: :func:`has_draws` is False and no mixing check reads them.
 
     Returns
     -------
-    arviz.InferenceData
+    xarray.DataTree
+        Groups ``posterior`` and those given; ``attrs`` on the root and on every group.
 
     Examples
     --------
@@ -93,21 +133,22 @@ def to_inference_data(
     """
     import arviz as az
 
-    idata = az.from_dict(
-        posterior=dict(posterior),
-        sample_stats=dict(sample_stats) if sample_stats else None,
-        observed_data=dict(observed_data) if observed_data else None,
-        log_likelihood=dict(log_likelihood) if log_likelihood else None,
-        coords=dict(coords) if coords else None,
-        dims=dict(dims) if dims else None,
-    )
+    groups = {"posterior": posterior, "sample_stats": sample_stats, "observed_data": observed_data,
+              "log_likelihood": log_likelihood, "constant_data": constant_data}
+    groups = {name: dict(values) for name, values in groups.items() if values}
+    names = {name for values in groups.values() for name in values}
+    dims = {k: v for k, v in (dims or {}).items() if k in names}  # from_dict refuses dims of absent variables
+    idata = az.from_dict(groups, coords=dict(coords) if coords else None, dims=dims or None)
     if attrs:
-        for group in idata.groups():
-            idata[group].attrs.update({k: str(v) for k, v in attrs.items()})
+        text = {k: str(v) for k, v in attrs.items()}
+        for node in idata.subtree:
+            node.attrs.update(text)
+    if approximation:
+        idata.posterior.attrs["approximation"] = approximation
     return idata
 
 
-def convergence_summary(idata: az.InferenceData, var_names: list[str] | None = None) -> dict[str, float]:
+def convergence_summary(idata: xr.DataTree, var_names: list[str] | None = None) -> dict[str, float]:
     """Worst-case convergence numbers over the posterior: max R-hat, min bulk and tail ESS.
 
     R-hat needs at least two chains of two draws; with fewer (EM / VB point estimates) the values
@@ -140,10 +181,12 @@ def convergence_summary(idata: az.InferenceData, var_names: list[str] | None = N
     }
 
 
-def has_draws(idata: az.InferenceData) -> bool:
-    """Whether the posterior holds MCMC draws (more than one draw), not a point estimate or the
-    parameters of a variational distribution (EM, ECM, VB, VI: one chain of one draw)."""
-    return int(idata.posterior.sizes.get("draw", 1)) > 1
+def has_draws(idata: xr.DataTree) -> bool:
+    """Whether the posterior holds MCMC draws (more than one draw), not a point estimate or independent
+    draws from the approximation q of a deterministic fit (EM, ECM, VB, VI, SVI: the posterior's
+    ``approximation`` attribute)."""
+    post = idata.posterior
+    return int(post.sizes.get("draw", 1)) > 1 and "approximation" not in post.attrs
 
 
 def _element_name(var: str, da: Any, index: tuple[int, ...]) -> str:
@@ -294,18 +337,19 @@ def rank_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(missing, np.nan, rhat), np.where(missing, np.nan, ess)
 
 
-def mixing_problem(idata: az.InferenceData) -> MixingProblem | None:
+def mixing_problem(idata: xr.DataTree) -> MixingProblem | None:
     """The worst-mixing posterior element if the chains have not mixed, else None.
 
     Not mixed: with at least two chains, a rank-normalised split R-hat above :data:`MAX_RHAT`;
     with any number of chains, a bulk ESS below :data:`MIN_ESS_PER_CHAIN` times the number of
     chains. The worst element is the one of the largest R-hat when one is too large, else the one
-    of the smallest bulk ESS. Posteriors of fewer than four draws (point estimates) give None;
+    of the smallest bulk ESS. Posteriors of fewer than four draws (point estimates) and independent
+    draws from a deterministic fit's approximation (:func:`has_draws`) give None;
     elements whose draws are all equal (fixed values) are skipped.
     """
     post = idata.posterior
     chains, draws = int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 1))
-    if draws < 4:
+    if draws < 4 or "approximation" in post.attrs:
         return None
     worst_r, worst_e = None, None
     for var in post.data_vars:
@@ -340,10 +384,10 @@ def _stacklevel_outside_package() -> int:
 
 
 def warn_if_not_mixed(
-    idata: az.InferenceData, owner: str = "the fit", stacklevel: int | None = None
+    idata: xr.DataTree, owner: str = "the fit", stacklevel: int | None = None
 ) -> MixingProblem | None:
     """Issue a :class:`MixingWarning` naming the worst variable when :func:`mixing_problem` finds
-    one (MCMC fits only: a posterior of one draw is never checked); return it. The warning points at
+    one (MCMC fits only: a point estimate or the draws of an approximation are never checked); return it. The warning points at
     ``stacklevel`` (default: the first caller outside this package)."""
     problem = mixing_problem(idata)
     if problem is not None:

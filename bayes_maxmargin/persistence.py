@@ -4,12 +4,13 @@ A saved estimator is one zip file with three members:
 
 ``manifest.json``
     The format name and version, the library version, the estimator's class and constructor
-    parameters, its fitted attributes as JSON (arrays and the InferenceData by reference), and the
+    parameters, its fitted attributes as JSON (arrays and the DataTree by reference), and the
     SHA-256 and size of the other members.
 ``arrays.npz``
     Every array, read back with ``allow_pickle=False``.
 ``idata.nc``
-    The fitted ``idata_`` (ArviZ InferenceData as netCDF), when there is one.
+    The fitted ``idata_`` (ArviZ's :class:`xarray.DataTree` as netCDF through h5netcdf), when there is
+    one. Files written with ArviZ 0.x (an InferenceData) load as a DataTree.
 
 The zip comment holds the SHA-256 of every byte of the file before it (format version 3), so that
 any change to the file is detected, also one that leaves the members' contents as they were (a zip
@@ -34,6 +35,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 import zipfile
 import zlib
@@ -68,6 +70,8 @@ _MAX_RATIO = 200
 _RATIO_FLOOR = 64 * 2**20
 #: The deepest nesting of values a manifest may have (estimators save a few levels).
 _MAX_DEPTH = 64
+#: The netCDF engine that writes and reads ``idata.nc`` (HDF5 through h5py; a declared dependency).
+NETCDF_ENGINE = "h5netcdf"
 
 
 class InvalidModelFileError(ValueError):
@@ -151,7 +155,7 @@ def _type_name(cls: type) -> str:
 
 # ------------------------------------------------------------------------------------------ encoding
 class _Encoder:
-    """JSON-able description of a value; arrays and InferenceData go to side members."""
+    """JSON-able description of a value; arrays and the DataTree go to side members."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -175,8 +179,8 @@ class _Encoder:
         return {"__array__": key, "object": bool(obj), "scalar": isinstance(value, np.generic)}
 
     def __call__(self, value: Any, where: str) -> Any:
-        import arviz as az
         import jax
+        import xarray as xr
 
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
@@ -184,9 +188,9 @@ class _Encoder:
             value = jax.random.key_data(value)  # a typed PRNG key as its raw uint32 data (draws the same)
         if isinstance(value, (np.ndarray, np.generic, jax.Array)):
             return self.array(value, where)
-        if isinstance(value, az.InferenceData):
+        if isinstance(value, xr.DataTree):
             if self.idata is not None:
-                raise TypeError(f"cannot save {where}: only one InferenceData per estimator")
+                raise TypeError(f"cannot save {where}: only one DataTree per estimator")
             self.idata = value
             return {"__idata__": "idata.nc"}
         if isinstance(value, tuple) and hasattr(value, "_fields"):
@@ -391,7 +395,7 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     if enc.idata is not None:
         with tempfile.TemporaryDirectory() as tmp:
             nc = Path(tmp) / "idata.nc"
-            enc.idata.to_netcdf(str(nc))
+            enc.idata.to_netcdf(str(nc), engine=NETCDF_ENGINE)
             members["idata.nc"] = nc.read_bytes()
     manifest = {
         "format": FORMAT_NAME,
@@ -565,19 +569,58 @@ def _read_arrays(path: Path, data: bytes, max_bytes: int) -> dict[str, np.ndarra
     return arrays
 
 
-def _read_idata(path: Path, data: bytes) -> Any:
-    import arviz as az
-
+def _read_idata(path: Path, data: bytes, library_version: str) -> Any:
+    """``idata.nc`` as ArviZ's DataTree (files of every format, InferenceData written by ArviZ 0.x
+    included). A member that HDF5 cannot open is damaged; one that it opens but the installed xarray
+    cannot read is refused naming the versions, and a missing package is named."""
     try:
+        import xarray as xr
+
         with tempfile.TemporaryDirectory() as tmp:
             nc = Path(tmp) / "idata.nc"
             nc.write_bytes(data)
-            idata = az.from_netcdf(str(nc))
-            for group in idata.groups():
-                getattr(idata, group).load()
-    except Exception as err:  # netCDF / HDF5 errors of a damaged member have no common base class
-        raise _damaged(path, f"idata.nc is unreadable ({type(err).__name__}: {err})") from None
+            try:
+                idata = xr.open_datatree(str(nc), engine=NETCDF_ENGINE)
+                idata.load()
+                idata.close()
+            except ImportError:
+                raise
+            except Exception as err:  # netCDF / HDF5 errors have no common base class
+                if not _opens_as_hdf5(nc):
+                    raise _damaged(path, f"idata.nc is unreadable ({type(err).__name__}: {err})") from None
+                raise InvalidModelFileError(
+                    f"{str(path)!r}: its idata.nc is an intact HDF5 file that the installed xarray "
+                    f"{_version('xarray')} / h5netcdf {_version('h5netcdf')} cannot read as a DataTree "
+                    f"({type(err).__name__}: {err}); it was written by bayes_maxmargin "
+                    f"{library_version[:20]!r}") from None
+    except ImportError as err:
+        found = re.search(r"No module named '([\w.]+)'", str(err))
+        package = (err.name or (found.group(1) if found else str(err))).split(".")[0]
+        raise ImportError(
+            f"{str(path)!r}: loading its idata.nc (the fit's ArviZ DataTree, netCDF) needs the package "
+            f"{package!r}, which is not installed: pip install {package}") from None
     return idata
+
+
+def _opens_as_hdf5(nc: Path) -> bool:
+    """Whether HDF5 (h5py) opens ``nc`` and lists its groups."""
+    import h5py
+
+    try:
+        with h5py.File(nc, "r") as fh:
+            list(fh)
+        return True
+    except Exception:  # h5py raises OSError, KeyError or RuntimeError for a damaged file
+        return False
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
@@ -623,7 +666,7 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
     with open(path, "rb") as fh:  # a missing or unreadable file is not a damaged one: its OSError propagates
         try:
             return _load(path, fh, max_bytes, trusted)
-        except (InvalidModelFileError, MemoryError):
+        except (InvalidModelFileError, MemoryError, ImportError):
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, NotImplementedError, OSError,
                 RuntimeError) as err:
@@ -644,7 +687,8 @@ def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
         manifest = _read_manifest(path, zf, infos["manifest.json"], sealed)
         members = _verified_members(path, zf, infos, manifest, None if trusted else _MAX_RATIO)
     arrays = _read_arrays(path, members["arrays.npz"], max_bytes)
-    idata = _read_idata(path, members["idata.nc"]) if "idata.nc" in members else None
+    idata = (_read_idata(path, members["idata.nc"], str(manifest["library_version"])) if "idata.nc" in members
+             else None)
     decode = _Decoder(arrays, idata)
     cls = decode._type(manifest["estimator"])
     if not hasattr(cls, "get_params"):

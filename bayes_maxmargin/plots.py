@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +39,10 @@ PathLike = str | os.PathLike[str]
 
 
 def _arviz() -> Any:
-    """Import ArviZ lazily, without its import-time notice about version 1.0."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="ArviZ is undergoing", category=FutureWarning)
-        import arviz
+    """Import ArviZ lazily (with xarray, pandas and arviz-plots)."""
+    import arviz
 
     return arviz
-
-
-@contextmanager
-def _quiet_arviz() -> Iterator[None]:
-    """Silence deprecation notices that ArviZ's plotting code triggers in Matplotlib."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message="Passing a dict or None as alias_mapping", category=DeprecationWarning
-        )
-        yield
 
 
 def _save(fig: Figure, path: PathLike | None) -> Figure:
@@ -76,9 +63,11 @@ def _root_figure(ax: Axes) -> Figure:
     return fig
 
 
-def _figure_of(axes: Any) -> Figure:
-    """The figure holding an Axes or an array of Axes returned by ArviZ."""
-    return _root_figure(np.ravel(np.asarray(axes, dtype=object))[0])
+def _figure_of(collection: Any) -> Figure:
+    """The Matplotlib figure of an arviz-plots :class:`~arviz_plots.PlotCollection`."""
+    plot = collection.viz["plot"]
+    first = next(iter(plot.data_vars.values())).values
+    return _root_figure(np.ravel(first)[0])
 
 
 def _fitted(estimator: Any, attribute: str = "classes_") -> None:
@@ -92,13 +81,13 @@ def _fitted(estimator: Any, attribute: str = "classes_") -> None:
 
 
 def _posterior_of(source: Any) -> Any:
-    """The InferenceData of ``source``: an InferenceData, or a fitted estimator's ``idata_``."""
+    """The DataTree of ``source``: ArviZ's DataTree, or a fitted estimator's ``idata_``."""
     if hasattr(source, "get_params"):
         _fitted(source, "idata_")
         source = source.idata_
-    if not hasattr(source, "groups") or "posterior" not in source.groups():
+    if not hasattr(source, "children") or "posterior" not in source.children:
         raise ValueError(
-            f"expected an arviz.InferenceData with a posterior group or a fitted estimator, "
+            f"expected ArviZ's DataTree (an xarray.DataTree) with a posterior group or a fitted estimator, "
             f"got {type(source).__name__}"
         )
     return source
@@ -108,13 +97,13 @@ def _arviz_figure(
     plot: Callable[..., Any], idata: Any, var_names: Sequence[str] | str | None, path: PathLike | None, /,
     **kwargs: Any,
 ) -> Figure:
-    """Draw an ArviZ plot with Matplotlib, without its deprecation notices, and save its figure.
+    """Draw an arviz-plots plot with Matplotlib and save its figure.
 
     Parameters
     ----------
     plot : callable
-        The ArviZ plotting function (``arviz.plot_trace``, ...).
-    idata : arviz.InferenceData
+        The arviz-plots function (``arviz.plot_trace_dist``, ...).
+    idata : xarray.DataTree
         Posterior draws.
     var_names, path
         As in :func:`plot_trace`.
@@ -126,9 +115,8 @@ def _arviz_figure(
     matplotlib.figure.Figure
         The figure holding the plot.
     """
-    with _quiet_arviz():
-        axes = plot(idata, var_names=var_names, backend="matplotlib", show=False, **kwargs)
-    return _save(_figure_of(axes), path)
+    collection = plot(idata, var_names=var_names, backend="matplotlib", **kwargs)
+    return _save(_figure_of(collection), path)
 
 
 def _largest_coords(post: Any, var_names: Sequence[str] | str | None, max_coords: int) -> dict[str, list[Any]]:
@@ -158,11 +146,11 @@ def plot_trace(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
     path: PathLike | None = None,
-    ax: Any = None,
     max_coords: int | None = 8,
     **kwargs: Any,
 ) -> Figure:
-    """Trace plot (marginal densities and sampled values per chain) via :func:`arviz.plot_trace`.
+    """Trace plot (marginal densities and sampled values per chain) via arviz-plots'
+    :func:`arviz.plot_trace_dist`.
 
     Every element of a vector variable gets its own row, titled with its coordinate (the feature
     names when the estimator was fitted on a DataFrame or the names were given as coordinates).
@@ -171,20 +159,17 @@ def plot_trace(
 
     Parameters
     ----------
-    idata : arviz.InferenceData or fitted estimator
+    idata : xarray.DataTree or fitted estimator
         Posterior draws (a ``posterior`` group with ``chain`` and ``draw``
         dimensions), or an estimator whose ``idata_`` holds them.
     var_names : str or sequence of str, optional
         Variables to plot; all by default.
     path : str or os.PathLike, optional
         If given, save the figure there.
-    ax : ndarray of matplotlib.axes.Axes, optional
-        Axes of shape ``(n_panels, 2)`` to draw on (ArviZ's ``axes``); a new
-        figure is created when omitted.
     max_coords : int or None, default 8
         Most elements drawn per dimension; None draws all.
     **kwargs
-        Passed on to :func:`arviz.plot_trace` (``coords`` replaces the
+        Passed on to :func:`arviz.plot_trace_dist` (``coords`` replaces the
         selection by ``max_coords``; ``compact=True`` overlays the elements
         of a variable in one panel).
 
@@ -196,25 +181,28 @@ def plot_trace(
     Raises
     ------
     ValueError
-        If ``idata`` has no posterior group, holds a single draw (the point
-        estimate of EM, ECM, VB or VI: there is no trace), or the estimator is
-        not fitted.
+        If ``idata`` has no posterior group, holds a single draw (a point
+        estimate: there is no trace), or the estimator is not fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin import plots, to_inference_data
+    >>> idata = to_inference_data({"beta": np.random.default_rng(0).normal(size=(2, 100, 3))})
+    >>> fig = plots.plot_trace(idata)
+    >>> len(fig.axes)  # a density and a trace for each of the three coefficients
+    6
     """
     az = _arviz()
     idata = _posterior_of(idata)
     post = idata.posterior
     if int(post.sizes.get("draw", 1)) < 2:
-        raise ValueError(
-            "the posterior holds a single draw (a point estimate or a variational distribution's "
-            "parameters): there are no draws to trace"
-        )
+        raise ValueError("the posterior holds a single draw (a point estimate): there are no draws to trace")
     selected = {} if max_coords is None or "coords" in kwargs else _largest_coords(post, var_names, max_coords)
     if selected:
         kwargs["coords"] = selected
     kwargs.setdefault("compact", False)
-    if ax is None:
-        kwargs.setdefault("backend_kwargs", {"layout": "constrained"})
-    fig = _arviz_figure(az.plot_trace, idata, var_names, None, axes=ax, **kwargs)
+    fig = _arviz_figure(az.plot_trace_dist, idata, var_names, None, **kwargs)
     if selected:
         fig.suptitle("; ".join(f"{len(v)} of {post.sizes[d]} {d}s (largest |posterior mean|)"
                                for d, v in selected.items()), fontsize="medium")
@@ -225,24 +213,22 @@ def plot_rank(
     idata: Any,
     var_names: Sequence[str] | str | None = None,
     path: PathLike | None = None,
-    ax: Any = None,
     **kwargs: Any,
 ) -> Figure:
-    """Rank plot (histograms of the ranks of each chain's draws) via :func:`arviz.plot_rank`.
+    """Rank plot (the fractional ranks of each chain's draws as ECDF differences, with a
+    simultaneous envelope) via arviz-plots' :func:`arviz.plot_rank`.
 
-    Uniform rank histograms indicate well-mixed chains.
+    Curves inside the envelope indicate well-mixed chains.
 
     Parameters
     ----------
-    idata : arviz.InferenceData or fitted estimator
+    idata : xarray.DataTree or fitted estimator
         Posterior draws with at least two chains, or an estimator whose
         ``idata_`` holds them.
     var_names : str or sequence of str, optional
         Variables to plot; all by default.
     path : str or os.PathLike, optional
         If given, save the figure there.
-    ax : matplotlib.axes.Axes or ndarray of Axes, optional
-        Axes to draw on, one per panel; a new figure is created when omitted.
     **kwargs
         Passed on to :func:`arviz.plot_rank`.
 
@@ -256,6 +242,13 @@ def plot_rank(
     ValueError
         If ``idata`` has no posterior group, fewer than two chains, or the
         estimator is not fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayes_maxmargin import plots, to_inference_data
+    >>> idata = to_inference_data({"beta": np.random.default_rng(0).normal(size=(4, 100, 2))})
+    >>> fig = plots.plot_rank(idata)
     """
     az = _arviz()
     idata = _posterior_of(idata)
@@ -263,7 +256,7 @@ def plot_rank(
         raise ValueError(
             f"a rank plot needs at least two chains, got {idata.posterior.sizes.get('chain', 0)}"
         )
-    return _arviz_figure(az.plot_rank, idata, var_names, path, ax=ax, **kwargs)
+    return _arviz_figure(az.plot_rank, idata, var_names, path, **kwargs)
 
 
 def _label_text(label: Any) -> str:

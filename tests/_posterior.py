@@ -5,6 +5,7 @@ from __future__ import annotations
 import arviz as az
 import jax
 import numpy as np
+import xarray as xr
 
 
 def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rtol: float = 0.10) -> None:
@@ -16,7 +17,7 @@ def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rt
     converged (R-hat < 1.02).
     """
     sa, sb = (
-        az.summary(x if isinstance(x, az.InferenceData) else az.from_dict(posterior={k: x[k] for k in var_names}),
+        az.summary(x if isinstance(x, xr.DataTree) else az.from_dict({"posterior": {k: x[k] for k in var_names}}),
                    var_names=var_names, round_to="none")
         for x in (a, b)
     )

@@ -16,7 +16,11 @@ MC = dict(num_samples=25, num_warmup=15, random_state=11, progress_bar=False)
 
 
 @pytest.mark.parametrize("make, rtol", [
-    (lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC), 0.0),
+    # XLA:CPU (jaxlib 0.12) orders some sums of the 2- and 3-chain programs differently: a last-bit change
+    # of one sweep (n eps = 1e-14 relative for 40 rows) that the inverse-Gaussian draws of lambda, whose
+    # sensitivity reaches 1 / lambda at the margin points, carry through 40 sweeps; measured 1.4e-10 on an
+    # AMD EPYC. 1e-8 leaves a factor 70 and is far below what another random stream changes (all of it).
+    (lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC), 1e-8),
     # XLA:CPU vectorises some of this sampler's per-chain sums differently for 2 and 3 chains: the
     # first chains agree to the last bit or two (3e-16 absolute on 2 of 150 draws)
     pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), 1e-14,

@@ -163,7 +163,7 @@ def test_elliptical_slice_step_alone():
         keys = jax.random.split(jax.random.PRNGKey(0), 40_000)
         _, zs = jax.lax.scan(step, jnp.zeros((3, 2)), keys)
         zs = np.asarray(zs[2000:])
-    post = az.summary(az.from_dict(posterior={"z": zs[None]}), round_to="none")
+    post = az.summary(az.from_dict({"posterior": {"z": zs[None]}}), round_to="none")
     mean = np.asarray(obs / 1.25).ravel()
     err = np.abs(post["mean"].to_numpy() - mean) / post["mcse_mean"].to_numpy()
     assert (err < 4).all(), err

@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayes_maxmargin import GPBSVM
 from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.kernels import RBF, Linear
 from bayes_maxmargin.core.predict import linked_moments, probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
@@ -104,7 +105,7 @@ def test_samplers_and_fitc_agree_with_ecm(moons):
     assert np.mean(np.abs(p_gibbs - p_nuts)) < 0.03
     assert np.mean((p_gibbs > 0.5) == (p_ecm > 0.5)) > 0.9
     assert np.mean(gibbs.predict(X) == y) > 0.8
-    assert "log_likelihood" in gibbs.idata_.groups()  # gamma0 > 0: normalised skewed Laplace
+    assert "log_likelihood" in gibbs.idata_.children  # gamma0 > 0: normalised skewed Laplace
 
 
 def test_ecm_and_fitc_warn_when_max_iter_ends_them_short_of_tol(moons):
@@ -141,6 +142,11 @@ def test_samplers_with_kernel_parameters_sampled(moons):
         clf = GPBSVM(inference=inference, learn_kernel=("lengthscale",), **mc).fit(X, y)
         assert "amplitude" not in clf.idata_.posterior and clf.kernel_params_["amplitude"] == 1.0
         assert np.unique(clf.idata_.posterior["lengthscale"].values).size > 10
+        p = clf.predict_proba(X)[:, 1]  # each draw's theta: the sampled field's draw, the fixed one's value
+        assert np.all(np.isfinite(p)) and np.mean((p > 0.5) == y) > 0.7
+    composed = GPBSVM(inference="gibbs", kernel=RBF() + Linear(), learn_kernel=("k1__lengthscale",),
+                      **{k: v for k, v in mc.items() if k != "kernel_params"}).fit(X, y)
+    assert np.all(np.isfinite(composed.predict_proba(X)))
 
 
 @pytest.mark.extended

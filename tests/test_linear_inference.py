@@ -13,6 +13,7 @@ from numpyro.infer.util import log_density
 from sklearn.svm import SVC
 
 from bayes_maxmargin import LinearBSVM
+from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS
 from bayes_maxmargin.engine import mcmc as driver
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear
@@ -190,18 +191,27 @@ def test_idata_and_summary(synthetic_binary):
     X, y = synthetic_binary
     clf = LinearBSVM(num_samples=200, num_warmup=100, num_chains=2, gamma0=0.2, gamma_prior=(2.0, 1.0), random_state=0).fit(X, y)
     idata = clf.idata_
-    assert set(idata.groups()) >= {"posterior", "sample_stats", "observed_data", "log_likelihood"}
+    assert set(idata.children) >= {"posterior", "sample_stats", "observed_data", "log_likelihood"}
     assert idata.posterior["beta"].shape == (2, 200, 3)
     assert idata.sample_stats["log_joint"].shape == (2, 200)
     summ = az.summary(idata, var_names=["beta", "intercept", "gamma"])
     assert {"r_hat", "ess_bulk"} <= set(summ.columns) and np.isfinite(summ["r_hat"]).all()
     np.testing.assert_allclose(clf.coef_[0], idata.posterior["beta"].mean(("chain", "draw")))
     em = LinearBSVM("em").fit(X, y)
-    assert em.idata_.posterior["beta"].shape == (1, 1, 3)
+    # draws of the Gaussian conditional at the mode: centred on coef_, with the covariance predictions use
+    assert em.idata_.posterior["beta"].shape == (*APPROXIMATION_DRAWS, 3)
     assert em.idata_.sample_stats["objective"].shape[-1] == em.n_iter_ + 1
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # one draw: no spread to estimate
-        az.summary(em.idata_)
+        warnings.simplefilter("error", RuntimeWarning)
+        summ = az.summary(em.idata_)
+    assert not summ.isna().any().any()
+    draws = em.idata_.posterior["beta"].values.reshape(-1, 3)
+    sd = np.sqrt(np.diag(em._posterior.weight_moment(3) - np.outer(em.coef_[0], em.coef_[0])))
+    # 400 independent draws: their mean within 5 standard errors, their sd within 5 standard errors of
+    # an sd (sd / sqrt(2 (S - 1)) for a Gaussian)
+    S = draws.shape[0]
+    assert np.all(np.abs(draws.mean(0) - em.coef_[0]) < 5 * sd / np.sqrt(S))
+    assert np.all(np.abs(draws.std(0, ddof=1) - sd) < 5 * sd / np.sqrt(2 * (S - 1)))
 
 
 def test_probabilities_are_the_probit_predictive(synthetic_binary):

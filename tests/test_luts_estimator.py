@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin import LinearBSVM
+from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS
 
 FAST = dict(num_samples=150, num_warmup=100, num_chains=2, random_state=0)
 
@@ -40,7 +41,7 @@ def test_priors_fit_and_predict(grouped, prior, inference):
     if inference == "vb":
         lb = clf.lower_bound_
         assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
-        assert clf.idata_.posterior["beta"].shape == (1, 1, 3)
+        assert clf.idata_.posterior["beta"].shape == (*APPROXIMATION_DRAWS, 3)  # draws of q(beta)
 
 
 @pytest.mark.parametrize("inference", ["vb", "gibbs"])

@@ -25,7 +25,7 @@ def test_separated_chains_name_the_worst_element():
     rng = np.random.default_rng(0)
     good = rng.normal(size=(4, 500, 3))
     stuck = rng.normal(size=(4, 500)) + np.array([0.0, 0.0, 0.0, 1.5])[:, None]
-    idata = az.from_dict(posterior={"beta": good, "intercept": stuck}, coords={"feature": ["a", "b", "c"]},
+    idata = az.from_dict({"posterior": {"beta": good, "intercept": stuck}}, coords={"feature": ["a", "b", "c"]},
                          dims={"beta": ["feature"]})
     problem = mixing_problem(idata)
     assert problem.name == "intercept" and problem.rhat > MAX_RHAT and problem.chains == 4
@@ -37,7 +37,7 @@ def test_low_ess_names_the_coordinate():
     rng = np.random.default_rng(1)
     beta = rng.normal(size=(2, 400, 3))
     beta[:, :, 1] = _ar1(rng, 2, 400, 0.99)
-    idata = az.from_dict(posterior={"beta": beta}, coords={"feature": ["a", "b", "c"]}, dims={"beta": ["feature"]})
+    idata = az.from_dict({"posterior": {"beta": beta}}, coords={"feature": ["a", "b", "c"]}, dims={"beta": ["feature"]})
     problem = mixing_problem(idata)
     assert problem.name == "beta[feature=b]" and problem.ess_bulk < MIN_ESS_PER_CHAIN * 2
 
@@ -45,13 +45,13 @@ def test_low_ess_names_the_coordinate():
 def test_single_chain_is_not_judged_by_rhat():
     rng = np.random.default_rng(2)
     drifting = np.linspace(0.0, 3.0, 1000)[None] + rng.normal(size=(1, 1000))  # split R-hat would flag it
-    assert mixing_problem(az.from_dict(posterior={"b": drifting})) is None or np.isnan(
-        mixing_problem(az.from_dict(posterior={"b": drifting})).rhat)
+    assert mixing_problem(az.from_dict({"posterior": {"b": drifting}})) is None or np.isnan(
+        mixing_problem(az.from_dict({"posterior": {"b": drifting}})).rhat)
     sticky = _ar1(rng, 1, 1000, 0.995)
-    problem = mixing_problem(az.from_dict(posterior={"b": sticky}))
+    problem = mixing_problem(az.from_dict({"posterior": {"b": sticky}}))
     assert problem is not None and np.isnan(problem.rhat) and problem.ess_bulk < MIN_ESS_PER_CHAIN
     with pytest.warns(MixingWarning) as record:
-        warn_if_not_mixed(az.from_dict(posterior={"b": sticky}))
+        warn_if_not_mixed(az.from_dict({"posterior": {"b": sticky}}))
     assert "R-hat 1" not in str(record[0].message) and "bulk ESS" in str(record[0].message)
 
 
@@ -59,8 +59,8 @@ def test_mixed_chains_and_point_estimates_do_not_warn():
     rng = np.random.default_rng(3)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MixingWarning)
-        assert warn_if_not_mixed(az.from_dict(posterior={"b": rng.normal(size=(4, 1000))})) is None
-        assert warn_if_not_mixed(az.from_dict(posterior={"b": np.zeros((1, 1, 3))})) is None
+        assert warn_if_not_mixed(az.from_dict({"posterior": {"b": rng.normal(size=(4, 1000))}})) is None
+        assert warn_if_not_mixed(az.from_dict({"posterior": {"b": np.zeros((1, 1, 3))}})) is None
 
 
 def test_short_gibbs_fit_warns_and_em_does_not(synthetic_binary):

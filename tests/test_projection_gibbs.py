@@ -121,7 +121,7 @@ def test_gibbs_agrees_with_nuts():
         )
         _check_log_joint(jax.tree_util.tree_map(lambda a: a[0], res.final_state), X, y, 1)
     g, n = _sign_aligned(res.samples), _sign_aligned(nuts)
-    sg, sn = (az.summary(az.from_dict(posterior=d), round_to="none") for d in (g, n))
+    sg, sn = (az.summary(az.from_dict({"posterior": d}), round_to="none") for d in (g, n))
     assert sg["r_hat"].max() < 1.05 and sn["r_hat"].max() < 1.05
     dist = np.abs(sg["mean"] - sn["mean"]) / np.sqrt(sg["mcse_mean"] ** 2 + sn["mcse_mean"] ** 2)
     assert (dist < 4).all(), f"{dist}\n{sg[['mean', 'sd']]}\n{sn[['mean', 'sd']]}"

@@ -766,8 +766,9 @@ def test_a_second_fit_on_a_folder_in_use_is_refused(tmp_path):
 def test_the_plain_jax_reproducer_finishes():
     """"A plain-JAX reproducer: one jitted function with two independent batched Cholesky +
     ``solve_triangular`` calls on 8 x 64 x 64 arrays hung 3 of 3 times within 20 s on the 2-core
-    machine", run by the package's jit (500 iterations, in a subprocess watched for a stall)."""
-    finished, out = run_until_done_or_hung(["--jit", "package", "--iterations", "500"])
+    machine" (jax 0.10): with ``jax.jit`` under the jax the package requires (500 iterations, in a
+    subprocess watched for a stall; 20 processes with ``-m extended`` in ``test_lapack_deadlock.py``)."""
+    finished, out = run_until_done_or_hung(["--iterations", "500"])
     assert finished, out[-2000:]
 
 

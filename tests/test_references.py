@@ -43,7 +43,12 @@ def test_a_changed_program_makes_the_reference_stale(monkeypatch):
 def _live_agrees(name):
     live, _, stats = run_reference(name)
     ref = load_reference(name)
-    assert int(stats["diverging"].sum()) == ref.diverging
+    # Divergent transitions are rare events of a chaotic trajectory: on another CPU or jaxlib the last
+    # bits, and with them which transitions diverge, change, so the counts agree only as counts of the
+    # same rate: given n = live + stored divergences, each is Binomial(n, 1/2) when the rates are equal,
+    # so |live - stored| <= 4 sqrt(n) (two-sided 6e-5; with none stored, at most 16 live).
+    diverging = int(stats["diverging"].sum())
+    assert abs(diverging - ref.diverging) <= 4.0 * np.sqrt(diverging + ref.diverging), (diverging, ref.diverging)
     symmetric = PROBLEMS[name].sign_symmetric
     live, draws = ({k: np.abs(v) if k in symmetric else v for k, v in d.items()} for d in (live, ref.draws))
     assert_posteriors_agree(live, draws, list(draws))
@@ -52,7 +57,8 @@ def _live_agrees(name):
 @pytest.mark.slow
 def test_live_nuts_reproduces_the_stored_reference():
     """run_nuts on the program, with the problem's key and settings, reproduces the stored draws'
-    means within 4 MCSE and sds within 10 % (on the machine that made them, the very same draws)."""
+    means within 4 MCSE and sds within 10 % (on the machine that made them, the very same draws; on
+    another, draws of another path, which agree in distribution)."""
     _live_agrees(LIVE)
 
 

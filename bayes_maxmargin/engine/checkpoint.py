@@ -7,7 +7,7 @@ A checkpoint is a folder holding
     chains' PRNG keys and a hash of the data among them), written atomically after every chunk
     (read with ``allow_pickle=False``).
 ``idata.nc``
-    The draws kept so far as ArviZ InferenceData, written when the run stops early (Ctrl-C,
+    The draws kept so far as ArviZ's DataTree (netCDF), written when the run stops early (Ctrl-C,
     SIGTERM, an exception) and when it completes.
 ``checkpoint.lock``, ``checkpoint.owner``
     The lock a run holds on the folder from start to end (:func:`checkpoint_session`) and the
@@ -206,10 +206,12 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
     draws = {k: np.swapaxes(v, 0, 1) for k, v in kept.items()}
     posterior = {k: v for k, v in draws.items() if not k.startswith(INFO_PREFIX)}
     stats = {k[len(INFO_PREFIX):]: v for k, v in draws.items() if k.startswith(INFO_PREFIX)}
-    idata = az.from_dict(posterior=posterior, sample_stats=stats or None,
-                         attrs={"iterations_done": int(iterations), "complete": int(complete)})
+    groups = {"posterior": posterior, "sample_stats": stats}
+    idata = az.from_dict({name: values for name, values in groups.items() if values})
+    for node in idata.subtree:
+        node.attrs.update({"iterations_done": int(iterations), "complete": int(complete)})
     with atomic_path(Path(folder) / "idata.nc") as tmp:
-        idata.to_netcdf(str(tmp))
+        idata.to_netcdf(str(tmp), engine="h5netcdf")
 
 
 #: Seconds a chunk running when a signal came may take to finish before the run stops without it

@@ -33,7 +33,7 @@ from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.estimators import multiclass as _mc
 
 if TYPE_CHECKING:
-    import arviz as az
+    import xarray as xr
 
 __all__ = []
 
@@ -156,7 +156,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         del self._idata_parts
         return self.idata_
 
-    def _check_mixing(self, draws: az.InferenceData | None = None) -> None:
+    def _check_mixing(self, draws: xr.DataTree | None = None) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
         fit have not mixed, judged on ``draws`` (default: the posterior, ``idata_``); a one-vs-rest
         sub-fit keeps its ``draws`` for the multi-class fit, which checks all classes once."""

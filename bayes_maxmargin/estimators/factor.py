@@ -37,7 +37,7 @@ from bayes_maxmargin.data.parameters import (
     check_scalar_param,
 )
 from bayes_maxmargin.data.validation import check_finite_output
-from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, reports_progress
 from bayes_maxmargin.estimators.gp import GPBSVM
@@ -136,7 +136,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         GP classifier: the kernel parameters, fixed (Gibbs) or after the M-steps (VB-EM).
     bound_ : ndarray of shape (2 * ``n_iter_``,)
         VB-EM only: the lower bound F after every E-step and every M-step.
-    idata_ : arviz.InferenceData
+    idata_ : xarray.DataTree
+        ArviZ's DataTree: draws of A, psi and gamma (Gibbs), or independent draws of q(A) q(psi) q(gamma)
+        (VB-EM, ``posterior.attrs["approximation"]``, with the learnt kernel parameters in ``constant_data``).
     fit_time_ : float
 
     Examples
@@ -367,10 +369,18 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.loadings_ = np.asarray(state.mA)
         self.bound_ = np.asarray(trace).ravel()
         self.n_iter_ = int(self.max_iter)
-        post = {"A": np.asarray(state.mA)[None, None], "psi": np.asarray(state.psi_a / state.psi_b)[None, None],
-                "gamma": np.asarray(state.gam_a / state.gam_b)[None, None]}
+        rng = np.random.default_rng(self._fit_seed())
+        size = APPROXIMATION_DRAWS
+        # q(A): rows a_j ~ N(mA_j, SA_j); q(psi_j) = Gamma(psi_a, psi_b); q(gamma) = Gamma(gam_a, gam_b)
+        half = np.linalg.cholesky(np.asarray(state.SA))  # (d, K, K)
+        z = rng.standard_normal((*size, *state.mA.shape))
+        post = {"A": np.asarray(state.mA) + np.einsum("jkl,cdjl->cdjk", half, z),
+                "psi": _gamma_draws(rng, state.psi_a, state.psi_b, size),
+                "gamma": _gamma_draws(rng, state.gam_a, state.gam_b, size)}
         self.idata_ = to_inference_data(post, sample_stats={"bound": self.bound_[None]},
-                                        attrs={"model": "FactorBSVM", "inference": "vbem"})
+                                        constant_data=vars(self).get("kernel_params_"),
+                                        attrs={"model": "FactorBSVM", "inference": "vbem"},
+                                        approximation="q(A) q(psi) q(gamma) of VB-EM")
 
     def _set_kernel_params(self, theta: Any) -> None:
         """``kernel_params_`` of the GP classifier (none for the linear one)."""
@@ -459,3 +469,9 @@ def _posterior_from_attributes(state: dict[str, Any], est: FactorBSVM) -> dict[s
         state["_posterior"] = DrawsPosterior(state.pop("_draws"), structure, y, est.kernel if gp else None,
                                              est._theta() if gp else None)
     return state
+
+
+def _gamma_draws(rng: np.random.Generator, shape: Any, rate: Any, size: tuple[int, int]) -> np.ndarray:
+    """Draws (chain, draw, ...) of Gamma(shape, rate), the parameters broadcast against each other."""
+    shape, rate = np.asarray(shape, dtype=np.float64), np.asarray(rate, dtype=np.float64)
+    return rng.gamma(shape, 1.0 / rate, (*size, *np.broadcast_shapes(shape.shape, rate.shape)))

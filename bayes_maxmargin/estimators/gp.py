@@ -27,7 +27,7 @@ from bayes_maxmargin.data.parameters import (
     check_option,
     check_scalar_param,
 )
-from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, gaussian_draws, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
@@ -90,10 +90,19 @@ def _feature_dims(params: Any) -> dict[str, list[str]]:
     return {path: ["feature"] for path in free_fields(params) if path.rpartition("__")[2] == "lengthscales"}
 
 
-def _one_draw(params: Any) -> dict[str, np.ndarray]:
-    """The positive kernel fields as one draw of one chain (idata_ of the point estimates)."""
+def _kernel_values(params: Any) -> dict[str, np.ndarray]:
+    """The positive kernel fields by path (idata_'s constant data where ML-II or the user set them)."""
     values = params_dict(params)
-    return {path: np.asarray(values[path], dtype=np.float64)[None, None] for path in free_fields(params)}
+    return {path: np.asarray(values[path], dtype=np.float64) for path in free_fields(params)}
+
+
+#: What the posterior group of a deterministic fit draws from (``idata_.posterior.attrs["approximation"]``).
+_APPROXIMATIONS = {
+    "ecm": "the marginals of the Gaussian conditional of f at the ECM mode given E[1/lambda] (eq. 11-12)",
+    "fitc": "the marginals of the Gaussian conditional of f at the FITC mode given E[1/lambda] (eq. 10-12)",
+    "vi": "the marginals of q(f) of batch VI",
+    "svi": "q(u) of SVI",
+}
 
 
 def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
@@ -460,9 +469,12 @@ class GPBSVM(_BayesianSVMClassifier):
         decreases within a round; it jumps when ML-II moves theta).
     log_z_ : ndarray of shape (n_rounds, 2)
         ECM / FITC: log Z of eq. (9) / (10) before and after each ML-II step.
-    idata_ : arviz.InferenceData
-        Draws of f (and gamma) for MCMC, the point estimate (chain = draw = 1) for ECM / FITC;
-        sample_stats with the log joint or the objective; log_likelihood when gamma0 > 0.
+    idata_ : xarray.DataTree
+        ArviZ's DataTree. Draws of f (and gamma, theta) for MCMC; for ECM, FITC and VI independent draws
+        of f from the marginals of its Gaussian at the training inputs, for SVI of u from q(u)
+        (``posterior.attrs["approximation"]`` says which), with the kernel parameters (and an estimated
+        gamma) in ``constant_data``; sample_stats with the log joint, the objective or the ELBO;
+        log_likelihood when gamma0 > 0.
     n_iter_ : int
         ECM iterations run, or MCMC iterations per chain (warm-up included).
     link_ : ndarray of shape (2,)
@@ -710,7 +722,6 @@ class GPBSVM(_BayesianSVMClassifier):
         sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
         self.alpha_ = np.asarray(_cho_solve(cholesky_or_raise(K)[0], res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
-        posterior.update(_one_draw(theta0))
         return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params["kernel"])
 
     def _fit_svi(self, X, y, theta0, learn, params):
@@ -747,11 +758,11 @@ class GPBSVM(_BayesianSVMClassifier):
         for attr in ("f_", "alpha_", "support_", "support_vectors_", "dual_coef_", "objective_", "log_z_"):
             if hasattr(self, attr):
                 delattr(self, attr)
-        posterior = {"u": self.variational_mean_[None, None]}
-        posterior.update(_one_draw(theta))
+        posterior = {"u": gaussian_draws(seed, self.variational_mean_, cov=self.variational_cov_)}
         names = getattr(self, "feature_names_in_", None)
         self._defer_idata(
-            posterior=posterior, sample_stats={"elbo": res.elbo[None, None, :]},
+            posterior=posterior, sample_stats={"elbo": res.elbo[None, None, :]}, constant_data=_kernel_values(theta),
+            approximation=_APPROXIMATIONS["svi"],
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
             dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
@@ -845,7 +856,6 @@ class GPBSVM(_BayesianSVMClassifier):
         posterior = {"f": np.asarray(f, dtype=np.float64)[None, None]}
         if estimate_gamma:
             posterior["gamma"] = np.asarray(gamma, dtype=np.float64)[None, None]
-        posterior.update(_one_draw(theta))
         stats = {"log_joint": finite[None, None, -1:].reshape(1, 1), "objective": finite[None, None, :]}
         return posterior, stats
 
@@ -899,7 +909,10 @@ class GPBSVM(_BayesianSVMClassifier):
             posterior.update(draws)
             keep = np.unique(np.linspace(0, f_draws.shape[0] - 1, _PREDICT_THETA_DRAWS).astype(int))
             f_draws = f_draws[keep]
-            theta_draws = replace_fields(theta, {k: v.reshape((-1,) + v.shape[2:])[keep] for k, v in draws.items()})
+            fixed = field_values(theta)  # the fields not sampled repeat their value in every draw
+            theta_draws = replace_fields(theta, {
+                k: draws[k].reshape((-1,) + draws[k].shape[2:])[keep] if k in draws
+                else np.broadcast_to(np.asarray(fixed[k]), (keep.size, *np.shape(fixed[k]))) for k in free_fields(theta)})
             theta = replace_fields(theta, {k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
         return posterior, stats, DrawsPosterior(X, f_draws, theta, theta_draws, params["kernel"], params["jitter"])
 
@@ -917,9 +930,20 @@ class GPBSVM(_BayesianSVMClassifier):
         self.support_ = support_vectors(self.f_, y)
         self.support_vectors_ = X[self.support_]
         self.dual_coef_ = self.alpha_[self.support_][None, :]
+        approximation, constant = _APPROXIMATIONS.get(params["inference"]), None
+        gamma_draws = posterior.get("gamma")
+        if approximation is not None:  # ECM, FITC, VI: draws of f; gamma and theta are points
+            dtype = np.float64 if self._x64 else np.float32
+            with float_precision(self._x64):
+                mean, var = (np.asarray(a, np.float64) for a in self._posterior.latent_moments(X, dtype))
+            posterior = {"f": gaussian_draws(self._fit_seed(), mean, sd=np.sqrt(np.maximum(var, 0.0)))}
+            constant = _kernel_values(theta)
+            if gamma_draws is not None:
+                constant["gamma"] = np.float64(self.gamma_)
+                gamma_draws = np.full(APPROXIMATION_DRAWS, self.gamma_)
         log_lik = None
         if params["gamma0"] > 0:
-            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
+            log_lik = {"y": _pointwise_log_lik(posterior["f"], gamma_draws, y, params)}
         d = self.n_features_in_
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
@@ -928,10 +952,12 @@ class GPBSVM(_BayesianSVMClassifier):
             sample_stats=stats,
             observed_data={"y": y},
             log_likelihood=log_lik,
+            constant_data=constant,
             coords={"obs": np.arange(y.shape[0]), "feature": features},
             dims={"f": ["obs"], "y": ["obs"], "objective": ["ecm_iteration"], **_feature_dims(theta)},
             attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
+            approximation=approximation,
         )
 
     def _fit_link(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import check_finite_output
-from bayes_maxmargin.diagnostics import to_inference_data
+from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine import svi as _svi
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
@@ -174,9 +174,11 @@ class LinearBSVM(_BayesianSVMClassifier):
     intercept_ : ndarray of shape (1,) or (n_classes,)
     gamma_ : float or ndarray of shape (n_classes,)
         Posterior mean, MAP or fixed value of gamma.
-    idata_ : arviz.InferenceData
-        Posterior draws (MAP with chain = draw = 1 for EM), sample_stats with the log joint (and the
-        EM objective trace), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
+    idata_ : xarray.DataTree
+        ArviZ's DataTree: posterior draws (for EM, SVI and VB independent draws of the Gaussian the fit
+        predicts with, named in ``posterior.attrs["approximation"]``; an estimated gamma of EM and VB's
+        E[sigma_u^2] in ``constant_data``), sample_stats with the log joint (and the EM objective trace
+        or the lower bound), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
         classes every variable has a leading ``class`` dimension (the class labels as strings;
         traces of different lengths padded with NaN).
     estimators_ : list of LinearBSVM
@@ -640,40 +642,46 @@ class LinearBSVM(_BayesianSVMClassifier):
     def _store(self, design, coef_draws, gamma_draws, stats, y, params, prec_chol=None) -> None:
         """The typed posterior (draws, or the Gaussian N(mean, (L L')^-1) of EM / SVI given its precision
         factor ``prec_chol``, or a :class:`LowRankPosterior` given as ``prec_chol``), the fitted
-        attributes and ``idata_``."""
+        attributes and ``idata_`` (for EM / SVI: draws of that Gaussian, EM's gamma as constant data)."""
         coef_draws = np.asarray(coef_draws, dtype=np.float64)
         d = self.n_features_in_
-        beta = coef_draws[..., :d]
-        intercept = coef_draws[..., d] if self.fit_intercept else np.zeros(coef_draws.shape[:2])
         draws = DrawsPosterior(coef_draws.reshape(-1, coef_draws.shape[-1]))
         if isinstance(prec_chol, LowRankPosterior):
             self._posterior = prec_chol
         else:
             self._posterior = draws if prec_chol is None else PrecisionPosterior(draws.mean, prec_chol)
-        self.coef_ = beta.reshape(-1, d).mean(axis=0)[None, :]
-        self.intercept_ = np.array([intercept.mean()])
-        posterior = {"beta": beta}
+        mean = draws.mean
+        self.coef_ = mean[None, :d]
+        self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
+        self.gamma_ = params["gamma"] if gamma_draws is None else float(np.mean(gamma_draws))
+        approximation, constant = None, None
+        if prec_chol is not None:
+            coef_draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
+            approximation = {"em": "the Gaussian conditional of the coefficients at the EM mode",
+                             "svi": "q(beta) of SVI"}[params["inference"]]
+            if gamma_draws is not None:  # EM's estimate of gamma: a point, held fixed
+                constant, gamma_draws = {"gamma": np.float64(self.gamma_)}, np.full(coef_draws.shape[:2], self.gamma_)
+        posterior = {"beta": coef_draws[..., :d]}
         if self.fit_intercept:
-            posterior["intercept"] = intercept
-        if gamma_draws is not None:
+            posterior["intercept"] = coef_draws[..., d]
+        if gamma_draws is not None and constant is None:
             posterior["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
-            self.gamma_ = float(posterior["gamma"].mean())
-        else:
-            self.gamma_ = params["gamma"]
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
         log_lik = None
         if params["gamma0"] > 0:
             f = np.einsum("np,cdp->cdn", design, coef_draws)
-            log_lik = {"y": _pointwise_log_lik(f, posterior.get("gamma"), y, params)}
+            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params)}
         self.idata_ = to_inference_data(
             posterior,
             sample_stats=stats,
             observed_data={"y": y},
             log_likelihood=log_lik,
+            constant_data=constant,
             coords={"feature": features, "obs": np.arange(y.shape[0])},
             dims={"beta": ["feature"], "y": ["obs"], "objective": ["em_iteration"]},
             attrs={"model": "linear", "inference": params["inference"], "bayes_maxmargin_version": __version__},
+            approximation=approximation,
         )
 
     # ------------------------------------------------------------------ Luts & Ormerod models
@@ -831,7 +839,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             coords["group"] = [str(g) for g in self.groups_]
             dims["random_effects"] = ["group"]
         stats: dict[str, np.ndarray] = {}
-        if "res" in out:  # VB: variational means, chain = draw = 1
+        if "res" in out:  # VB: independent draws of q(beta)
             res = out["res"]
             self.n_iter_ = int(res.n_iter)
             self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
@@ -848,7 +856,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             else:
                 self._posterior = CovariancePosterior(mean, np.asarray(out["cov"], dtype=np.float64))
                 self.coef_cov_ = self._posterior.cov
-            draws = mean[None, None]
+            draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
             stats = {"lower_bound": self.lower_bound_[None, None]}
             inclusion = out.get("inclusion")
             sigma_u2 = out.get("sigma_u2")
@@ -868,25 +876,28 @@ class LinearBSVM(_BayesianSVMClassifier):
         if n_groups:
             self.random_effects_ = mean[d + 1 :]
             posterior["random_effects"] = draws[..., d + 1 :]
+        constant = None
         if sigma_u2 is not None:
             s2 = np.asarray(sigma_u2, dtype=np.float64)
             self.sigma_u2_ = float(s2.mean())
-            posterior["sigma_u2"] = s2 if s2.ndim == 2 else s2.reshape(1, 1)
-        if inclusion is not None:
+            if s2.ndim == 2:
+                posterior["sigma_u2"] = s2
+            else:  # VB: E_q[sigma_u^2], a point in the bound's M-step
+                constant = {"sigma_u2": np.float64(self.sigma_u2_)}
+        if inclusion is not None:  # Gibbs: draws of the indicators; VB: q's probabilities, an attribute only
             self.inclusion_probabilities_ = np.asarray(inclusion, dtype=np.float64)
-            posterior["inclusion"] = (
-                np.asarray(out["inclusion_draws"], dtype=np.float64) if "inclusion_draws" in out
-                else self.inclusion_probabilities_[None, None]
-            )
+            if "inclusion_draws" in out:
+                posterior["inclusion"] = np.asarray(out["inclusion_draws"], dtype=np.float64)
         if "X_imputed" in out:
             self.X_imputed_ = np.where(out["nan"], np.asarray(out["X_imputed"], dtype=np.float64), out["X"])
             self.imputation_mean_ = np.asarray(out["imputation_mean"], dtype=np.float64)
             self.imputation_cov_ = np.asarray(out["imputation_cov"], dtype=np.float64)
         self.gamma_ = 1.0
         self.idata_ = to_inference_data(
-            posterior, sample_stats=stats, observed_data={"y": y}, coords=coords, dims=dims,
+            posterior, sample_stats=stats, observed_data={"y": y}, constant_data=constant, coords=coords, dims=dims,
             attrs={"model": f"linear-{params['prior']}", "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
+            approximation="q(beta) of mean-field VB" if "res" in out else None,
         )
 
     # ------------------------------------------------------------------ prediction
@@ -965,10 +976,16 @@ class LinearBSVM(_BayesianSVMClassifier):
                 np.allclose(self.coef_, mean[None, :d], rtol=1e-6, atol=1e-9)
                 and np.allclose(self.intercept_, intercept, rtol=1e-6, atol=1e-9)):
             raise ValueError("coef_ / intercept_ are not the posterior mean that predictions use")
-        beta = getattr(getattr(self.__dict__.get("idata_"), "posterior", None), "beta", None)
-        if beta is not None and (beta.shape[-1] != d or not np.allclose(
-                np.nanmean(np.asarray(beta, dtype=np.float64).reshape(-1, d), axis=0), mean[:d],
-                rtol=1e-5, atol=1e-6)):
+        idata_post = getattr(self.__dict__.get("idata_"), "posterior", None)
+        beta = getattr(idata_post, "beta", None)
+        if beta is None:
+            return
+        draws = np.asarray(beta, dtype=np.float64).reshape(-1, beta.shape[-1])
+        # independent draws of q (a deterministic fit): their mean is coef_ up to Monte Carlo error, here
+        # 6 standard errors (a false refusal has probability 2e-9 per coefficient)
+        mc = 6.0 * draws.std(axis=0) / np.sqrt(draws.shape[0]) if "approximation" in idata_post.attrs else 0.0
+        if draws.shape[1] != d or not np.all(np.abs(np.nanmean(draws, axis=0) - mean[:d])
+                                             <= mc + 1e-5 * np.abs(mean[:d]) + 1e-6):
             raise ValueError("idata_ is not the posterior of this fit (its mean of beta is not coef_)")
 
     def _restore_saved(self, state: dict[str, Any]) -> None:

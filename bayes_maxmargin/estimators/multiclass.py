@@ -342,14 +342,15 @@ def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
 
 
 def combine_draws(parts: Sequence[Any], classes: np.ndarray) -> Any:
-    """K binary InferenceData (the sub-fits' ``idata_``, or the draws their mixing checks read) as one
-    with a ``class`` dimension (labels as strings); traces of different lengths are padded with NaN."""
-    import arviz as az
+    """K binary DataTrees (the sub-fits' ``idata_``, or the draws their mixing checks read) as one with
+    a ``class`` dimension (labels as strings); traces of different lengths are padded with NaN."""
     import xarray as xr
 
     labels = [str(c) for c in classes]
     groups = {}
-    for group in parts[0].groups():
-        ds = xr.concat([getattr(p, group) for p in parts], dim="class", join="outer", combine_attrs="override")
-        groups[group] = ds.assign_coords({"class": labels})
-    return az.InferenceData(**groups)
+    for name in parts[0].children:
+        ds = xr.concat([p[name].to_dataset() for p in parts], dim="class", join="outer", combine_attrs="override")
+        groups[name] = ds.assign_coords({"class": labels})
+    combined = xr.DataTree.from_dict(groups)
+    combined.attrs.update(parts[0].attrs)
+    return combined

@@ -123,8 +123,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
     n_basis_used_ : ndarray of shape (n_chains, n_draws, n_problems)
         Number of basis vectors used (rows of Theta with a non-zero entry) at every kept draw: its
         histogram is the posterior of the number of basis vectors (Fig. 2d).
-    idata_ : arviz.InferenceData
-        Draws of w, b, alpha, sigma (dims chain, draw, problem, ...), the log joint and the
+    idata_ : xarray.DataTree
+        ArviZ's DataTree: draws of w, b, alpha, sigma (dims chain, draw, problem, ...), the log joint and the
         basis-vector counts in sample_stats.
     n_iter_ : int
         Gibbs iterations per chain (burn-in included).

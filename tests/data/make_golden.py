@@ -269,11 +269,48 @@ def outputs(est: Any, record: dict[str, Any], data: dict[str, Any]) -> dict[str,
 
 
 def posterior(est: Any) -> dict[str, np.ndarray]:
-    """Every variable of ``est.idata_.posterior`` (none for an estimator without ``idata_``)."""
+    """Every variable of ``est.idata_.posterior`` (none for an estimator without ``idata_``); for a
+    deterministic fit, whose posterior holds independent draws around its point estimates
+    (``posterior.attrs["approximation"]``), those point estimates as the files of formats 1-3 store
+    them (:func:`point_estimates`)."""
     idata = getattr(est, "idata_", None)
     if idata is None:
         return {}
+    if "approximation" in idata.posterior.attrs:
+        subs = getattr(est, "estimators_", None)
+        if subs is None:
+            return point_estimates(est)
+        per_class = [point_estimates(sub) for sub in subs]
+        return {k: np.stack([p[k] for p in per_class]) for k in per_class[0]}
     return {str(k): np.asarray(v.values) for k, v in idata.posterior.data_vars.items()}
+
+
+def point_estimates(est: Any) -> dict[str, np.ndarray]:
+    """The point estimates of a binary deterministic fit, each as one draw of one chain (the layout of
+    the posterior of EM, ECM, FITC, VB, VI, SVI and VB-EM fits in files of formats 1-3): the mean of
+    its Gaussian (coefficients, f, u), VB's inclusion probabilities and random effects, and
+    ``idata_.constant_data`` (kernel parameters, gamma, sigma_u2); VB-EM's means of q(A), q(psi) and
+    q(gamma)."""
+    one = lambda value: np.asarray(value, dtype=np.float64)[None, None]  # noqa: E731
+    name = type(est).__name__
+    if name == "LinearBSVM":
+        mean, d = np.asarray(est._posterior.mean, dtype=np.float64), est.n_features_in_
+        out = {"beta": one(mean[:d])}
+        if est.fit_intercept:
+            out["intercept"] = one(mean[d])
+        if hasattr(est, "random_effects_"):
+            out["random_effects"] = one(est.random_effects_)
+        if hasattr(est, "inclusion_probabilities_"):
+            out["inclusion"] = one(est.inclusion_probabilities_)
+    elif name == "GPBSVM":
+        out = {"u": one(est.variational_mean_)} if est.inference == "svi" else {"f": one(est.f_)}
+    else:  # FactorBSVM, VB-EM (its kernel parameters were not in its posterior)
+        state = est._posterior.state
+        return {"A": one(state.mA), "psi": one(state.psi_a / state.psi_b), "gamma": one(state.gam_a / state.gam_b)}
+    constant = est.idata_.get("constant_data")
+    if constant is not None:
+        out.update({str(k): one(v.values) for k, v in constant.data_vars.items()})
+    return out
 
 
 def case_arrays(name: str, est: Any, record: dict[str, Any], data: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -304,6 +341,25 @@ def golden_arrays(arrays: dict[str, np.ndarray], name: str) -> tuple[dict[str, n
     return out, post
 
 
+def platform_fingerprint() -> dict[str, str]:
+    """What the last bits of a fit depend on beyond the code and the settings above: the CPU (XLA:CPU
+    compiles for its instruction set; OpenBLAS / LAPACK pick kernels by it) and the jaxlib build (its
+    XLA). Fixtures compared bit for bit only on a machine with the same fingerprint."""
+    import platform
+
+    import jaxlib
+
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.partition(":")[2].strip()
+                break
+    except OSError:
+        pass
+    return dict(cpu=cpu or platform.processor() or platform.machine(), jaxlib=jaxlib.__version__)
+
+
 def _environment() -> dict[str, Any]:
     import jax
 
@@ -311,79 +367,184 @@ def _environment() -> dict[str, Any]:
 
     return dict(bayes_maxmargin=bayes_maxmargin.__version__, jax=jax.__version__, numpy=np.__version__,
                 jax_disable_most_optimizations=bool(jax.config.read("jax_disable_most_optimizations")),
-                XLA_FLAGS=os.environ.get("XLA_FLAGS", ""), OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS"))
+                XLA_FLAGS=os.environ.get("XLA_FLAGS", ""), OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS"),
+                platform=platform_fingerprint())
 
 
 # ----------------------------------------------------------------------------------------------- checks
-#: Refits compared to a relative tolerance instead of bit for bit (their stored files still load bit
-#: for bit):
-#: - samplers that report kernel Info (slice evaluations, elliptical slice sub-iterations) in
-#:   ``sample_stats``: carrying the Info through the compiled chunk changes how XLA fuses the loop body,
-#:   and with it the last bits of the floating-point results (1e-13 relative after these short runs);
-#: - the linear fits whose Cholesky factors and triangular solves act on stacks of matrices (the Gibbs
-#:   chains, VB with missing values): they are lowered one LAPACK call per matrix
-#:   (``core.compilation.unbatched_lapack``), which, with XLA's optimisations off as here, moves them by
-#:   up to 5e-12;
-#: - the ECM fits with ML-II on the dense prior: the gradient of log Z is written out
-#:   (``models.gp.covariance.dense_log_marginal``), not differentiated through the Cholesky factor, and
-#:   L-BFGS's line search carries its last bits into the kernel parameters (up to 1e-8 relative).
-#: - the refits of the extended suite on a machine other than the fixtures': XLA:CPU compiles for the
-#:   machine's instruction set, which orders some sums differently, and samplers carry the last bits
-#:   through their chains. The fixtures' own commit, refitted on a 2-core AMD EPYC, misses them by the
-#:   same amounts as today's code: up to 2e-8 relative in float64 (FactorBSVM's two-stage Gibbs), 4e-6
-#:   in float32 (LinearBSVM's EM; 1.4e-5 in one of its probabilities, of 1e-4).
-MACHINE_RTOL = {"LinearBSVM-em-float32": 1e-4,
-                **{case: 1e-7 for case in (
-                    "LinearBSVM-nuts", "LinearBSVM-vb-laplace_zero", "LinearBSVM-gibbs-mixed", "GPBSVM-fitc",
-                    "GPBSVM-gibbs", "GPBSVM-nuts", "FactorBSVM-gibbs-linear", "FactorBSVM-gibbs-linear-rho",
-                    "FactorBSVM-gibbs-linear-two-stage", "FactorBSVM-vbem-linear", "FactorBSVM-vbem-gp",
-                    "FactorBSVM-vbem-gp-ard", "MaxMarginProjection-linear", "MaxMarginProjection-rbf",
-                    "MaxMarginProjection-rbf-spike-slab", "MaxMarginProjection-poly-random-basis",
-                    "LinearBSVM-em-multiclass", "LinearBSVM-vb-multiclass", "GPBSVM-svi-multiclass",
-                    "FactorBSVM-vbem-linear-multiclass", "MaxMarginProjection-linear-multiclass")}}
-INFO_RTOL = {"GPBSVM-gibbs-theta": 1e-9, "GPBSVM-gibbs-theta-ard": 1e-9, "FactorBSVM-gibbs-gp": 1e-9,
-             **{f"GPBSVM-{case}": 1e-7 for case in ("ecm", "ecm-ard", "ecm-adam", "ecm-multiclass")},
-             **{f"LinearBSVM-{case}": 1e-9 for case in ("gibbs", "gibbs-gamma-prior", "gibbs-missing",
-                                                        "gibbs-multiclass", "gibbs-penalty", "gibbs-laplace_zero",
-                                                        "vb-missing")},
-             **MACHINE_RTOL}
-#: Refits compared bit for bit with outputs and draws re-recorded by today's code (``--refit-reference``,
-#: in ``refit.npz``) instead of those of the fixtures (their files still load as golden): NUTS turns the
-#: last bits moved by lowering LAPACK calls one matrix at a time (``core.compilation.unbatched_lapack``)
-#: into other accept decisions, so its draws of 10 iterations differ entirely.
+# Nothing below compares computed floating-point results bit for bit across machines: XLA:CPU compiles
+# for the machine's instruction set (AVX-512 or not reorders sums), OpenBLAS and LAPACK choose their
+# kernels by CPU, and jaxlib versions change both, so the last bits of every computed number are the
+# machine's. Each comparison has a tolerance derived from what the computation is:
+#
+# - a loaded file's predictions: one pass of linear algebra on stored arrays (LOAD_RTOL);
+# - a refit: under its fixed seed a deterministic function of the data, which carries the roundings of
+#   every step along; bounded by the fit's own measured response to a rounding of its inputs
+#   (PROBE_FACTOR, :func:`probe_tolerances`). This holds for the samplers too, as long as one rounding
+#   does not send the chain down another path: the Gibbs samplers and LinearBSVM's NUTS of these cases
+#   respond to one rounding by at most 1.2e-7 of an output's scale (the two-stage factor model's
+#   predictive variance), and are compared so;
+# - a refit whose draws one rounding moves entirely (CHAOTIC_REFITS; a sampler whose probe response
+#   exceeds CHAOS_LIMIT fails, naming that list): the draws of another machine are another path, and
+#   these short runs (10 to 20 draws) are too far from converged for two paths to agree in
+#   distribution (checked: refits under two other seeds miss the golden means by 5 to 800 Monte Carlo
+#   standard errors). Compared bit for bit on the platform that wrote the expected arrays
+#   (:func:`platform_fingerprint`, recorded in golden.json and refit.npz when written), skipped
+#   elsewhere.
+#
+# Integer and string outputs (``predict``) are compared exactly, except a label whose golden decision
+# value is within the tolerance of the decision boundary.
+
+#: Predictions of a loaded file, relative to the largest magnitude of each output (its draws are stored
+#: arrays, compared exactly). Loading iterates and samples nothing: the outputs are one pass of kernel
+#: evaluations, Cholesky factorisations and triangular solves on the stored arrays, whose rounding a
+#: backward-stable solve turns into a relative error of about kappa * eps, kappa the condition number of
+#: the diagonally scaled matrix (Cholesky is invariant to diagonal scaling; Higham, Accuracy and Stability
+#: of Numerical Algorithms, 2nd ed., Sec. 10.1). The worst kappa a prediction of these fixtures solves
+#: with: GPBSVM-gibbs-theta-ard's average over its draws of kappa(K_s + 1e-6 I), 3.0e6, i.e. 6.7e-10
+#: relative (next: LinearBSVM-em-gamma-prior's posterior precision, 1.4e6; GPBSVM-ecm-ard's scaled
+#: I + S K S, 2.6e4); 1e-9 bounds them. Observed between an Intel Xeon and an AMD EPYC: up to 3e-14
+#: (1.8e-12 relative in an entry near zero, hence relative to the scale of the output).
+LOAD_RTOL = 1e-9
+
+#: Refits: every floating-point output and posterior array within PROBE_FACTOR times the change that
+#: PROBES perturbations of the inputs by one rounding (X and the test X times 1 +- eps of the fit's
+#: precision, random signs; same seed) make to it, relative to its largest magnitude (at least eps). The
+#: probe measures the fit's condition number as it runs, iteration, stopping rule and ill-conditioned
+#: parts included: EM's predictive variance (weights 1 / |margin| at the margin points) moves 1e-7
+#: relative per rounding where its mean moves 4e-15; a VB fit whose stopping test flips moves 2e-8; a
+#: float32 fit 2e-6. Another machine rounds every operation differently rather than the input once; the
+#: effects propagate alike and add, and PROBE_FACTOR bounds the sum: between the fixtures' Intel Xeon
+#: and an AMD EPYC the differences were at most 8.7 times the largest response of 3 probes (46 cases;
+#: up to 34 times a single probe's, hence 3).
+PROBE_FACTOR = 100.0
+PROBES = 3
+#: A probe response above this (relative to the output's scale) means one rounding moved the fit to
+#: another result: PROBE_FACTOR times it would accept a change of 1e-3 of the scale, no longer a check.
+CHAOS_LIMIT = 1e-5
+
+#: Refits whose draws one rounding of the inputs moves entirely, compared only on the platform that
+#: wrote their expected arrays (skipped elsewhere). GPBSVM-nuts-theta: 10 NUTS draws whose probe
+#: response is 1.5 of the outputs' scale (its accept decisions and trajectories change), so that its
+#: draws of an Intel Xeon and an AMD EPYC differ entirely. GPBSVM-nuts: NUTS with 20 warm-up iterations
+#: on the 48 latent values, whose transitions after warm-up nearly all diverge (19 of 20 under seeds 1
+#: and 2); whether all 20 do, which the estimator refuses (DivergentSamplerError), depends on the last
+#: bits: they do under seed 0 on an AMD EPYC, not on the machine that wrote the fixture.
+CHAOTIC_REFITS = ("GPBSVM-nuts", "GPBSVM-nuts-theta")
+
+#: Refits compared with outputs and draws re-recorded by today's code (``--refit-reference``, in
+#: ``refit.npz``) instead of those of the fixtures (their files still load as golden): NUTS turns the
+#: last bits moved by a change of the code (lowering LAPACK calls one matrix at a time,
+#: ``core.compilation.unbatched_lapack``) into other accept decisions, so its draws of 10 iterations
+#: differ entirely.
 REFIT_REFERENCE = ("GPBSVM-nuts-theta",)
 REFIT_NPZ = SAVED_DIR / "refit.npz"
+#: The key of refit.npz holding the platform fingerprint it was written on (JSON).
+PLATFORM_KEY = "__platform__"
 
 
-def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str, rtol: float = 0.0) -> None:
-    """The same arrays: same keys, and per key the same shape, dtype and values (exactly, unless ``rtol``)."""
+class Skipped(Exception):
+    """A check that cannot be made on this machine (the report records it as skipped, with why)."""
+
+
+def _is_float(a: Any) -> bool:
+    return np.issubdtype(np.asarray(a).dtype, np.floating)
+
+
+def _scale(a: Any) -> float:
+    """The largest magnitude of an array (1 for an empty, all-NaN or all-zero one)."""
+    a = np.asarray(a, dtype=np.float64)
+    m = float(np.nanmax(np.abs(a))) if a.size and not np.all(np.isnan(a)) else 0.0
+    return m if m > 0 else 1.0
+
+
+def _assert_keys(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str) -> None:
     assert sorted(got) == sorted(expected), f"{what}: outputs {sorted(got)}, golden {sorted(expected)}"
     for key in expected:
-        if rtol and np.issubdtype(expected[key].dtype, np.floating):
-            np.testing.assert_allclose(got[key], expected[key], rtol=rtol, atol=0, err_msg=f"{what}: {key}", strict=True)
-        else:
-            np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{what}: {key}", strict=True)
+        g, e = np.asarray(got[key]), np.asarray(expected[key])
+        assert g.shape == e.shape and g.dtype == e.dtype, (
+            f"{what}: {key} has shape {g.shape} and dtype {g.dtype}, golden {e.shape} {e.dtype}")
 
 
-#: Predictions of a loaded file compared to this relative tolerance, its draws bit for bit: XLA:CPU compiles
-#: the prediction programs for the instruction set of the machine (AVX-512 or not changes the order of
-#: some sums: up to 1e-14 relative in these outputs).
-LOAD_RTOL = 1e-12
+def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str) -> None:
+    """The same arrays: same keys, and per key the same shape, dtype and values, bit for bit."""
+    _assert_keys(got, expected, what)
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{what}: {key}", strict=True)
 
 
-def compare(est: Any, name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any],
-            rtol: float = 0.0, outputs_rtol: float | None = None) -> None:
-    """The outputs and posterior draws of ``est`` are the golden ones of case ``name`` (to ``rtol``; the
-    outputs to ``outputs_rtol`` where given)."""
-    expected_outputs, expected_posterior = golden_arrays(arrays, name)
-    assert_same(outputs(est, meta["cases"][name], data), expected_outputs, f"{name} outputs",
-                rtol if outputs_rtol is None else outputs_rtol)
-    assert_same(posterior(est), expected_posterior, f"{name} posterior", rtol)
+def _ambiguous(decision: np.ndarray, tol: Any) -> np.ndarray:
+    """Rows whose predicted label may flip within ``tol`` of the decision values: two classes, |d| <= tol;
+    K classes, the largest two margins within the sum of their tolerances."""
+    d = np.asarray(decision, dtype=np.float64)
+    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), d.shape)
+    if d.ndim == 1:
+        return np.abs(d) <= tol
+    order = np.argsort(d, axis=1)
+    rows = np.arange(d.shape[0])
+    first, second = order[:, -1], order[:, -2]
+    return d[rows, first] - d[rows, second] <= tol[rows, first] + tol[rows, second]
 
 
+def assert_close(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], what: str,
+                 atol: dict[str, float], why: str, decision: str) -> None:
+    """Same keys, shapes and dtypes; each floating-point array within ``atol[key]`` of the golden one;
+    the others exactly, except labels where the golden decision value (``expected[decision]``) is within
+    its tolerance of the decision boundary."""
+    _assert_keys(got, expected, what)
+    for key in expected:
+        g, e = np.asarray(got[key]), np.asarray(expected[key])
+        if _is_float(e):
+            np.testing.assert_allclose(g, e, rtol=0, atol=atol[key], equal_nan=True,
+                                       err_msg=f"{what}: {key} ({why})")
+            continue
+        differ = g != e
+        if decision in expected and differ.any():
+            differ &= ~_ambiguous(expected[decision], atol[decision])
+        assert not differ.any(), (f"{what}: {key} differs at rows {np.flatnonzero(differ).tolist()} "
+                                  f"({g[differ].tolist()}, golden {e[differ].tolist()}), whose golden decision "
+                                  "values are farther than their tolerance from the boundary")
+
+
+def _fit_eps(record: dict[str, Any]) -> float:
+    """The machine epsilon of the precision the case's fit computes in."""
+    precision = from_json(record["kwargs"]).get("precision", "float64")
+    return float(np.finfo(np.float32 if precision == "float32" else np.float64).eps)
+
+
+def probe_tolerances(name: str, record: dict[str, Any], data: dict[str, Any],
+                     got: dict[str, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
+    """The tolerance of every floating-point array of the refit ``got`` (:data:`PROBE_FACTOR`): the
+    largest change, relative to its scale, that :data:`PROBES` refits on inputs perturbed by one rounding
+    make to it, floored at eps. Returns the absolute tolerances and the relative responses."""
+    eps = _fit_eps(record)
+    rng = np.random.default_rng(20240607)
+    response = {key: 0.0 for key, value in got.items() if _is_float(value)}
+    for _ in range(PROBES):
+        perturbed = dict(data)
+        for key in {record["fit_X"], record["predict_X"]}:
+            x = np.asarray(data[key], dtype=np.float64)
+            perturbed[key] = x * (1.0 + eps * rng.choice([-1.0, 1.0], size=x.shape))
+        probe = case_arrays(name, fit(record, perturbed), record, perturbed)
+        for key in response:
+            diff = np.abs(np.asarray(probe[key], np.float64) - np.asarray(got[key], np.float64))
+            response[key] = max(response[key], float(np.nanmax(diff, initial=0.0)) / _scale(got[key]))
+    rel = {key: max(r, eps) for key, r in response.items()}
+    return {key: PROBE_FACTOR * r * _scale(got[key]) for key, r in rel.items()}, rel
+
+
+def _recorded_platform(meta: dict[str, Any], reference: dict[str, np.ndarray] | None) -> dict | None:
+    """The platform fingerprint the expected arrays were written on, where recorded."""
+    if reference is not None:
+        return json.loads(str(reference[PLATFORM_KEY])) if PLATFORM_KEY in reference else None
+    return meta.get("environment", {}).get("platform")
+
+
+# ----------------------------------------------------------------------------------------------- the checks
 def check_saved(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any]) -> None:
     """The stored ``<name>.bmm`` loads as the estimator of the case, with its constructor arguments,
-    holds the draws exactly as golden and predicts as golden (to :data:`LOAD_RTOL`)."""
+    holds the draws exactly as golden (stored arrays, no arithmetic) and predicts as golden to
+    :data:`LOAD_RTOL` of each output's scale."""
     import bayes_maxmargin
 
     record = meta["cases"][name]
@@ -392,24 +553,52 @@ def check_saved(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], 
     params = est.get_params()
     for key, value in from_json(record["kwargs"]).items():
         assert params[key] == value and type(params[key]) is type(value), f"{key}: {params[key]!r} != {value!r}"
-    compare(est, name, meta, arrays, data, outputs_rtol=LOAD_RTOL)
+    expected_outputs, expected_posterior = golden_arrays(arrays, name)
+    atol = {key: LOAD_RTOL * _scale(value) for key, value in expected_outputs.items() if _is_float(value)}
+    why = f"to {LOAD_RTOL:g} of its largest magnitude: one pass of linear algebra on the stored arrays"
+    assert_close(outputs(est, record, data), expected_outputs, f"{name} outputs", atol, why, "decision_function")
+    assert_same(posterior(est), expected_posterior, f"{name} posterior")
 
 
 def check_refit(name: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], data: dict[str, Any]) -> None:
-    """The case refitted from its golden.json entry gives exactly the golden draws and outputs (to
-    :data:`INFO_RTOL` for the refits listed there), or those of ``refit.npz`` for :data:`REFIT_REFERENCE`."""
+    """The case refitted from its golden.json entry gives the golden draws and outputs (those of
+    ``refit.npz`` for :data:`REFIT_REFERENCE`) to the tolerances of :func:`probe_tolerances`; those of
+    :data:`CHAOTIC_REFITS` bit for bit on the platform that wrote them (:class:`Skipped` elsewhere)."""
+    reference = None
     if name in REFIT_REFERENCE:
         with np.load(REFIT_NPZ, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    compare(fit(meta["cases"][name], data), name, meta, arrays, data, INFO_RTOL.get(name, 0.0))
+            reference = {k: f[k] for k in f.files}
+    expected = {k: v for k, v in (arrays if reference is None else reference).items() if k.startswith(f"{name}/")}
+    record = meta["cases"][name]
+    here = platform_fingerprint()
+    if name in CHAOTIC_REFITS:
+        recorded = _recorded_platform(meta, reference)
+        if recorded != here:
+            raise Skipped(f"{name}: one rounding sends this short sampler run down another path (CHAOTIC_REFITS "
+                          f"in tests/data/make_golden.py), so its draws are compared bit for bit only on the "
+                          f"platform that wrote them, {recorded or 'not recorded'}; this is {here}")
+        assert_same(case_arrays(name, fit(record, data), record, data), expected, f"{name} (on {here})")
+        return
+    got = case_arrays(name, fit(record, data), record, data)
+    _assert_keys(got, expected, name)
+    atol, rel = probe_tolerances(name, record, data, got)
+    worst = max(rel, key=rel.get)
+    assert rel[worst] <= CHAOS_LIMIT, (
+        f"{name}: one rounding of the inputs moves {worst} by {rel[worst]:.1e} of its scale (> CHAOS_LIMIT = "
+        f"{CHAOS_LIMIT:g}): this refit cannot be compared across machines to a tolerance; list it in "
+        "CHAOTIC_REFITS (compared on its own platform only) or make its run long enough to settle")
+    why = (f"within {PROBE_FACTOR:g} x the change one rounding of the inputs makes, relative to the "
+           f"largest magnitude; that change is at most {rel[worst]:.1e}, of {worst}")
+    assert_close(got, expected, name, atol, why, f"{name}/decision_function")
 
 
 def write_refit_reference() -> None:
-    """Refit the cases of :data:`REFIT_REFERENCE` and write their outputs and draws to ``refit.npz``."""
+    """Refit the cases of :data:`REFIT_REFERENCE` and write their outputs and draws to ``refit.npz``,
+    with the platform fingerprint (:data:`PLATFORM_KEY`)."""
     configure_like_tests()
     meta, _ = load_golden()
     data = datasets()
-    arrays = {}
+    arrays = {PLATFORM_KEY: np.array(json.dumps(platform_fingerprint()))}
     for name in REFIT_REFERENCE:
         record = meta["cases"][name]
         arrays.update(case_arrays(name, fit(record, data), record, data))
@@ -422,7 +611,8 @@ CHECKS = {"load": check_saved, "refit": check_refit}
 
 def run_checks(keys: list[str], report: Path) -> None:
     """Run the checks ``kind:NAME`` (kind ``load`` or ``refit``) in this process, writing after each
-    one to ``report`` (JSON) ``{key: {"ok": bool, "message": str, "seconds": float}}``."""
+    one to ``report`` (JSON) ``{key: {"ok": bool, "skipped": bool, "message": str, "seconds": float}}``
+    (``skipped``: a check this machine cannot make, :class:`Skipped`; ``message`` says why)."""
     import traceback
 
     configure_like_tests()
@@ -432,16 +622,20 @@ def run_checks(keys: list[str], report: Path) -> None:
     for key in keys:
         kind, _, name = key.partition(":")
         start = time.perf_counter()
+        skipped = False
         try:
             CHECKS[kind](name, meta, arrays, data)
             ok, message = True, ""
+        except Skipped as why:
+            ok, message, skipped = True, str(why), True
         except AssertionError as err:
             ok, message = False, f"{key}: {err}"
         except Exception:  # noqa: BLE001 - reported to the test of this key
             ok, message = False, f"{key}:\n{traceback.format_exc()}"
-        results[key] = dict(ok=ok, message=message, seconds=round(time.perf_counter() - start, 2))
+        results[key] = dict(ok=ok, skipped=skipped, message=message, seconds=round(time.perf_counter() - start, 2))
         report.write_text(json.dumps(results, indent=1), encoding="utf-8")
-        print(f"{key}: {'ok' if ok else 'FAILED'} ({results[key]['seconds']} s)", flush=True)
+        status = "skipped" if skipped else "ok" if ok else "FAILED"
+        print(f"{key}: {status} ({results[key]['seconds']} s)", flush=True)
 
 
 def generate(names: list[str]) -> None:

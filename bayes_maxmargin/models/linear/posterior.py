@@ -9,7 +9,8 @@ predictive moments of the latent f = phi' w at a design matrix.
 * :class:`DrawsPosterior`, draws of w: Gibbs, NUTS and the Luts & Ormerod samplers.
 
 Each has ``mean`` (the posterior mean of w), ``latent_moments(design)`` and ``weight_moment(d)`` (E[w w']
-of the first ``d`` coefficients, for integrating missing inputs out).
+of the first ``d`` coefficients, for integrating missing inputs out); the Gaussian ones also
+``sample(seed, size)``, independent draws of shape ``(*size, p)`` (``idata_``'s posterior).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class PrecisionPosterior(NamedTuple):
         cov = cho_solve((self.prec_chol, True), np.eye(self.prec_chol.shape[0]))
         return cov[:d, :d] + np.outer(self.mean[:d], self.mean[:d])
 
+    def sample(self, seed: int, size: tuple[int, ...]) -> np.ndarray:
+        """Draws mean + L'^-1 z, z ~ N(0, I)."""
+        z = np.random.default_rng(seed).standard_normal((*size, self.mean.shape[0]))
+        return self.mean + solve_triangular(self.prec_chol, z.reshape(-1, z.shape[-1]).T, lower=True,
+                                            trans="T").T.reshape(z.shape)
+
 
 class CovariancePosterior(NamedTuple):
     """w ~ N(mean, cov)."""
@@ -53,6 +60,12 @@ class CovariancePosterior(NamedTuple):
     def weight_moment(self, d: int) -> np.ndarray:
         """E[w w'] of the first ``d`` coefficients: Sigma + mu mu'."""
         return self.cov[:d, :d] + np.outer(self.mean[:d], self.mean[:d])
+
+    def sample(self, seed: int, size: tuple[int, ...]) -> np.ndarray:
+        """Draws mean + cov^1/2 z, z ~ N(0, I) (the symmetric square root: cov may be singular)."""
+        vals, vecs = np.linalg.eigh(self.cov)
+        factor = vecs * np.sqrt(np.maximum(vals, 0.0))
+        return self.mean + np.random.default_rng(seed).standard_normal((*size, factor.shape[1])) @ factor.T
 
 
 class LowRankPosterior(NamedTuple):
@@ -86,6 +99,19 @@ class LowRankPosterior(NamedTuple):
         """E[w w'] of the first ``d`` coefficients: Sigma + mu mu'."""
         V = self.half[:, :d]
         return np.diag(self.prior_var[:d]) - V.T @ V + np.outer(self.mean[:d], self.mean[:d])
+
+    def sample(self, seed: int, size: tuple[int, ...]) -> np.ndarray:
+        """Draws mean + D^1/2 (I - U'U)^1/2 z, z ~ N(0, I_p), with D = diag(prior_var) and U = V D^-1/2
+        (n x p, so that the covariance is D^1/2 (I - U'U) D^1/2): with S = U U' = Q diag(s) Q',
+        (I - U'U)^1/2 = I - U' Q diag((1 - (1 - s)^1/2) / s) Q' U, in O(n^2 p) without a p x p matrix."""
+        sd = np.sqrt(self.prior_var)
+        U = self.half / sd
+        s, Q = np.linalg.eigh(U @ U.T)
+        s = np.clip(s, 0.0, 1.0)
+        shrink = np.where(s > 1e-12, (1.0 - np.sqrt(1.0 - s)) / np.where(s > 1e-12, s, 1.0), 0.5)
+        z = np.random.default_rng(seed).standard_normal((*size, self.mean.shape[0]))
+        x = z - ((z @ U.T) @ Q * shrink) @ Q.T @ U
+        return self.mean + sd * x
 
 
 class DrawsPosterior(NamedTuple):
