@@ -1,27 +1,26 @@
-"""Two batched LAPACK calls in one XLA:CPU program: a hang with jaxlib 0.10 unless each matrix gets its own call.
+"""Two batched LAPACK calls in one XLA:CPU program, and two fits that run such programs: a hang check.
 
 One program factorises two independent stacks of SPD matrices (batched Cholesky, then a batched
-triangular solve each) and is run ``--iterations`` times. With jaxlib 0.10 each batched LAPACK call
-waits on XLA:CPU's intra-op thread pool for the chunks of its stack; when two of them run at once on
-a 2-core machine both pool threads wait and the process hangs (no CPU in use, Ctrl-C ignored). The
-package's :func:`bayes_maxmargin.core.compilation.jit` lowers each stack as one call per matrix.
+triangular solve each) and is run ``--iterations`` times with ``jax.jit``. With jaxlib 0.10 each
+batched LAPACK call waited on XLA:CPU's intra-op thread pool for the chunks of its stack; when two
+ran at once on a 2-core machine both pool threads waited and the process hung for good (no CPU in
+use, Ctrl-C ignored): 15 of 20 fresh processes under jax 0.10.2, none of 20 under jax 0.12.0.1, the
+lower bound the package now requires (``docs/performance.md``).
 
-``--fit`` runs, ``--repeats`` times in one process, one of the two fits that were seen to hang:
+``--fit`` runs, ``--repeats`` times in one process, one of the two fits that hung under jax 0.10:
 ``gp-digits``, a 10-class :class:`~bayes_maxmargin.GPBSVM` ECM fit of scikit-learn's digits (the
 classes' ECM loops vmapped in one program; ``--rows`` rows, ``--max-iter`` iterations), and
 ``linear-missing``, a ``LinearBSVM(prior="penalty", missing="model", inference="gibbs")`` fit with
-missing values. ``--jax-lowering`` keeps JAX's batched LAPACK calls in the package's programs
-(``compilation.UNBATCHED_LAPACK = False``), to see the hang.
+missing values.
 
 Run it in a subprocess under a timeout: a hang never returns. Exit status 0 and one line ``done
 <seconds> <checksum>`` when everything finished.
 
 Usage::
 
-    timeout -s KILL 60 python benchmarks/lapack_deadlock.py --jit jax       # JAX's lowering
-    timeout -s KILL 60 python benchmarks/lapack_deadlock.py --jit package   # one call per matrix
-    python benchmarks/lapack_deadlock.py --fit gp-digits --repeats 20
-    python benchmarks/lapack_deadlock.py --fit linear-missing --repeats 20 [--jax-lowering]
+    timeout -s KILL 40 python benchmarks/lapack_deadlock.py
+    timeout -s KILL 40 python benchmarks/lapack_deadlock.py --fit gp-digits
+    python benchmarks/lapack_deadlock.py --fit linear-missing --repeats 20
 """
 
 from __future__ import annotations
@@ -71,8 +70,6 @@ def fit_once(kind: str, rows: int, max_iter: int, seed: int) -> float:
 
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jit", choices=("jax", "package"), default="jax",
-                        help="jax.jit (JAX's lowering) or bayes_maxmargin's jit (one LAPACK call per matrix)")
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--size", type=int, default=64)
@@ -80,13 +77,7 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--rows", type=int, default=300)
     parser.add_argument("--max-iter", type=int, default=10)
-    parser.add_argument("--jax-lowering", action="store_true",
-                        help="keep JAX's batched LAPACK calls in the package's programs")
     args = parser.parse_args(argv)
-    if args.jax_lowering:
-        from bayes_maxmargin.core import compilation
-
-        compilation.UNBATCHED_LAPACK = False
     if args.fit is not None:
         start, total = time.perf_counter(), 0.0
         for i in range(args.repeats):
@@ -95,12 +86,7 @@ def main(argv: list[str] | None = None) -> float:
         print(f"done {time.perf_counter() - start:.2f} {total!r}", flush=True)
         return total
     jax.config.update("jax_enable_x64", True)
-    if args.jit == "package":
-        from bayes_maxmargin.core.compilation import jit
-
-        program = jit(two_factorisations)
-    else:
-        program = jax.jit(two_factorisations)
+    program = jax.jit(two_factorisations)
     rng = np.random.default_rng(0)
     a, b = spd_stack(rng, args.batch, args.size), spd_stack(rng, args.batch, args.size)
     y = rng.normal(size=(args.batch, args.size, 3))

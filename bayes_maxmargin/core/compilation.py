@@ -10,7 +10,8 @@ fusions, and a first fit of a small problem is mostly compilation. Two options, 
   12.0 s; the test suite: 300-390 s instead of 450-560 s). The exception is the one-vs-all sampler of
   :class:`~bayes_maxmargin.MaxMarginProjection` (L classes vmapped in one program), which the loop
   emitters compile in twice the time and run 15 % slower; it keeps the fusion emitters
-  (``jit(..., fusion_emitters=True)``);
+  (``jit(..., fusion_emitters=True)``). XLA from jaxlib 0.11 on has the fusion emitters only, and
+  gets the optimisation level alone;
 * LLVM's -O1 instead of -O2 for the generated code (``xla_backend_optimization_level=1``): the
   programs spend their time in LAPACK / Eigen calls and small loops that -O2's vectorisers do not
   speed up. First fits of 300 rows, paired runs in fresh processes: S-BSVM 1.6 instead of 2.1 s
@@ -34,22 +35,6 @@ the package never initialises a JAX backend (``jax.distributed.initialize`` must
 inside another program (JAX accepts options only on the outermost one) a function is traced as by a
 plain ``jax.jit``.
 
-One LAPACK call per matrix (:func:`unbatched_lapack`): from jaxlib 0.10 a LAPACK call on a stack of
-matrices (a Cholesky, triangular solve, LU, ... of a vmapped or batched operand) splits the stack
-into chunks, hands them to XLA:CPU's intra-op thread pool and blocks its thread until they are done.
-When as many such calls as the pool has threads run at once (XLA runs independent operations of a
-program concurrently; the pool has one thread per core), every pool thread waits for chunks that no
-thread is left to run: the process hangs for good, with no CPU in use, and ignores Ctrl-C (two
-batched Cholesky factorisations of 8 x 64 x 64 in one program hang on a 2-core machine in about half
-of the runs). A call on a single matrix runs on its own thread and cannot wait. While the package
-lowers its programs, a LAPACK call on a stack is therefore lowered as one call per matrix (unrolled
-for up to :data:`UNROLL_LAPACK_BATCH` matrices, in a loop beyond); each matrix is factorised by the
-same LAPACK routine as before, so with XLA's optimisations on the results are the same to the bit
-(with ``jax_disable_most_optimizations`` the surrounding program can round differently, by 1e-12). This applies to the programs
-of :func:`jit` (also under a top-level ``jax.vmap``) and to everything lowered during a fit or a
-prediction of the estimators (:func:`~bayes_maxmargin.core.linalg.float_precision`); the user's own
-programs keep JAX's lowering.
-
 A persistent compilation cache (:func:`use_compilation_cache`, opt-in for the Python API, on by
 default in ``bmm``) keeps the compiled programs on disk, so that a new process fitting data of the
 same shapes skips most of the compilation.
@@ -57,20 +42,16 @@ same shapes skips most of the compilation.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import math
 import os
 import tempfile
-import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
-from jax import lax
 
 try:
     from jax._src.core import trace_state_clean as _outside_any_trace
@@ -78,8 +59,7 @@ except ImportError:  # pragma: no cover - a JAX without it: tracers among the ar
     _outside_any_trace = None
 
 __all__ = ["BUCKET_STEPS", "COMPILATION_CACHE_MAX_BYTES", "COMPILER_OPTIONS", "CompilationCacheWarning",
-           "UNBATCHED_LAPACK", "UNROLL_LAPACK_BATCH", "bucket_rows", "compiler_options", "jit", "unbatched_lapack",
-           "use_compilation_cache"]
+           "bucket_rows", "compiler_options", "jit", "use_compilation_cache"]
 
 _FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
 _OPTIMISATION_LEVEL = "xla_backend_optimization_level"
@@ -89,119 +69,22 @@ COMPILER_OPTIONS: dict[str, Any] = {_FUSION_EMITTERS: False, _OPTIMISATION_LEVEL
 
 @functools.cache
 def compiler_options() -> dict[str, Any]:
-    """:data:`COMPILER_OPTIONS` on a CPU backend if this JAX / XLA accepts them (tried once on a
-    trivial program), without the optimisation level when ``jax_disable_most_optimizations`` is on;
-    else an empty dict."""
+    """Those of :data:`COMPILER_OPTIONS` that this JAX / XLA accepts (each tried once on a trivial
+    program) on a CPU backend, without the optimisation level when ``jax_disable_most_optimizations``
+    is on; else an empty dict. (XLA of jaxlib 0.11 and later has no loop emitters: only the
+    optimisation level remains.)"""
     if jax.default_backend() != "cpu":
         return {}
-    options = dict(COMPILER_OPTIONS)
-    if jax.config.read("jax_disable_most_optimizations"):
-        options.pop(_OPTIMISATION_LEVEL, None)
-    try:
-        jax.jit(lambda x: x, compiler_options=options).lower(np.float32(0)).compile()
-    except Exception:  # an older jax.jit without the argument, or an XLA without the option
-        return {}
+    options = {}
+    for name, value in COMPILER_OPTIONS.items():
+        if name == _OPTIMISATION_LEVEL and jax.config.read("jax_disable_most_optimizations"):
+            continue
+        try:
+            jax.jit(lambda x: x, compiler_options={name: value}).lower(np.float32(0)).compile()
+        except Exception:  # an older jax.jit without the argument, or an XLA without the option
+            continue
+        options[name] = value
     return options
-
-
-#: The LAPACK primitives of ``jax.lax.linalg`` and the rank of each operand's matrix (or vector);
-#: the leading dimensions beyond it are the stack.
-_LAPACK_CORE_RANKS: dict[str, tuple[int, ...]] = {
-    "cholesky": (2,),
-    "triangular_solve": (2, 2),
-    "lu": (2,),
-    "eigh": (2,),
-    "svd": (2,),
-    "geqrf": (2,),
-    "householder_product": (2, 1),
-    "tridiagonal_solve": (1, 1, 1, 2),
-}
-#: Stacks of up to this many matrices are lowered as that many LAPACK calls, larger ones as a loop.
-UNROLL_LAPACK_BATCH = 32
-#: One LAPACK call per matrix in the package's programs (read when a program is lowered; ``False``
-#: keeps JAX's batched calls, e.g. to measure them, at the risk of the hang described above).
-UNBATCHED_LAPACK = True
-_lowering_state = threading.local()
-
-
-def _batched_lapack_blocks() -> bool:
-    """Whether this jaxlib's LAPACK calls wait on the intra-op thread pool for the chunks of a stack
-    (jaxlib 0.10 and later)."""
-    try:
-        import jaxlib
-
-        major, minor = (int(part) for part in jaxlib.__version__.split(".")[:2])
-    except (ImportError, AttributeError, ValueError):  # pragma: no cover - an unusual jaxlib
-        return False
-    return (major, minor) >= (0, 10)
-
-
-def _per_matrix(prim: Any, core_ranks: tuple[int, ...], params: dict[str, Any]) -> Callable:
-    """``prim`` on a stack of operands as one unbatched ``prim`` per matrix, the results restacked."""
-
-    def call(*operands: Any) -> Any:
-        batch = operands[0].shape[: operands[0].ndim - core_ranks[0]]
-        flat = [x.reshape((-1, *x.shape[len(batch):])) for x in operands]
-        if flat[0].shape[0] <= UNROLL_LAPACK_BATCH:
-            parts = [prim.bind(*(lax.index_in_dim(x, i, keepdims=False) for x in flat), **params)
-                     for i in range(flat[0].shape[0])]
-            out = jax.tree.map(lambda *p: lax.concatenate([lax.expand_dims(q, (0,)) for q in p], 0), *parts)
-        else:
-            out = lax.map(lambda xs: prim.bind(*xs, **params), tuple(flat))
-        return jax.tree.map(lambda o: o.reshape(batch + o.shape[1:]), out)
-
-    return call
-
-
-def _unbatched_rule(prim: Any, core_ranks: tuple[int, ...], original: Callable) -> Callable:
-    """CPU lowering of ``prim``: JAX's own, except for a stack lowered inside :func:`unbatched_lapack`."""
-    from jax.interpreters import mlir
-
-    def rule(ctx: Any, *args: Any, **params: Any) -> Any:
-        aval = ctx.avals_in[0]
-        batch = aval.shape[: aval.ndim - core_ranks[0]]
-        if not (UNBATCHED_LAPACK and getattr(_lowering_state, "depth", 0)) or math.prod(batch) <= 1:
-            return original(ctx, *args, **params)
-        return mlir.lower_fun(_per_matrix(prim, core_ranks, params), multiple_results=prim.multiple_results)(
-            ctx, *args)
-
-    return rule
-
-
-@functools.cache
-def _install_unbatched_lapack() -> bool:
-    """Put :func:`_unbatched_rule` in front of JAX's CPU lowering of the LAPACK primitives (once);
-    whether it is in place (not on a jaxlib whose LAPACK calls do not block, nor where this JAX's
-    lowering tables are not as expected)."""
-    if not _batched_lapack_blocks():
-        return False
-    try:
-        from jax._src.interpreters import mlir as mlir_internal
-        from jax._src.lax import linalg as lax_linalg
-
-        rules = mlir_internal._platform_specific_lowerings["cpu"]
-        found = [(getattr(lax_linalg, f"{name}_p"), ranks) for name, ranks in _LAPACK_CORE_RANKS.items()]
-        originals = [(prim, ranks, rules[prim].rule if prim in rules else mlir_internal._lowerings[prim].rule)
-                     for prim, ranks in found]
-    except (ImportError, AttributeError, KeyError):  # pragma: no cover - another JAX layout
-        return False
-    from jax.interpreters import mlir
-
-    for prim, ranks, original in originals:
-        mlir.register_lowering(prim, _unbatched_rule(prim, ranks, original), platform="cpu")
-    return True
-
-
-@contextlib.contextmanager
-def unbatched_lapack() -> Iterator[bool]:
-    """Within the block, programs lowered for the CPU make one LAPACK call per matrix of a stack (see
-    the module's notes); yields whether this jaxlib needs it (jaxlib 0.10 and later)."""
-    installed = _install_unbatched_lapack()
-    _lowering_state.depth = getattr(_lowering_state, "depth", 0) + 1
-    try:
-        yield installed
-    finally:
-        _lowering_state.depth -= 1
 
 
 def _top_level(args: tuple, kwargs: dict) -> bool:
@@ -260,26 +143,23 @@ class _Compiled:
         return self._jitted
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # also around a nested call: under a top-level jax.vmap the batched program is lowered and run
-        # within this call (inside another jit it is only traced, and lowered with the caller's program)
-        with unbatched_lapack():
-            top = _top_level(args, kwargs)
-            if self._no_callbacks:  # no progress callback in its program: the one compiled with a reporter
-                # serves every later call, reporting or not (no second compilation)
-                return (self.serving if top else self._reporting.nested)(*args, **kwargs)
-            if not _ticks_enabled():
-                return (self.jitted if top else self._nested)(*args, **kwargs)
-            from bayes_maxmargin.core import progress
+        top = _top_level(args, kwargs)
+        if self._no_callbacks:  # no progress callback in its program: the one compiled with a reporter
+            # serves every later call, reporting or not (no second compilation)
+            return (self.serving if top else self._reporting.nested)(*args, **kwargs)
+        if not _ticks_enabled():
+            return (self.jitted if top else self._nested)(*args, **kwargs)
+        from bayes_maxmargin.core import progress
 
-            if self._reporting is None:
-                self._reporting = _Reporting(self)
-            rep = self._reporting
-            before = progress.inserted
-            out = (rep.jitted if top else rep.nested)(*args, **kwargs)
-            if not rep.checked:  # the first call traced: did it insert a callback?
-                rep.checked = True
-                self._no_callbacks = progress.inserted == before
-            return out
+        if self._reporting is None:
+            self._reporting = _Reporting(self)
+        rep = self._reporting
+        before = progress.inserted
+        out = (rep.jitted if top else rep.nested)(*args, **kwargs)
+        if not rep.checked:  # the first call traced: did it insert a callback?
+            rep.checked = True
+            self._no_callbacks = progress.inserted == before
+        return out
 
     @property
     def serving(self) -> Callable:
@@ -289,8 +169,7 @@ class _Compiled:
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` of the top-level program that serves calls (:attr:`serving`)."""
-        with unbatched_lapack():
-            return self.serving.lower(*args, **kwargs)
+        return self.serving.lower(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_fun", "_kwargs", "_extra", "_fusion", "_jitted", "_nested", "options",

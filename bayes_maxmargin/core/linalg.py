@@ -23,7 +23,7 @@ from jax import lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.typing import ArrayLike
 
-from bayes_maxmargin.core.compilation import jit, unbatched_lapack
+from bayes_maxmargin.core.compilation import jit
 
 __all__ = ["CholeskyError", "LOG_2PI", "chol_solve", "cholesky_or_raise", "gaussian_log_density",
            "jittered_cholesky", "limit_blas_threads", "logdet_from_chol", "mvn_from_precision", "mvn_logpdf_chol",
@@ -40,11 +40,9 @@ def float_precision(x64: bool) -> Iterator[None]:
     ``jax.enable_x64`` for the duration only (the user's global setting is unchanged), and
     ``jax.default_matmul_precision("highest")``: on a GPU, JAX's default float32 product rounds its
     inputs to TF32 (a 10-bit mantissa), which a float32 fit must not inherit. Every fit and
-    prediction of the estimators runs inside it, with one LAPACK call per matrix of a stack
-    (:func:`~bayes_maxmargin.core.compilation.unbatched_lapack`: batched LAPACK calls can deadlock
-    XLA:CPU's thread pool).
+    prediction of the estimators runs inside it.
     """
-    with jax.enable_x64(x64), jax.default_matmul_precision("highest"), unbatched_lapack():
+    with jax.enable_x64(x64), jax.default_matmul_precision("highest"):
         yield
 
 
