@@ -70,7 +70,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from bayes_maxmargin.core import compilation
 from bayes_maxmargin.core.compilation import COMPILATION_CACHE_MAX_BYTES
-from bayes_maxmargin.core.io import atomic_path, write_config, write_json
+from bayes_maxmargin.core.io import NETCDF_ENGINE, atomic_path, write_config, write_json
 from bayes_maxmargin.persistence import save
 
 __all__ = ["COMPILATION_CACHE_MAX_BYTES", "SMOKE_INFERENCE", "main", "run", "smoke_inference", "use_compilation_cache"]
@@ -439,7 +439,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         metrics.update({f"kernel_{k}": float(v) for k, v in clf.kernel_params_.items() if np.ndim(v) == 0})
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(output_dir / "idata.nc") as tmp:
-        clf.idata_.to_netcdf(str(tmp), engine="h5netcdf")
+        clf.idata_.to_netcdf(str(tmp), engine=NETCDF_ENGINE)
     save(clf, output_dir / "model.bmm", overwrite=True)
     write_json(output_dir / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k}={v}" for k, v in metrics.items()))

@@ -70,11 +70,12 @@ def gaussian_draws(seed: int | np.random.Generator, mean: np.ndarray, *, sd: np.
     >>> bool(np.all(np.abs(draws.mean(axis=(0, 1)) - [1.0, -1.0]) < 4 * np.array([0.1, 2.0]) / 20))
     True
     """
+    from bayes_maxmargin.core.linalg import psd_sqrt
+
     rng = np.random.default_rng(seed)
     mean = np.asarray(mean, dtype=np.float64)
     if cov is not None:
-        values, vectors = np.linalg.eigh(np.asarray(cov, dtype=np.float64))
-        factor = vectors * np.sqrt(np.maximum(values, 0.0))
+        factor = psd_sqrt(cov)
         return mean + rng.standard_normal((*size, factor.shape[1])) @ factor.T
     return mean + np.asarray(sd, dtype=np.float64) * rng.standard_normal((*size, *mean.shape))
 
@@ -349,7 +350,7 @@ def mixing_problem(idata: xr.DataTree) -> MixingProblem | None:
     """
     post = idata.posterior
     chains, draws = int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 1))
-    if draws < 4 or "approximation" in post.attrs:
+    if draws < 4 or not has_draws(idata):
         return None
     worst_r, worst_e = None, None
     for var in post.data_vars:

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from bayes_maxmargin.core.io import NETCDF_ENGINE
+
 __all__ = ["FORMAT_VERSION", "MAX_BYTES", "InvalidModelFileError", "load", "register", "save"]
 
 FORMAT_NAME = "bayes_maxmargin.estimator"
@@ -70,8 +72,6 @@ _MAX_RATIO = 200
 _RATIO_FLOOR = 64 * 2**20
 #: The deepest nesting of values a manifest may have (estimators save a few levels).
 _MAX_DEPTH = 64
-#: The netCDF engine that writes and reads ``idata.nc`` (HDF5 through h5py; a declared dependency).
-NETCDF_ENGINE = "h5netcdf"
 
 
 class InvalidModelFileError(ValueError):

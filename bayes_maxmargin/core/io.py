@@ -12,7 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "write_config", "write_json", "write_text"]
+__all__ = ["NETCDF_ENGINE", "atomic_path", "write_config", "write_json", "write_text"]
+
+#: The netCDF engine that writes and reads ``idata.nc`` files (the DataTree of a fit, saved models'
+#: member, checkpoint draws; HDF5 through h5py, a declared dependency).
+NETCDF_ENGINE = "h5netcdf"
 
 
 def _temp_file(path: Path) -> Path:

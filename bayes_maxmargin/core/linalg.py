@@ -27,7 +27,15 @@ from bayes_maxmargin.core.compilation import jit
 
 __all__ = ["CholeskyError", "LOG_2PI", "chol_solve", "cholesky_or_raise", "gaussian_log_density",
            "jittered_cholesky", "limit_blas_threads", "logdet_from_chol", "mvn_from_precision", "mvn_logpdf_chol",
-           "sample_mvn_precision", "woodbury_logdet", "woodbury_solve"]
+           "psd_sqrt", "sample_mvn_precision", "woodbury_logdet", "woodbury_solve"]
+
+
+def psd_sqrt(cov: np.ndarray) -> np.ndarray:
+    """A factor F with F F' = ``cov`` (host, float64): the symmetric square root from the eigenvectors,
+    defined also for a singular (positive semi-definite) ``cov``, whose negative rounding eigenvalues
+    count as 0."""
+    values, vectors = np.linalg.eigh(np.asarray(cov, dtype=np.float64))
+    return vectors * np.sqrt(np.maximum(values, 0.0))
 
 #: log(2 pi), the normalising constant of every Gaussian density in the library.
 LOG_2PI = 1.8378770664093453

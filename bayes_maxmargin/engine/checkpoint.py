@@ -199,7 +199,7 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
     """The draws kept so far, (draw, chain, ...) per name, as ``idata.nc`` (atomically)."""
     import arviz as az
 
-    from bayes_maxmargin.core.io import atomic_path
+    from bayes_maxmargin.core.io import NETCDF_ENGINE, atomic_path
 
     if not kept or not next(iter(kept.values())).shape[0]:
         return
@@ -211,7 +211,7 @@ def write_draws(folder: Path, kept: dict[str, np.ndarray], iterations: int, comp
     for node in idata.subtree:
         node.attrs.update({"iterations_done": int(iterations), "complete": int(complete)})
     with atomic_path(Path(folder) / "idata.nc") as tmp:
-        idata.to_netcdf(str(tmp), engine="h5netcdf")
+        idata.to_netcdf(str(tmp), engine=NETCDF_ENGINE)
 
 
 #: Seconds a chunk running when a signal came may take to finish before the run stops without it

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from bayes_maxmargin.core.linalg import psd_sqrt
 from bayes_maxmargin.core.predict import gaussian_latent_moments, latent_moments_from_draws
 
 __all__ = ["CovariancePosterior", "DrawsPosterior", "LowRankPosterior", "PrecisionPosterior"]
@@ -63,8 +64,7 @@ class CovariancePosterior(NamedTuple):
 
     def sample(self, seed: int, size: tuple[int, ...]) -> np.ndarray:
         """Draws mean + cov^1/2 z, z ~ N(0, I) (the symmetric square root: cov may be singular)."""
-        vals, vecs = np.linalg.eigh(self.cov)
-        factor = vecs * np.sqrt(np.maximum(vals, 0.0))
+        factor = psd_sqrt(self.cov)
         return self.mean + np.random.default_rng(seed).standard_normal((*size, factor.shape[1])) @ factor.T
 
 
