@@ -38,12 +38,18 @@ Examples::
 launcher, one output folder per job.
 
 Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
-turns it off); Ctrl-C or SIGTERM stop the run at the end of its chunk and leave it and the draws so far
-(exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the signal ended).
+turns it off); Ctrl-C or SIGTERM stop the run at the end of its chunk, or 2 s after the signal, and leave
+the checkpoint and the draws so far (exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the
+signal ended; one line ``bmm: interrupted: ...`` says where ``resume=`` continues). Ctrl-C stops the other
+runs (one compiled program each) at once.
 
-Errors end in one line ``bmm: error: ...`` saying what to set, with exit status 2 (a wrong option or
-missing data) or 1 (a failed run); ``HYDRA_FULL_ERROR=1 bmm ...`` shows the traceback instead. The
-run's log (``<run folder>/cli.log``) records the steps of the run and every warning.
+Every argument of the estimators is an option: ``model.<name>``, ``inference.<name>`` (a dict or a list
+given whole, ``model.kernel_params={lengthscale:2.0}``), or the top-level ``precision``, ``seed`` and
+``progress_bar``. Errors end in one line ``bmm: error: ...`` saying what to set, with exit status 2 (an
+unknown group choice, option or value, listing the valid ones; an invalid value, naming the option; an
+output folder that cannot be written; missing data) or 1 (a failed run); ``HYDRA_FULL_ERROR=1 bmm ...``
+shows the traceback instead. The run's log (``<run folder>/cli.log``) records the steps of the run and every
+warning.
 
 Compiled programs are kept between runs in JAX's persistent compilation cache,
 ``~/.cache/bayes_maxmargin/jax`` by default (``compilation_cache=<folder>`` elsewhere,
@@ -54,6 +60,7 @@ the same shapes skips most of the compilation.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -117,7 +124,9 @@ class GPModelConfig:
 
     name: str = "gp"
     kernel: Optional[str] = None  # None: GPBSVM's default ("ard" for svi on >= 2000 rows, else "rbf")
-    kernel_params: dict[str, Any] | None = None
+    # Any, not dict | None: OmegaConf cannot merge a dict into a None of a typed Optional[Dict]; the estimator
+    # checks the value (model.kernel_params={lengthscale:2.0})
+    kernel_params: Any = None
     learn_kernel: Any = True
     kernel_prior_scale: float = 1.0
     gamma: float = 1.0
@@ -160,6 +169,7 @@ class EMConfig:
     name: str = "em"
     max_iter: int = 1000
     tol: float = 1e-10
+    solver: str = "interior_point"  # the hinge with gamma fixed: the QP solved exactly; fixed_point: the paper's EM
 
 
 @dataclass
@@ -310,8 +320,9 @@ def smoke_inference(inference: dict[str, Any]) -> dict[str, Any]:
 def _estimator(cfg: DictConfig):
     """The configured estimator. Options of the ``inference`` group that the model does not take
     (e.g. the linear sampler's ``overrelaxation`` under ``model=gp``) are dropped while they keep
-    their defaults, and are an error when set. Options left at None (``max_iter``, ``devices`` of
-    svi) are not passed: the estimator's own default applies."""
+    their defaults, and are an error when set. Options left at their default None (``max_iter``,
+    ``devices`` of svi) are not passed: the estimator's own default applies; an option set to null
+    whose default is a value (``inference.mlii_tol=null``) passes None."""
     from bayes_maxmargin.data.parameters import InvalidParameterError
     from bayes_maxmargin.estimators.gp import GPBSVM
     from bayes_maxmargin.estimators.linear import LinearBSVM
@@ -324,17 +335,18 @@ def _estimator(cfg: DictConfig):
     if isinstance(model.get("learn_kernel"), list):
         model["learn_kernel"] = tuple(model["learn_kernel"])
     name = inference.pop("name")
-    inference = {k: v for k, v in inference.items() if v is not None}
+    schema = INFERENCE[name]()
+    inference = {k: v for k, v in inference.items() if v is not None or getattr(schema, k) is not None}
     accepted = cls().get_params()
     for key in [k for k in inference if k not in accepted]:
-        if inference[key] != getattr(INFERENCE[name](), key):
+        if inference[key] != getattr(schema, key):
             raise InvalidParameterError(
                 f"inference.{key} does not apply to model={cfg.model.name} (its {cls.__name__} has no "
                 f"{key!r} option)"
             )
         del inference[key]
     if cfg.get("smoke", False):
-        inference = {k: v for k, v in smoke_inference(inference).items() if v is not None}
+        inference = smoke_inference(inference)
     return cls(
         inference=name,
         **model,
@@ -350,10 +362,14 @@ def _split(ds, cfg: DictConfig):
     import numpy as np
 
     from bayes_maxmargin.data import train_test_split_stratified
+    from bayes_maxmargin.data.parameters import InvalidParameterError
 
     rows = np.arange(len(ds.y))
     if cfg.data.use_given_split and ds.split is not None:
         return rows[ds.split == "train"], rows[ds.split != "train"]
+    size = cfg.data.test_size
+    if not 0 < size < 1:
+        raise InvalidParameterError(f"Invalid value for data.test_size: {size} (must be the test fraction, in (0, 1))")
     train, test, _, _ = train_test_split_stratified(rows, ds.y, test_size=cfg.data.test_size, random_state=cfg.seed)
     return train, test
 
@@ -554,9 +570,27 @@ def error_message(err: BaseException, experiment: str | None = None) -> tuple[st
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err, (InvalidParameterError, FileNotFoundError)):  # an option or a path to correct
         return text, 2
+    if isinstance(err, ValueError) and text.startswith("Invalid value for "):  # the library's checks of an option
+        return text, 2
     if isinstance(err, ValueError):  # invalid data or settings found during the run
         return text, 1
     return f"{type(err).__name__}: {text} (HYDRA_FULL_ERROR=1 shows the traceback)", 1
+
+
+def with_option(message: str, cfg: DictConfig) -> str:
+    """``message`` of an estimator's check of its parameter ``name`` ("Invalid value for name...",
+    "Invalid key ... in name ...") with the command-line option that sets it (``model.name``,
+    ``inference.name``, ``data.name`` or the top-level ``name``) appended."""
+    import re
+
+    found = re.match(r"Invalid (?:value for|key '[^']*' in) (\w+)(?![\w.])", message)
+    if found is None or cfg.get("experiment") is not None:
+        return message
+    name = found.group(1)
+    for group in ("model", "inference", "data"):
+        if name in (cfg.get(group) or {}):
+            return f"{message} [bmm option {group}.{name}]"
+    return f"{message} [bmm option {name}]" if name in cfg else message
 
 
 @hydra.main(version_base=None, config_path="configs", config_name="config")
@@ -564,8 +598,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)
     logging.captureWarnings(True)  # the library's warnings (MixingWarning, ...) reach cli.log
     output_dir = Path(HydraConfig.get().runtime.output_dir)
-    write_config(output_dir / "config.yaml", cfg)
     try:
+        write_config(output_dir / "config.yaml", cfg)
         use_compilation_cache(cfg.compilation_cache)
         _job(cfg, output_dir)
     except Exception as err:  # noqa: BLE001 - one line for the user; the traceback on request
@@ -573,6 +607,7 @@ def _hydra_main(cfg: DictConfig) -> None:
             raise
         experiment = cfg.experiment.get("name") if cfg.get("experiment") is not None else None
         message, status = error_message(err, experiment)
+        message = with_option(message, cfg)
         log.info("error: %s", message)
         log.debug("traceback of the error", exc_info=err)  # to cli.log only
         print(f"bmm: error: {message}", file=sys.stderr)
@@ -594,38 +629,155 @@ def _valid_keys(node: Any) -> list[str]:
     return sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
 
 
-def _precheck(overrides: list[str]) -> str | None:
-    """Compose the configuration once; on an unknown key, return a message listing the valid ones."""
-    from hydra import compose, initialize_config_module
-    from hydra.errors import ConfigCompositionException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+#: The flag after which ``bmm`` still checks its overrides before Hydra starts (every job of the sweep);
+#: with any other flag (``--help``, ``--cfg``, ...) Hydra reads them alone.
+MULTIRUN_FLAGS = ("-m", "--multirun")
+#: A sweep of more jobs than this is checked value by value (each swept value once, the other
+#: overrides at their first value), not job by job.
+CHECKED_JOBS = 64
 
-    with initialize_config_module("bayes_maxmargin.configs", version_base=None):
-        try:
-            compose(config_name="config", overrides=overrides)
+
+def _jobs(overrides: list[str], multirun: bool) -> list[list[str]] | None:
+    """The overrides of each job to check: ``overrides``, or for ``--multirun`` those of every job of
+    the sweep (:data:`CHECKED_JOBS`); None when a sweep is not a list of values (Hydra's own
+    message then)."""
+    if not multirun:
+        return [overrides]
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    choices = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices.append([f"{key}={override.get_value_element_as_str()}"])
+        elif override.is_discrete_sweep():
+            choices.append([f"{key}={value}" for value in override.sweep_string_iterator()])
+        else:
             return None
-        except (ConfigCompositionException, ConfigAttributeError, ConfigKeyError) as err:
-            cause = err.__cause__ or err
-            if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-                return None  # Hydra's own message (it lists the options of a config group)
-            key = str(getattr(cause, "full_key", "") or "")
-            base = compose(config_name="config", overrides=[o for o in overrides if not o.startswith(key)])
-            parent, _, leaf = key.rpartition(".")
+    if math.prod(len(c) for c in choices) <= CHECKED_JOBS:
+        return [list(job) for job in itertools.product(*choices)]
+    first = [c[0] for c in choices]
+    return [first[:i] + [value] + first[i + 1:] for i, c in enumerate(choices) for value in c]
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _override_of(overrides: list[str], key: str) -> str:
+    """The override that sets ``key`` (``+key=...`` too), or ``key`` itself."""
+    return next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
+
+
+def _composition_error(err: BaseException, overrides: list[str], compose_without) -> str:
+    """One line for an error of composing the configuration: the override, the value and the valid
+    choices where there is a list of them."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = err.__cause__ or err
+    if isinstance(err, MissingConfigException) and err.options is not None and err.missing_cfg_file:
+        group, _, value = str(err.missing_cfg_file).rpartition("/")
+        # the <model>_default options of `inference` only stand for the model's default inference
+        options = sorted(o for o in err.options if not o.endswith("_default"))
+        return (f"Unknown {group} '{value}' ({_override_of(overrides, group)}). Valid choices of {group}: "
+                f"{', '.join(options)}.")
+    if isinstance(err, OverrideParseException):
+        return (f"Cannot read the override '{err.override}': {_one_line(err.message)} (quote a value with "
+                "brackets, braces or spaces for the shell, e.g. model.kernel_params='{lengthscale: 2.0}').")
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        key = str(getattr(cause, "full_key", "") or "")
+        parent, _, leaf = key.rpartition(".")
+        try:
+            base = compose_without(key)
             node = OmegaConf.select(base, parent) if parent else base
-            valid = [k for k in _valid_keys(node) if k != "defaults"]
-            where = f"under '{parent}'" if parent else "at the top level"
-            return f"Unknown option '{key}'. Valid options {where}: {', '.join(valid)}."
+        except Exception:  # noqa: BLE001 - another override is wrong too: the key alone
+            return f"Unknown option '{key}'."
+        if not isinstance(node, DictConfig):  # e.g. model.kernel_params.lengthscale=2 while kernel_params is null
+            value = _override_of(overrides, key).partition("=")[2]
+            return (f"Unknown option '{key}': {parent} is one option, not a group; set it whole, e.g. "
+                    f"{parent}={{{leaf}:{value}}}.")
+        valid = [k for k in _valid_keys(node) if k != "defaults"]
+        where = f"under '{parent}'" if parent else "at the top level"
+        return f"Unknown option '{key}'. Valid options {where}: {', '.join(valid)}."
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        key = str(cause.full_key)
+        return f"Invalid value for {key} ({_override_of(overrides, key)}): {str(cause.msg).splitlines()[0]}."
+    return f"Cannot compose the configuration from {' '.join(overrides)}: {_one_line(err) or type(err).__name__}."
+
+
+def _folder_problem(option: str, folder: Any) -> str | None:
+    """What keeps ``bmm`` from writing its outputs to ``folder`` (the value of ``option``), or None.
+    Nothing is created: a temporary folder made and removed in its deepest existing parent tells
+    whether the folders can be created there."""
+    import tempfile
+
+    path = Path(str(folder)).expanduser().absolute()
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{option}={folder}: {parent} is a file, not a folder; set {option} to a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bmm-", dir=parent))
+    except OSError as err:
+        return (f"{option}={folder}: cannot create folders in {parent} ({err.strerror or err}); set {option} to a "
+                "folder you can write to")
+    return None
+
+
+def _precheck(overrides: list[str], multirun: bool = False) -> str | None:
+    """Compose the configuration of every job once; on an error, return one line for ``bmm: error:``:
+    an unknown option or group choice with the valid ones, an invalid value with the option, an
+    output folder that cannot be written."""
+    from hydra import compose, initialize_config_module
+
+    try:
+        jobs = _jobs(overrides, multirun)
+    except Exception as err:  # noqa: BLE001 - an unreadable override
+        return _composition_error(err, overrides, None)
+    if jobs is None:
+        return None
+    with initialize_config_module("bayes_maxmargin.configs", version_base=None):
+        for job in jobs:
+            try:
+                cfg = compose(config_name="config", overrides=job, return_hydra_config=True)
+            except Exception as err:  # noqa: BLE001 - any composition error is one line
+                return _composition_error(err, job, lambda key, job=job: compose(
+                    config_name="config", overrides=[o for o in job if not o.lstrip("+").startswith(key)]))
+            option = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+            try:
+                folder = OmegaConf.select(cfg, option, throw_on_resolution_failure=True)
+            except Exception:  # noqa: BLE001 - left to Hydra
+                continue
+            problem = _folder_problem(option, folder) if folder is not None else None
+            if problem:
+                return problem
+    return None
+
+
+def _exit_on_signal(signum: int) -> None:
+    """End the process as ``signum`` ends it (status 128 + signum in a shell), without the seconds of
+    the interpreter's shutdown: the logs and the standard streams flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def main() -> None:
     """Entry point of ``bmm``."""
     args = sys.argv[1:]
-    if not any(a.startswith("-") for a in args):
+    flags = [a for a in args if a.startswith("-")]
+    if all(f in MULTIRUN_FLAGS for f in flags):
         # "+group=option" overrides (e.g. +experiment=henao_table1) stay: without them the keys they
         # add (experiment.n_folds, ...) would read as unknown
-        message = _precheck([a for a in args if "=" in a and not a.startswith("~")])
+        message = _precheck([a for a in args if "=" in a and not a.startswith("~")], multirun=bool(flags))
         if message:
-            print(f"bmm: error: {message}", file=sys.stderr)
+            print(f"bmm: error: {_one_line(message)}", file=sys.stderr)
             sys.exit(2)
     from bayes_maxmargin.engine.checkpoint import Terminated
 
@@ -634,9 +786,10 @@ def main() -> None:
     except Terminated as stop:
         # the checkpoint and the draws are written: end as the signal ends a process (status 143 in
         # a shell), without the seconds of the interpreter's shutdown
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(stop.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), stop.signum)
+        _exit_on_signal(stop.signum)
         raise  # the signal is blocked: exit with 128 + its number
+    except KeyboardInterrupt as stop:
+        # Ctrl-C: one line (where a checkpointed run resumes), then end as SIGINT ends a process (130)
+        print(f"bmm: interrupted{': ' + _one_line(stop) if str(stop) else ''}", file=sys.stderr)
+        _exit_on_signal(signal.SIGINT)
+        raise

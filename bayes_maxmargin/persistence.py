@@ -19,12 +19,20 @@ other members.
 
 Loading rebuilds objects only from an explicit list of the library's own classes (estimators,
 kernel-parameter and state tuples, the label encoder); nothing in the file is executed, imported
-or unpickled. Sizes are checked as the zip's central directory and the ``.npy`` headers declare
-them, before anything is decompressed or allocated; repeated members, attribute names that would
-shadow a method, and fitted states that do not hang together (``_check_restored``) are refused.
-A damaged, foreign or tampered file fails with :class:`InvalidModelFileError` (a ValueError).
-Files are written atomically, through a temporary file of a unique name, and without ``overwrite``
-never replace an existing file (:func:`bayes_maxmargin.core.io.atomic_path`).
+or unpickled. Sizes are checked as the zip's end record and central directory and the ``.npy``
+headers declare them, before anything is decompressed or allocated (at most 16 members, compression
+ratios within 200 unless ``max_bytes`` is given); repeated members and attribute names that would
+shadow a method are refused. A file whose checksums vouch for contents that do not hang together is
+refused too: the fitted state is checked against the relations the fit computed it by (shapes
+against ``n_features_in_``, ``classes_`` and each other, finite values, one-vs-rest estimators against
+their positions and the stacked attributes, point estimates against the posterior and ``idata_``, the
+estimators' ``_check_restored``; :mod:`bayes_maxmargin.core.consistency`). A damaged, foreign or
+tampered file fails with :class:`InvalidModelFileError` (a ValueError) naming what disagrees. Sums and
+products of kernels are saved flat (in postfix order), however many terms they have; ``save``
+refuses a value nested deeper than ``load`` reads. Files are written atomically, through a temporary
+file of a short unique name, and without ``overwrite`` never replace an existing file
+(:func:`bayes_maxmargin.core.io.atomic_path`); the temporary files of saves killed while they wrote
+are removed by the next save in the folder.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import json
 import math
 import os
 import re
+import struct
 import tempfile
 import zipfile
 import zlib
@@ -67,9 +76,18 @@ _HEX_DIGITS = 64
 #: Default of :func:`load`'s ``max_bytes``: the most bytes a file's members may hold decompressed.
 MAX_BYTES = 4 * 2**30
 _MAX_MANIFEST_BYTES = 64 * 2**20
-#: Format-1 files (no recorded sizes): the largest compression ratio of a member beyond _RATIO_FLOOR bytes.
+#: The largest compression ratio of a member (of the file, of arrays.npz, or of the data in idata.nc) that
+#: holds more than _RATIO_FLOOR bytes decompressed, unless load's max_bytes is given (a trusted file): the
+#: arrays of a fit (floating point) compress a few-fold, a decompression bomb a thousandfold.
 _MAX_RATIO = 200
-_RATIO_FLOOR = 64 * 2**20
+_RATIO_FLOOR = 16 * 2**20
+#: The most members, and the longest central directory, that a file may declare before its directory
+#: is read: an estimator file has three members; a few foreign ones are read, to be named.
+_MAX_DIRECTORY_MEMBERS = 16
+_MAX_DIRECTORY_BYTES = 16 * 1024
+_END_RECORD = struct.Struct("<4s4H2LH")  # the zip's end of central directory record (no comment)
+_END_RECORD_64 = struct.Struct("<4sQ2H2L4Q")  # its zip64 form, and the locator that precedes the record
+_LOCATOR_64 = struct.Struct("<4sLQL")
 #: The deepest nesting of values a manifest may have (estimators save a few levels).
 _MAX_DEPTH = 64
 
@@ -193,6 +211,8 @@ class _Encoder:
                 raise TypeError(f"cannot save {where}: only one DataTree per estimator")
             self.idata = value
             return {"__idata__": "idata.nc"}
+        if isinstance(value, _binary_types()):
+            return {"__postfix__": self.postfix(value, where)}
         if isinstance(value, tuple) and hasattr(value, "_fields"):
             return {"__namedtuple__": _type_name(type(value)),
                     "fields": [self(v, f"{where}.{f}") for f, v in zip(value._fields, value)]}
@@ -204,6 +224,43 @@ class _Encoder:
         if type(value).__module__.startswith("bayes_maxmargin") and hasattr(value, "__dict__"):
             return {"__object__": _type_name(type(value)), "state": self(dict(vars(value)), where)}
         raise TypeError(f"cannot save {where}: values of type {type(value).__name__} are not supported")
+
+
+    def postfix(self, value: Any, where: str) -> list:
+        """A sum or product of kernels, or of their parameters, as its operands and operations in postfix
+        order: a flat list however deeply the expression nests (``k1 + k2 + ... + k40`` nests 39 sums)."""
+        kinds, items, stack = _binary_types(), [], [(value, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                items.append({"__node__": _type_name(type(node))})
+            elif type(node) in kinds:
+                stack.extend([(node, True), (node.k2, False), (node.k1, False)])
+            else:
+                items.append(self(node, f"{where} (a term)"))
+        return items
+
+
+def _binary_types() -> tuple[type, ...]:
+    """The kernels and parameter containers of two operands ``k1``, ``k2`` (sums and products), which
+    are saved in postfix order (:meth:`_Encoder.postfix`)."""
+    from bayes_maxmargin.core import kernels
+
+    return kernels.Sum, kernels.Product, kernels.SumParams, kernels.ProductParams
+
+
+def _nesting(node: Any) -> int:
+    """How deep the encoded value ``node`` nests, counted as :class:`_Decoder` counts (JSON objects)."""
+    deepest, stack = 0, [(node, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((v, depth) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth) for v in node)
+    return deepest
 
 
 class _Decoder:
@@ -241,6 +298,8 @@ class _Decoder:
             if not isinstance(fields, list) or len(fields) != len(getattr(cls, "_fields", ())):
                 raise InvalidModelFileError(f"malformed {cls.__name__} in the manifest: {str(node)[:80]}")
             return cls(*(self(v, depth) for v in fields))
+        if "__postfix__" in node:
+            return self._postfix(_sequence(node["__postfix__"]), depth)
         if "__list__" in node:
             return [self(v, depth) for v in _sequence(node["__list__"])]
         if "__tuple__" in node:
@@ -260,6 +319,28 @@ class _Decoder:
             obj.__dict__.update(state)
             return obj
         raise InvalidModelFileError(f"malformed value in the manifest: {str(node)[:80]}")
+
+    def _postfix(self, items: list, depth: int) -> Any:
+        """The sum or product of :meth:`_Encoder.postfix`: operands pushed, each operation applied to the
+        last two."""
+        from bayes_maxmargin.core.kernels import Kernel
+
+        stack: list = []
+        for item in items:
+            name = item.get("__node__") if isinstance(item, dict) and len(item) == 1 else None
+            if name is None:
+                stack.append(self(item, depth))
+                continue
+            cls = self._type(name)
+            operands = stack[-2:]
+            if cls not in _binary_types() or len(operands) != 2 or (
+                    issubclass(cls, Kernel) and not all(isinstance(k, Kernel) for k in operands)):
+                raise InvalidModelFileError(f"malformed sum or product in the manifest: {str(item)[:80]}")
+            del stack[-2:]
+            stack.append(cls(*operands))
+        if len(stack) != 1:
+            raise InvalidModelFileError(f"malformed sum or product in the manifest: {len(stack)} values left")
+        return stack[0]
 
     def _key(self, node: Any, depth: int) -> Any:
         key = self(node, depth)
@@ -343,7 +424,9 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
         Any estimator of this library.
     path : str or path-like
         The file to write (conventionally ``*.bmm``). It is written atomically, through a temporary
-        file of a unique name in the same folder.
+        file of a unique, short name in the same folder; the temporary files that saves killed while
+        they wrote (SIGKILL) left there are removed
+        (:func:`~bayes_maxmargin.core.io.remove_stale_temporaries`).
     overwrite : bool, default False
         Replace an existing file. Without it an existing file is never touched, also when another
         thread or process creates ``path`` while this one writes: the check and the publish are one
@@ -361,6 +444,9 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
         ``path`` exists and ``overwrite`` is False.
     TypeError
         ``estimator`` is not one of the library's estimators.
+    ValueError
+        A value nests deeper than a file may hold (more than 64 levels; sums and products of kernels
+        are saved flat, however many terms they have).
 
     Examples
     --------
@@ -377,7 +463,7 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     True
     """
     from bayes_maxmargin._version import __version__
-    from bayes_maxmargin.core.io import atomic_path
+    from bayes_maxmargin.core.io import atomic_path, remove_stale_temporaries
 
     cls_name = _type_name(type(estimator))
     path = Path(path).expanduser()
@@ -389,6 +475,11 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
     state = state_of() if state_of is not None else {
         k: v for k, v in vars(estimator).items() if k not in estimator.get_params(deep=False)}
     state = {k: enc(v, f"attribute {k!r}") for k, v in state.items()}
+    for kind, values in (("parameter", params), ("attribute", state)):
+        for k, v in values.items():
+            if _nesting(v) > _MAX_DEPTH:
+                raise ValueError(f"cannot save {kind} {k!r}: its value nests more than {_MAX_DEPTH} levels "
+                                 "deep, more than a saved file may hold")
     buf = io.BytesIO()
     np.savez(buf, allow_pickle=False, **enc.arrays)
     members = {"arrays.npz": buf.getvalue()}
@@ -408,6 +499,7 @@ def save(estimator: Any, path: str | os.PathLike, *, overwrite: bool = False) ->
         "sizes": {name: len(data) for name, data in members.items()},
     }
     body = json.dumps(manifest).encode("utf-8")
+    remove_stale_temporaries(path.parent)
     with atomic_path(path, overwrite=overwrite) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.comment = _FILE_CHECKSUM_PREFIX + b"0" * _HEX_DIGITS
@@ -423,9 +515,47 @@ def _damaged(path: Path, what: str) -> InvalidModelFileError:
     return InvalidModelFileError(f"{str(path)!r}: {what} (the file was modified or damaged)")
 
 
-def _members(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
+def _check_directory(path: Path, fh: Any) -> None:
+    """Refuse a file whose zip end record declares more members, or a longer central directory, than an
+    estimator file has: read from the end of the file before the directory itself (from which zipfile
+    would build an object for every member it declares). A file without an end record is left to
+    zipfile, which refuses it."""
+    end = fh.seek(0, os.SEEK_END)
+    fh.seek(max(end - _END_RECORD.size - 0xFFFF, 0))
+    tail = fh.read()
+    at = len(tail) - _END_RECORD.size
+    if tail[at:at + 4] != b"PK\x05\x06":
+        at = tail.rfind(b"PK\x05\x06", 0, max(at, 0))
+    if at < 0 or at + _END_RECORD.size > len(tail):
+        return
+    _, _, _, _, count, size, _, _ = _END_RECORD.unpack_from(tail, at)
+    locator = at - _LOCATOR_64.size
+    if (count == 0xFFFF or size == 0xFFFFFFFF) and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        offset = _LOCATOR_64.unpack_from(tail, locator)[2]
+        fh.seek(offset)
+        record = fh.read(_END_RECORD_64.size)
+        if len(record) != _END_RECORD_64.size or record[:4] != b"PK\x06\x06":
+            raise _damaged(path, "its zip64 end record is unreadable")
+        count, size = _END_RECORD_64.unpack(record)[7:9]
+    if count > _MAX_DIRECTORY_MEMBERS or size > _MAX_DIRECTORY_BYTES:
+        raise InvalidModelFileError(
+            f"{str(path)!r} is not a bayes_maxmargin estimator file: its zip directory declares {count} members "
+            f"in {size} bytes (an estimator file has {len(_MEMBERS)} at most)")
+
+
+def _check_ratio(path: Path, name: str, size: int, stored: int, ratio_limit: int | None) -> None:
+    """Refuse ``name``, ``size`` bytes decompressed from ``stored``, where that is beyond ``ratio_limit``
+    (None: no limit) and more than :data:`_RATIO_FLOOR` bytes."""
+    if ratio_limit and size > max(_RATIO_FLOOR, ratio_limit * stored):
+        raise InvalidModelFileError(
+            f"{str(path)!r}: {name} declares {size} bytes from {stored}, a compression ratio beyond {ratio_limit} "
+            "(a damaged file, or a decompression bomb); pass max_bytes to load(...) if the file is trusted")
+
+
+def _members(zf: zipfile.ZipFile, path: Path, max_bytes: int, ratio_limit: int | None) -> dict[str, zipfile.ZipInfo]:
     """The members of the file by name, from its central directory, checked before anything is read:
-    only the known names, each once, and declared sizes within ``max_bytes`` in all."""
+    only the known names, each once, declared sizes within ``max_bytes`` in all, and compression ratios
+    within ``ratio_limit`` (:func:`_check_ratio`)."""
     infos = zf.infolist()
     names = [info.filename for info in infos]
     unknown = sorted(set(names) - set(_MEMBERS))
@@ -445,6 +575,8 @@ def _members(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> dict[str, zipfi
         raise InvalidModelFileError(
             f"{str(path)!r}: its members declare {total} bytes in all, more than max_bytes={max_bytes}; pass a "
             "larger max_bytes to load(...) if the file is trusted and the model is that large")
+    for info in infos:
+        _check_ratio(path, info.filename, info.file_size, info.compress_size, ratio_limit)
     return by_name
 
 
@@ -458,10 +590,14 @@ def _hash_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
-    """A member's bytes, read in chunks: ``read()`` at once would let a damaged deflate stream inflate
-    to 2 GiB in one step before zipfile cuts it to the declared size."""
+    """A member's bytes, read in chunks into one growing buffer: ``read()`` at once would let a damaged
+    deflate stream inflate to 2 GiB in one step before zipfile cuts it to the declared size, and joining
+    the chunks would hold the member twice."""
+    out = io.BytesIO()
     with zf.open(info) as fh:
-        return b"".join(iter(lambda: fh.read(1 << 20), b""))
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            out.write(chunk)
+    return out.getvalue()
 
 
 def _read_manifest(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, sealed: bool) -> dict[str, Any]:
@@ -510,10 +646,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _verified_members(path: Path, zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo],
-                      manifest: dict[str, Any], ratio_limit: int | None) -> dict[str, bytes]:
+                      manifest: dict[str, Any]) -> dict[str, bytes]:
     """The bytes of the members other than the manifest, each checked against the manifest's SHA-256;
     first, before anything is decompressed, its size from the central directory against the manifest's
-    (format 2 on), or its compression ratio against ``ratio_limit`` (format 1, beyond 64 MiB)."""
+    (format 2 on; format-1 members are hashed as a stream before they are held in memory)."""
     infos = {name: info for name, info in infos.items() if name != "manifest.json"}
     if set(manifest["sha256"]) != set(infos):
         raise InvalidModelFileError(f"{str(path)!r}: its members {sorted(infos)} do not match the manifest")
@@ -527,11 +663,6 @@ def _verified_members(path: Path, zf: zipfile.ZipFile, infos: dict[str, zipfile.
             data = _read_member(zf, info)
             digest = _sha256(data)
         else:  # format 1: no recorded sizes; a member is hashed as a stream before it is held in memory
-            if ratio_limit and info.file_size > max(_RATIO_FLOOR, ratio_limit * info.compress_size):
-                raise InvalidModelFileError(
-                    f"{str(path)!r}: {name} declares {info.file_size} bytes from {info.compress_size}, a "
-                    f"compression ratio beyond {ratio_limit} (a damaged file, or a decompression bomb); pass "
-                    "max_bytes to load(...) if the file is trusted")
             digest = _hash_member(zf, info)
             data = None
         if digest != manifest["sha256"][name]:
@@ -551,6 +682,10 @@ def _read_arrays(path: Path, data: bytes, max_bytes: int) -> dict[str, np.ndarra
         names = [info.filename for info in infos]
         if len(set(names)) != len(names) or not all(name.endswith(".npy") for name in names):
             raise _damaged(path, "arrays.npz holds repeated or foreign members")
+        if len(infos) > 1 + len(data) // 64:  # each member takes 64 bytes of headers at least
+            raise _damaged(path, f"arrays.npz declares {len(infos)} members in {len(data)} bytes")
+        if any(info.compress_type != zipfile.ZIP_STORED for info in infos):  # numpy.savez stores them
+            raise _damaged(path, "arrays.npz holds compressed arrays, which no saved file holds")
         if sum(info.file_size for info in infos) > max_bytes:
             raise _damaged(path, f"arrays.npz declares more than max_bytes={max_bytes} bytes of arrays")
         for info in infos:
@@ -569,21 +704,32 @@ def _read_arrays(path: Path, data: bytes, max_bytes: int) -> dict[str, np.ndarra
     return arrays
 
 
-def _read_idata(path: Path, data: bytes, library_version: str) -> Any:
+def _read_idata(path: Path, data: bytes, library_version: str, max_bytes: int, ratio_limit: int | None) -> Any:
     """``idata.nc`` as ArviZ's DataTree (files of every format, InferenceData written by ArviZ 0.x
     included). A member that HDF5 cannot open is damaged; one that it opens but the installed xarray
-    cannot read is refused naming the versions, and a missing package is named."""
+    cannot read is refused naming the versions, and a missing package is named. The sizes of its
+    variables are checked before they are read: within ``max_bytes`` and within ``ratio_limit`` of the
+    member's size (a saved file neither compresses its variables nor leaves them unwritten)."""
     try:
         import xarray as xr
 
         with tempfile.TemporaryDirectory() as tmp:
             nc = Path(tmp) / "idata.nc"
             nc.write_bytes(data)
+            size = len(data)
+            del data
             try:
                 idata = xr.open_datatree(str(nc), engine=NETCDF_ENGINE)
-                idata.load()
-                idata.close()
-            except ImportError:
+                try:
+                    held = sum(var.nbytes for node in idata.subtree for var in node.variables.values())
+                    if held > max_bytes:
+                        raise _damaged(path, f"idata.nc declares {held} bytes of data, more than "
+                                             f"max_bytes={max_bytes}")
+                    _check_ratio(path, "idata.nc's data", held, size, ratio_limit)
+                    idata.load()
+                finally:
+                    idata.close()
+            except (InvalidModelFileError, ImportError):
                 raise
             except Exception as err:  # netCDF / HDF5 errors have no common base class
                 if not _opens_as_hdf5(nc):
@@ -632,9 +778,10 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
         The file.
     max_bytes : int, optional
         The most bytes the file's members may hold once decompressed (default :data:`MAX_BYTES`, 4 GiB).
-        Sizes are checked as the file declares them, before anything is decompressed. Files of format
-        version 1 record no sizes: by default their members may not inflate more than 200-fold beyond
-        64 MiB; passing ``max_bytes`` lifts that limit (for a trusted file).
+        Sizes are checked as the file declares them, before anything is decompressed. By default no
+        member (nor the data in ``idata.nc``) may inflate more than 200-fold beyond 16 MiB (the arrays of
+        a fit compress a few-fold, a decompression bomb a thousandfold); passing ``max_bytes`` lifts that
+        limit (for a trusted file).
 
     Raises
     ------
@@ -669,7 +816,7 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
         except (InvalidModelFileError, MemoryError, ImportError):
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, NotImplementedError, OSError,
-                RuntimeError) as err:
+                RuntimeError, struct.error) as err:
             if isinstance(err, RecursionError):
                 raise InvalidModelFileError(f"{str(path)!r}: the manifest nests values too deep") from None
             raise InvalidModelFileError(
@@ -680,15 +827,35 @@ def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
                 f"{str(path)!r}: the saved estimator cannot be rebuilt ({type(err).__name__}: {err})") from err
 
 
+def _check_sub_states(path: Path, cls: type, state: dict[str, Any], where: str = "") -> None:
+    """Refuse malformed sub-estimators in a saved ``state`` (the one-vs-rest ``estimators_`` of class
+    ``cls``, a FactorBSVM's second stage ``_stage2``, a LinearBSVM or GPBSVM; each saved as its parameters
+    and state), and attribute names of theirs that :func:`_check_attribute_names` refuses, at any depth."""
+    from bayes_maxmargin.estimators import GPBSVM, LinearBSVM
+
+    subs = [(f"one-vs-rest estimator {k}", f"{where}estimators_[{k}]", (cls,), sub)
+            for k, sub in enumerate(state.get("estimators_") or ())]
+    if isinstance(state.get("_stage2"), dict):
+        subs.append(("second stage", f"{where}_stage2", (LinearBSVM, GPBSVM), state["_stage2"]))
+    for what, name, classes, sub in subs:
+        if not isinstance(sub, dict) or set(sub) != {"params", "state"} or not isinstance(sub["state"], dict):
+            raise _damaged(path, f"malformed {what}" + (f" ({where[:-1]})" if where else ""))
+        for sub_cls in classes:
+            _check_attribute_names(sub_cls, sub["state"], f"{str(path)!r}: the saved {name}", fitted=True)
+        _check_sub_states(path, classes[0], sub["state"], f"{name}.")
+
+
 def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
+    ratio_limit = None if trusted else _MAX_RATIO
+    _check_directory(path, fh)
     with zipfile.ZipFile(fh) as zf:
-        infos = _members(zf, path, max_bytes)
+        infos = _members(zf, path, max_bytes, ratio_limit)
         sealed = _check_sealed(path, fh, zf.comment)
         manifest = _read_manifest(path, zf, infos["manifest.json"], sealed)
-        members = _verified_members(path, zf, infos, manifest, None if trusted else _MAX_RATIO)
-    arrays = _read_arrays(path, members["arrays.npz"], max_bytes)
-    idata = (_read_idata(path, members["idata.nc"], str(manifest["library_version"])) if "idata.nc" in members
-             else None)
+        members = _verified_members(path, zf, infos, manifest)
+    arrays = _read_arrays(path, members.pop("arrays.npz"), max_bytes)
+    idata = (_read_idata(path, members.pop("idata.nc"), str(manifest["library_version"]), max_bytes, ratio_limit)
+             if "idata.nc" in members else None)
     decode = _Decoder(arrays, idata)
     cls = decode._type(manifest["estimator"])
     if not hasattr(cls, "get_params"):
@@ -696,10 +863,7 @@ def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
     _check_attribute_names(cls, manifest["state"], f"{str(path)!r}: the saved {cls.__name__}", fitted=True)
     params = {k: decode(v) for k, v in manifest["params"].items()}
     state = {k: decode(v) for k, v in manifest["state"].items()}
-    for k, sub in enumerate(state.get("estimators_") or ()):
-        if not isinstance(sub, dict) or set(sub) != {"params", "state"} or not isinstance(sub["state"], dict):
-            raise _damaged(path, f"malformed one-vs-rest estimator {k}")
-        _check_attribute_names(cls, sub["state"], f"{str(path)!r}: the saved estimators_[{k}]", fitted=True)
+    _check_sub_states(path, cls, state)
     estimator = cls(**params)
     restore = getattr(estimator, "_restore_saved", None)
     if restore is not None:
@@ -713,17 +877,52 @@ def _load(path: Path, fh: Any, max_bytes: int, trusted: bool) -> Any:
     return estimator
 
 
+#: Fitted attributes that may hold NaN or infinities: traces of an objective, padded with NaN where runs
+#: of one-vs-rest problems differ in length, and the DataTree.
+_MAY_BE_NONFINITE = frozenset({"objective_", "log_z_", "elbo_", "elbo_steps_", "lower_bound_", "bound_", "idata_",
+                               "_idata_parts"})
+
+
+def _check_finite(est: Any) -> None:
+    """Raise ValueError naming the first fitted value (an array, or a float, at any depth of the state,
+    the posterior and the one-vs-rest estimators included) that is not finite, but in the traces of
+    :data:`_MAY_BE_NONFINITE`."""
+    params = set(est.get_params(deep=False)) if hasattr(est, "get_params") else set()
+    stack = [(v, k) for k, v in vars(est).items() if k not in _MAY_BE_NONFINITE and k not in params]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) or isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{where} holds non-finite values, where a fit holds finite ones")
+        elif not isinstance(value, np.ndarray) and hasattr(value, "dtype") and hasattr(value, "shape"):
+            stack.append((np.asarray(value), where))  # a NumPy scalar, a JAX array
+        elif isinstance(value, tuple) and hasattr(value, "_fields"):
+            stack.extend((v, f"{where}.{f}") for f, v in zip(value._fields, value))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, dict):
+            stack.extend((v, f"{where}[{k!r}]") for k, v in value.items())
+        elif hasattr(value, "get_params"):  # a one-vs-rest estimator: its fitted state
+            sub = value.get_params(deep=False)
+            stack.extend((v, f"{where}.{k}") for k, v in vars(value).items()
+                         if k not in _MAY_BE_NONFINITE and k not in sub)
+
+
 def _check_consistent(est: Any) -> None:
     """Raise ValueError where the fitted state of a loaded estimator does not hang together: the classes
-    against the label encoder, the one-vs-rest estimators and ``idata_``, the number of features against
-    the feature names and ``idata_``, the estimator's own checks (``_check_restored``), and a prediction
-    at two points of the right width, which must have the shapes ``classes_`` implies and be finite."""
+    (distinct, in the sorted order of a fit) against the label encoder, the one-vs-rest estimators and
+    ``idata_``, non-finite values (:func:`_check_finite`), the number of features against the feature
+    names and ``idata_``, and the estimator's own checks (``_check_restored``: its fitted attributes
+    against its posterior, :mod:`bayes_maxmargin.core.consistency`)."""
     if "classes_" not in vars(est):
         return
     classes, d = est.classes_, est.n_features_in_
     if not isinstance(classes, np.ndarray) or classes.ndim != 1 or len(classes) < 2 or len(np.unique(classes)) != len(
             classes):
         raise ValueError(f"classes_ {str(classes)[:80]} is not a list of two or more distinct labels")
+    if not np.array_equal(np.unique(classes), classes):  # the label encoders sort the labels
+        raise ValueError(f"classes_ {str(classes)[:80]} are not in sorted order, as a fit orders them")
+    _check_finite(est)
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
         raise ValueError(f"n_features_in_ {str(d)[:20]} is not a positive integer")
     names = getattr(est, "feature_names_in_", None)
@@ -741,6 +940,8 @@ def _check_consistent(est: Any) -> None:
         for coord, size in (("feature", d), ("class", len(classes))):
             if coord in posterior.coords and posterior.sizes[coord] != size:
                 raise ValueError(f"idata_ has {posterior.sizes[coord]} {coord} coordinates for {size}")
+        if "class" in posterior.coords and [str(c) for c in np.asarray(posterior["class"])] != [str(c) for c in classes]:
+            raise ValueError("idata_'s classes are not classes_ (another fit's idata_)")
     check = getattr(est, "_check_restored", None)
     if check is not None:
         check()

@@ -1,5 +1,5 @@
 """Saved estimator files of small fits and ways to damage or forge them, for the tests of damaged
-files (``test_file_fuzz.py``, ``test_red_team.py``)."""
+and forged files (``test_file_fuzz.py``, ``test_file_sense.py``, ``test_red_team.py``)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,14 @@ ESTIMATORS = {
     "projection": lambda: MaxMarginProjection(n_components=2, num_samples=5, num_warmup=5, random_state=0).fit(X, Y),
     "linear-multiclass": lambda: LinearBSVM(inference="em", max_iter=10).fit(X, Y3),
 }
-OTHER = {"linear-flipped": lambda: LinearBSVM(inference="em", max_iter=10).fit(X, 1 - Y)}
+OTHER = {
+    "linear-flipped": lambda: LinearBSVM(inference="em", max_iter=10).fit(X, 1 - Y),
+    "gp-flipped": lambda: GPBSVM(inference="vi", max_iter=5).fit(X, 1 - Y),
+    "gp-ecm": lambda: GPBSVM(inference="ecm", max_iter=10, learn_kernel=False).fit(X, Y),
+    "gp-ecm-flipped": lambda: GPBSVM(inference="ecm", max_iter=10, learn_kernel=False).fit(X, 1 - Y),
+    "gp-svi": lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=10, max_iter=20, random_state=0).fit(X, Y),
+    "gp-multiclass": lambda: GPBSVM(inference="ecm", max_iter=10, learn_kernel=False, random_state=0).fit(X, Y3),
+}
 
 
 @functools.cache
@@ -107,11 +114,24 @@ def inflating_member(size: int) -> bytes:
     return block * (size >> 20) + comp.flush()
 
 
-def with_inflated_member(data: bytes, name: str, size: int) -> bytes:
+def with_inflated_member(data: bytes, name: str, size: int, *, renewed: bool = False) -> bytes:
     """The file with member ``name`` replaced by ``size`` bytes of zeros, deflated, its size in the
-    zip headers true (its CRC-32 not); the manifest untouched (so its checksum still matches)."""
+    zip headers true (zip64 headers from 4 GiB). Without ``renewed`` its CRC-32 is not, and the manifest
+    is untouched (its checksum still matches); ``renewed``, the CRC-32, the manifest's SHA-256 and size
+    of the member and the file's checksum are all those of the zeros (a decompression bomb that every
+    checksum vouches for)."""
     members, comment = unzip(data)
     raw = inflating_member(size)
+    crc = 0
+    if renewed:
+        digest, block = hashlib.sha256(), bytes(1 << 20)
+        for _ in range(size >> 20):
+            digest.update(block)
+            crc = zlib.crc32(block, crc)
+        manifest = json.loads(members["manifest.json"])
+        manifest["sha256"][name], manifest["sizes"][name] = digest.hexdigest(), size
+        members["manifest.json"] = json.dumps(manifest).encode()
+        comment = _FILE_CHECKSUM_PREFIX + b"0" * _HEX_DIGITS
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.comment = comment
@@ -120,14 +140,14 @@ def with_inflated_member(data: bytes, name: str, size: int) -> bytes:
                 zf.writestr(n, b)
         info = zipfile.ZipInfo(name)
         info.compress_type = zipfile.ZIP_DEFLATED
-        info.file_size, info.compress_size, info.CRC = size, len(raw), 0
+        info.file_size, info.compress_size, info.CRC = size, len(raw), crc
         info.header_offset = buf.tell()
-        buf.write(info.FileHeader(zip64=False))
+        buf.write(info.FileHeader(zip64=size >= zipfile.ZIP64_LIMIT))
         buf.write(raw)
         zf.start_dir = buf.tell()
         zf.filelist.append(info)
         zf.NameToInfo[name] = info
-    return buf.getvalue()
+    return seal(buf.getvalue()) if renewed else buf.getvalue()
 
 
 def patched_sizes(data: bytes, name: str, size: int) -> bytes:
@@ -163,6 +183,42 @@ def edit_array(data: bytes, key: str, change) -> dict[int, bytes]:
     np.savez(buf, **arrays)
     return {version: forge(data, version=version, **{"arrays.npz": buf.getvalue()})
             for version in range(1, FORMAT_VERSION + 1)}
+
+
+def state_node(manifest: dict, *path):
+    """The encoded value at ``path`` of the manifest's state: a state entry, then fields of saved
+    NamedTuples and attributes of objects by name, dictionary entries by key, list entries by index
+    (``"estimators_", 0, "state", "_posterior", "X"``)."""
+    from bayes_maxmargin.persistence import _registry
+
+    node = manifest["state"][path[0]]
+    for step in path[1:]:
+        if "__object__" in node:  # a plain object: its attributes
+            node = node["state"]
+        if "__namedtuple__" in node:
+            node = node["fields"][_registry()[node["__namedtuple__"]]._fields.index(step)]
+        elif "__dict__" in node:
+            node = next(v for k, v in node["__dict__"] if k == step)
+        elif "__list__" in node or "__tuple__" in node:
+            node = node.get("__list__", node.get("__tuple__"))[step]
+        else:
+            raise KeyError(f"no {step!r} in {str(node)[:80]}")
+    return node
+
+
+def forge_arrays(data: bytes, changes: dict, version: int = FORMAT_VERSION, edit=None) -> bytes:
+    """The file in format ``version`` (every checksum renewed) with the arrays at the state paths of
+    ``changes`` (:func:`state_node`) replaced by ``change(array)``, and its manifest edited by ``edit``."""
+    members, _ = unzip(data)
+    manifest = json.loads(members["manifest.json"])
+    with np.load(io.BytesIO(members["arrays.npz"])) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    for path, change in changes.items():
+        node = state_node(manifest, *path)
+        arrays[node["__array__"]] = change(arrays[node["__array__"]])
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return forge(data, edit, version=version, **{"arrays.npz": buf.getvalue()})
 
 
 def meaning(data: bytes):

@@ -30,6 +30,20 @@ def test_buckets_cover_every_size_with_at_most_a_quarter_of_padding():
     assert bucket_rows(900) == bucket_rows(1000)
 
 
+def test_any_integer_is_a_row_count_and_anything_else_is_named():
+    """NumPy integers (a shape, a count from ``np.sum``) bucket as Python ints do; floats, strings and
+    bools raise a TypeError naming n, negative counts a ValueError."""
+    for kind in (np.int64, np.int32, np.uint16, int):
+        assert bucket_rows(kind(17)) == bucket_rows(17) == 20
+        assert type(bucket_rows(kind(1000))) is int
+    assert bucket_rows(0) == 16
+    for bad in (17.0, np.float64(17), "17", True, None):
+        with pytest.raises(TypeError, match=r"bucket_rows: n must be an integer number of rows, got"):
+            bucket_rows(bad)
+    with pytest.raises(ValueError, match=r"bucket_rows: n must be a number of rows >= 0, got -1"):
+        bucket_rows(np.int64(-1))
+
+
 def _problem(n, gamma0, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 3))

@@ -158,3 +158,30 @@ def test_svi_fit_resumes(make, tmp_path, monkeypatch):
     resumed = make().fit(X, Y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.elbo_, full.elbo_)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+
+
+def test_a_factor_fit_on_a_folder_another_process_holds_names_the_folder_and_process(tmp_path):
+    """Two processes resuming one FactorBSVM checkpoint folder: the second stops at once with a
+    CheckpointError (a ValueError) naming the folder and the process that holds it, before anything runs;
+    once that process ends, the folder is free."""
+    import subprocess
+    import sys
+
+    from bayes_maxmargin.engine.checkpoint import _folder_lock
+
+    folder = tmp_path / "ckpt"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from bayes_maxmargin.engine.checkpoint import _folder_lock\n"
+         f"with _folder_lock(Path({str(folder)!r})):\n    print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        factor = FactorBSVM(n_factors=1, num_samples=5, num_warmup=5, random_state=3)
+        with pytest.raises(CheckpointError, match=rf"folder {str(folder)!r} is in use by another fit "
+                                                  rf"\(process {holder.pid}\)"):
+            factor.fit(X, Y, resume=folder)
+    finally:
+        holder.communicate("", timeout=60)
+    with _folder_lock(folder):  # released with its holder
+        pass

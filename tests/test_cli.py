@@ -61,10 +61,46 @@ def test_em_on_a_shared_dataset(tmp_path):
     assert clf.inference == "em" and clf.coef_.shape == (1, 8)
 
 
-def test_unknown_group_option_lists_valid_ones(tmp_path, monkeypatch, capsys):
-    code, err = bmm_in_process("inference=variational", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
-    assert code != 0
-    assert "inference/variational" in err and all(name in err for name in ("em", "gibbs", "nuts", "vb"))
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bmm: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("inference=variational",), ["'variational' (inference=variational)", "ecm, em, fitc, gibbs, nuts, svi, vb, vi."]),
+    (("data=no_such_data",), ["'no_such_data' (data=no_such_data)", "acath, arcene", "wdbc, wisconsin."]),
+    (("model=unknown",), ["'unknown' (model=unknown)", "Valid choices of model: gp, linear."]),
+    (("+experiment=nope",), ["'nope' (+experiment=nope)", "henao_table1", "luts_simulation"]),
+    (("--multirun", "seed=0,1", "data=wdbc,nope"), ["'nope' (data=nope)", "susy_synthetic"]),
+    (("model.sigma=abc",), ["Invalid value for model.sigma (model.sigma=abc)", "'abc'"]),
+    (("model=gp", "model.kernel_params={lengthscale:"), ["'model.kernel_params={lengthscale:'", "quote"]),
+    (("model=gp", "model.kernel_params.lengthscale=2"), ["set it whole, e.g. model.kernel_params={lengthscale:2}"]),
+    (("seed=0,1",), ["seed=0,1", "--multirun"]),
+], ids=["inference", "data", "model", "experiment", "multirun", "type", "syntax", "dict-key", "sweep"])
+def test_a_wrong_choice_or_override_is_one_line_with_the_valid_ones(tmp_path, monkeypatch, capsys, args, expected):
+    """Before Hydra starts: exit status 2 and one `bmm: error:` line naming the value and, for a
+    config group, every choice it has (the inference group without its internal <model>_default)."""
+    code, err = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    line = _one_error_line(err)
+    assert code == 2
+    for text in expected:
+        assert text in line, line
+    assert "_default" not in line and not list(tmp_path.iterdir())  # no run folder either
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """hydra.run.dir (hydra.sweep.dir with --multirun) below a regular file, or where no folder can be
+    created (/proc): exit status 2, one line naming the option and the folder; nothing is created."""
+    (tmp_path / "a_file").write_text("")
+    cases = [(("hydra.run.dir=a_file/sub",),
+              f"hydra.run.dir=a_file/sub: {tmp_path / 'a_file'} is a file, not a folder"),
+             (("hydra.run.dir=/proc/x",), "hydra.run.dir=/proc/x: cannot create folders in /proc"),
+             (("-m", "hydra.sweep.dir=/proc/y", "inference=em,vb"), "hydra.sweep.dir=/proc/y: cannot create folders")]
+    for args, expected in cases:
+        code, err = bmm_in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+        assert code == 2 and expected in _one_error_line(err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
 def test_unknown_key_lists_valid_ones(tmp_path, monkeypatch, capsys):
@@ -356,3 +392,92 @@ def test_point_estimate_job_logs_and_skips_the_trace(tmp_path):
     log_text = (out / "cli.log").read_text()
     for text in ("data=wdbc: 398 training and 171 test rows", "fitting LinearBSVM", "fitted in", "metrics: error="):
         assert text in log_text, log_text
+
+
+# ---------------------------------------------------------------- every estimator option from the command line
+#: A value other than the default for every option of the model and inference schemas: the override's text
+#: and the estimator argument it must give (dicts and lists are given whole, in Hydra's syntax).
+OPTION_VALUES = {
+    "sigma": ("2.5", 2.5), "intercept_scale": ("null", None), "fit_intercept": ("false", False), "gamma": ("0.5", 0.5),
+    "gamma_prior": ("[3,2]", (3.0, 2.0)), "gamma0": ("0.1", 0.1), "prior": ("penalty", "penalty"),
+    "rho": ("0.05", 0.05),
+    "A_u": ("0.5", 0.5), "B_u": ("0.25", 0.25), "missing": ("model", "model"), "kernel": ("ard", "ard"),
+    "kernel_params": ("{lengthscale:2.0,amplitude:0.5}", {"lengthscale": 2.0, "amplitude": 0.5}),
+    "learn_kernel": ("[lengthscale]", ("lengthscale",)), "kernel_prior_scale": ("0.5", 0.5), "jitter": ("1e-5", 1e-5),
+    "calibrate": ("false", False), "num_samples": ("123", 123), "num_warmup": ("45", 45), "num_chains": ("3", 3),
+    "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
+    "solver": ("fixed_point", "fixed_point"), "accelerate": ("false", False), "mlii_every": ("5", 5),
+    "mlii_steps": ("3", 3), "mlii_tol": ("null", None), "optimizer": ("adam", "adam"), "learning_rate": ("0.1", 0.1),
+    "num_inducing": ("30", 30), "inducing": ("random", "random"), "optimize_inducing": ("false", False),
+    "batch_size": ("50", 50), "step_size": ("adaptive", "adaptive"), "devices": ("1", 1),
+}
+#: Estimator arguments set by top-level options (or the group choice) instead: the option and a value.
+TOP_LEVEL = {"inference": None, "precision": ("precision", "float32"), "random_state": ("seed", 5),
+             "progress_bar": ("progress_bar", False)}
+
+
+def test_every_estimator_option_can_be_set_from_the_command_line():
+    """Every argument of LinearBSVM and GPBSVM (each one documented in its docstring) is a model.*,
+    inference.* or top-level option, and each schema field reaches the estimator with the value set
+    (null where the default is a value: inference.mlii_tol=null is the paper's schedule)."""
+    from dataclasses import fields
+
+    from bayes_maxmargin import GPBSVM, LinearBSVM
+    from bayes_maxmargin.cli import INFERENCE, GPModelConfig, LinearModelConfig, _estimator
+
+    top = [f"{option}={str(value).lower()}" for option, value in filter(None, TOP_LEVEL.values())]
+    for model, cls, schema in (("linear", LinearBSVM, LinearModelConfig), ("gp", GPBSVM, GPModelConfig)):
+        accepted, reached = cls().get_params(), set()
+        for inference in (["gibbs", "em", "nuts", "vb", "svi"] if model == "linear" else
+                          ["ecm", "fitc", "gibbs", "nuts", "vi", "svi"]):
+            names = [f.name for f in fields(schema) if f.name != "name"]
+            names += [f.name for f in fields(INFERENCE[inference]) if f.name != "name" and f.name in accepted]
+            group = {f.name: "model" for f in fields(schema)}
+            overrides = [f"{group.get(n, 'inference')}.{n}={OPTION_VALUES[n][0]}" for n in names]
+            params = _estimator(_composed(f"model={model}", f"inference={inference}", *overrides, *top)).get_params()
+            for n in names:
+                assert params[n] == OPTION_VALUES[n][1], (model, inference, n, params[n])
+            assert params["inference"] == inference
+            assert all(params[arg] == value for arg, (_, value) in
+                       ((a, v) for a, v in TOP_LEVEL.items() if v is not None))
+            reached.update(names)
+        assert set(accepted) - reached == set(TOP_LEVEL), cls
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("model=gp", "inference=ecm", "model.kernel_params={lengthscale:-1.0}"),
+     "Invalid value for kernel_params['lengthscale']: -1.0 (must be a real number > 0.0) "
+     "[bmm option model.kernel_params]"),
+    (("model=gp", "inference=ecm", "model.kernel_params={foo:1}"), "Invalid key 'foo' in kernel_params"),
+    (("model=gp", "model.kernel=foo"), "Invalid value for kernel: 'foo'"),
+    (("model=gp", "inference=ecm", "model.learn_kernel=[foo]"), "[bmm option model.learn_kernel]"),
+    (("model.gamma_prior=[1]",), "[bmm option model.gamma_prior]"),
+    (("inference=em", "inference.solver=magic"), "Invalid value for solver: 'magic'"),
+    (("model=gp", "inference=svi", "inference.step_size=fast"), "[bmm option inference.step_size]"),
+    (("precision=float16",), "[bmm option precision]"),
+    (("data.test_size=1.5",), "Invalid value for data.test_size: 1.5"),
+], ids=["kernel_params", "kernel_params-key", "kernel", "learn_kernel", "gamma_prior", "solver", "step_size",
+        "precision", "test_size"])
+def test_an_invalid_value_is_an_option_error(tmp_path, args, expected):
+    """An invalid value that composes (the estimator or the loader finds it): exit status 2 and a
+    message naming the option, as _hydra_main prints it."""
+    from bayes_maxmargin.cli import error_message, run, with_option
+
+    cfg = _composed(*args, "plots=false", "progress_bar=false", "smoke=true")
+    with pytest.raises(ValueError) as info:
+        run(cfg, tmp_path)
+    message, status = error_message(info.value)
+    message = with_option(message, cfg)
+    assert status == 2 and expected in message and "\n" not in message, message
+
+
+def test_kernel_params_from_the_command_line():
+    """`bmm model=gp model.kernel_params={lengthscale:2.0}` (a dict set whole; ARD: a list) composes (the
+    check bmm runs before Hydra passes it) and reaches GPBSVM as given."""
+    from bayes_maxmargin.cli import _estimator, _precheck
+
+    for args, expected in [(("model.kernel_params={lengthscale:2.0}",), {"lengthscale": 2.0}),
+                           (("model.kernel=ard", "model.kernel_params={lengthscales:[1.0,2.0]}"),
+                            {"lengthscales": [1.0, 2.0]})]:
+        assert _precheck(["model=gp", *args]) is None
+        assert _estimator(_composed("model=gp", *args)).kernel_params == expected

@@ -196,6 +196,23 @@ def test_bad_composed_kernels_name_the_component_and_the_parameter(kernel, kerne
         bmm.GPBSVM(inference="ecm", kernel=kernel, **kw).fit(X, y)
 
 
+@pytest.mark.parametrize("estimator", ["gp", "factor"])
+@pytest.mark.parametrize("kernel", [ARD(lengthscales=(1.0, 2.0)), ARD(lengthscales=(1.0, 2.0)) + Constant()])
+def test_ard_length_scales_of_the_wrong_count_are_named_at_fit(estimator, kernel) -> None:
+    """An ARD kernel object with 2 length-scales for 3 inputs (GPBSVM: the 3 features; FactorBSVM: its
+    n_factors=3 factor scores): a ValueError naming the parameter, the count given and the count needed,
+    before anything is compiled (not NumPy's broadcasting error)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4 if estimator == "factor" else 3))
+    y = (X[:, 0] > 0).astype(int)
+    est = (bmm.GPBSVM(inference="ecm", kernel=kernel) if estimator == "gp"
+           else bmm.FactorBSVM(n_factors=3, kernel=kernel, classifier="gp"))
+    context = "" if estimator == "gp" else r".*the kernel acts on the n_factors=3 factor scores"
+    with pytest.raises(ValueError, match=r"lengthscales of ARD\(lengthscales=\(1\.0, 2\.0\)\): 2 length-scales for "
+                                         rf"3 input dimensions{context}"):
+        est.fit(X, y)
+
+
 def test_sum_params_is_a_saved_type() -> None:
     from bayes_maxmargin.persistence import _registry
 

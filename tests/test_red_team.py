@@ -321,13 +321,16 @@ def _refused_fast(path, content: bytes, message: str, max_bytes: int | None = No
 
 def test_a_member_inflating_to_1_gib_is_refused_before_it_is_inflated(tmp_path):
     """"A 1 MB file whose ``arrays.npz`` inflates to 1 GiB peaks at 2.3 GB and takes 50 s before
-    "checksum mismatch"": refused fast, in little memory, in format 2 (sizes in the manifest) and
-    format 1 (streamed through the checksum); a file over ``max_bytes`` likewise."""
+    "checksum mismatch"": refused fast, in little memory, by its compression ratio in every format; trusted
+    (``max_bytes`` given: no ratio limit), by the file's checksum, the sizes in the manifest (format 2 on) or
+    the checksum streamed (format 1); a file over ``max_bytes`` likewise."""
     data = saved_bytes("linear")
     bomb = with_inflated_member(data, "arrays.npz", 2**30)
     assert len(bomb) < 2 * 2**20
-    _refused_fast(tmp_path / "bomb.bmm", bomb, "file checksum mismatch")
-    _refused_fast(tmp_path / "sealed.bmm", seal(bomb), "declares 1073741824 bytes where the manifest records")
+    _refused_fast(tmp_path / "bomb.bmm", bomb, "compression ratio beyond 200")
+    _refused_fast(tmp_path / "trusted.bmm", bomb, "file checksum mismatch", max_bytes=2**31)
+    _refused_fast(tmp_path / "sealed.bmm", seal(bomb), "declares 1073741824 bytes where the manifest records",
+                  max_bytes=2**31)
     old_bomb = with_inflated_member(forge(data, version=1), "arrays.npz", 2**30)
     _refused_fast(tmp_path / "old.bmm", old_bomb, "compression ratio beyond 200")
     _refused_fast(tmp_path / "big.bmm", data, "more than max_bytes=1000", max_bytes=1000)
@@ -459,9 +462,12 @@ def test_dense_fit_that_does_not_fit_in_memory_is_refused(est, monkeypatch):
 
 
 def test_sparse_gp_fit_is_not_refused_for_memory(monkeypatch):
-    """The advice holds: ``inference="fitc"`` fits where the dense fits are refused."""
-    monkeypatch.setenv(MEMORY_ENV, "1e4")
+    """The advice holds: ``inference="fitc"`` fits where the dense fits are refused (100 kB: the 5 x 40
+    FITC matrices take 33 kB, the 40 x 40 ones of ECM 166 kB)."""
+    monkeypatch.setenv(MEMORY_ENV, "1e5")
     X, y = _data(40)
+    with pytest.raises(InsufficientMemoryError):
+        GPBSVM(inference="ecm").fit(X, y)
     est = GPBSVM(inference="fitc", num_inducing=5, max_iter=3, learn_kernel=False).fit(X, y)
     assert np.isfinite(est.predict_proba(X[:5])).all()
 

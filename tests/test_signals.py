@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.engine import mcmc
-from bayes_maxmargin.engine.checkpoint import CheckpointError, read_checkpoint
+from bayes_maxmargin.engine import checkpoint, mcmc
+from bayes_maxmargin.engine.checkpoint import CheckpointError, call_interruptibly, read_checkpoint
 from bayes_maxmargin.engine.chunks import shorter_length
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
@@ -149,7 +150,7 @@ def test_a_killed_fit_neither_blocks_nor_litters_its_folder(tmp_path):
     proc = _start("--checkpoint", str(folder), "--kill-in-write")
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert list(folder.glob(".checkpoint.npz.*.tmp"))
+    assert list(folder.glob(".bmm-*.tmp"))
     done = _run(checkpoint=folder)
     assert not list(folder.glob(".*.tmp"))
     assert read_checkpoint(folder).done == 30
@@ -228,3 +229,149 @@ def test_svi_stops_on_sigterm_and_does_not_depend_on_its_chunks(tmp_path, monkey
     resumed = make().fit(X, Y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.elbo_, full.elbo_)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+
+
+def _held_program(release: threading.Event):
+    """A compiled loop whose iterations wait for ``release`` in a host callback: like a program whose
+    loops report progress, it runs to its end inside the call that dispatches it."""
+
+    @jax.jit
+    def program(x):
+        def body(i, a):
+            jax.debug.callback(lambda: release.wait(30.0), ordered=False)
+            return a + 1.0
+
+        return jax.lax.fori_loop(0, 3, body, x)
+
+    return program
+
+
+def test_ctrl_c_stops_a_long_compiled_solver_at_once(monkeypatch):
+    """A fit's solver (ECM with ML-II, FITC, VI, EM, VB, NUTS) is one compiled program, a minute or more
+    on a few thousand rows. Called through call_interruptibly, as the estimators call them, Ctrl-C
+    raises KeyboardInterrupt at once, whether the program computes inside its call or not; the program
+    is abandoned (an exiting process does not wait for it) and runs on to its end. The call sees the
+    caller's JAX settings."""
+    monkeypatch.setitem(checkpoint._ABANDONED, "leaves", [])
+    release = threading.Event()
+    program = _held_program(release)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call_interruptibly(program, jnp.zeros(()))
+        stopped = time.monotonic() - t0
+        [abandoned] = checkpoint._ABANDONED["leaves"]
+        assert not abandoned.is_ready()
+    finally:
+        release.set()
+    # the signal comes after 0.5 s and is seen within one pause of the wait (POLL_S = 0.05 s); the rest
+    # is thread scheduling on a loaded machine. The program alone waits 3 x 30 s.
+    assert stopped < 1.5
+    deadline = time.monotonic() + 30
+    while not abandoned.is_ready() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert float(abandoned.result()) == 3.0
+    with jax.enable_x64(True):
+        assert call_interruptibly(jnp.zeros, 2).dtype == jnp.float64
+
+
+def test_a_chunk_computing_inside_its_call_stops_after_the_grace_time(tmp_path, monkeypatch):
+    """A Gibbs chunk whose program reports progress computes inside its call (a GP Gibbs chunk of 250
+    draws: minutes): the checkpointed run still stops STOP_GRACE_S after Ctrl-C, with the checkpoint
+    of the last finished chunk, and resumes from there to the draws of an uninterrupted run."""
+    monkeypatch.setattr(checkpoint, "STOP_GRACE_S", 0.3)
+    monkeypatch.setitem(checkpoint._ABANDONED, "leaves", [])
+    real, calls, sent, release = mcmc._run_chunk, [], [], threading.Event()
+
+    def chunk(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the second chunk computes inside the call until released
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+            release.wait(30.0)
+        return jax.block_until_ready(real(*args, **kwargs))
+
+    monkeypatch.setattr(mcmc, "_run_chunk", chunk)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="holds the run up to iteration 8: resume="):
+            _run(checkpoint=tmp_path)
+        waited = time.monotonic() - sent[0]
+    finally:
+        release.set()
+    # the grace time, then at most a pause of the wait and thread scheduling; without the worker
+    # thread the run would stop when the call returns, 30 s later
+    assert 0.3 <= waited < 2.0
+    assert read_checkpoint(tmp_path).done == 4
+    monkeypatch.setattr(mcmc, "_run_chunk", real)
+    np.testing.assert_array_equal(_run(resume=tmp_path).samples["coef"], _run().samples["coef"])
+
+
+def _bmm(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from bayes_maxmargin.cli import main; main()", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and text in path.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{text!r} never reached {path}: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.2)
+
+
+def _interrupt(proc: subprocess.Popen) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("bmm did not end within 120 s of Ctrl-C")
+    return time.perf_counter() - t0, err
+
+
+@pytest.mark.extended
+def test_ctrl_c_stops_a_gp_ecm_job_within_seconds(tmp_path):
+    """`bmm model=gp inference=ecm data=susy_synthetic data.n=3000`: ECM with ML-II on 2100 rows is one
+    compiled program of a minute or more (its ML-II steps alone 10-15 s each, without a progress
+    report); Ctrl-C while it computes ends the job within PROMPT_S, with SIGINT's status and one line.
+    (Before: 20-40 s, the rest of the program.)"""
+    out = tmp_path / "run"
+    proc = _bmm("model=gp", "inference=ecm", "data=susy_synthetic", "data.n=3000", "plots=false",
+                f"hydra.run.dir={out}", "compilation_cache=null", cwd=tmp_path)
+    _wait_for(out / "cli.log", "GPBSVM(ecm): started", proc)
+    time.sleep(8.0)  # into the program
+    elapsed, err = _interrupt(proc)
+    print(f"bmm ended {elapsed:.2f} s after Ctrl-C")
+    assert proc.returncode == -signal.SIGINT, err[-2000:]
+    assert elapsed < PROMPT_S
+    assert err.splitlines()[-1] == "bmm: interrupted" and "Traceback" not in err
+
+
+@pytest.mark.extended
+def test_ctrl_c_stops_a_gibbs_job_that_reports_progress_and_it_resumes(tmp_path):
+    """`bmm` (linear Gibbs, progress bar on: its chunks compute inside their calls) stopped by Ctrl-C
+    after its first checkpoint ends within PROMPT_S with one line saying where it resumes;
+    `resume=<run>/checkpoint` then completes the run."""
+    out = tmp_path / "run"
+    args = ("inference.num_samples=20000", "inference.num_warmup=100", "plots=false", "progress_bar=true",
+            "compilation_cache=null")
+    proc = _bmm(*args, f"hydra.run.dir={out}", cwd=tmp_path)
+    _wait_for(out / "cli.log", "LinearBSVM(gibbs): started", proc)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint" / "checkpoint.npz").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    elapsed, err = _interrupt(proc)
+    print(f"bmm ended {elapsed:.2f} s after Ctrl-C")
+    assert proc.returncode == -signal.SIGINT, err[-2000:]
+    assert elapsed < PROMPT_S
+    last = err.splitlines()[-1]
+    assert last.startswith("bmm: interrupted: stopped by SIGINT; the checkpoint in ") and "continues from there" in last
+    done = read_checkpoint(out / "checkpoint").done
+    assert 0 < done < 20100
+    again = _bmm(*args, f"resume={out / 'checkpoint'}", f"hydra.run.dir={tmp_path / 'resumed'}", cwd=tmp_path)
+    _, err = again.communicate(timeout=1200)
+    assert again.returncode == 0, err[-2000:]
+    assert az.from_netcdf(str(tmp_path / "resumed" / "idata.nc")).posterior["beta"].shape[:2] == (4, 20000)

@@ -28,7 +28,9 @@ from bayes_maxmargin.estimators import linear as linear_estimator
 from bayes_maxmargin.models.linear.em import linear_em
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, prior_precision
 from bayes_maxmargin.models.linear.posterior import LowRankPosterior, PrecisionPosterior
-from bayes_maxmargin.models.luts.vb import vb_gaussian
+from bayes_maxmargin.models.luts.gibbs import draw_inclusions, laplace_zero_conditional
+from bayes_maxmargin.models.luts.model import LutsHyper, MixedData
+from bayes_maxmargin.models.luts.vb import laplace_zero_posterior, q_posterior, vb_gaussian, vb_laplace_zero, vb_penalty
 
 from ._posterior import assert_posteriors_agree
 
@@ -378,3 +380,218 @@ def _record_mixing_checks(monkeypatch) -> list:
     checked, real = [], base.warn_if_not_mixed
     monkeypatch.setattr(base, "warn_if_not_mixed", lambda idata, owner: checked.append(idata) or real(idata, owner))
     return checked
+
+
+# ------------------------------------------------------------------ Luts & Ormerod models (Alg. 2-3, App. A-B)
+def _mixed(X, y, groups: int = 0):
+    """MixedData of Example 1 (X = 1, Z = the features) or, with ``groups``, Example 2 (X = [features, 1],
+    Z = indicators of ``groups`` groups)."""
+    n = X.shape[0]
+    if not groups:
+        return MixedData(jnp.ones((n, 1)), jnp.asarray(X), jnp.asarray(y))
+    Z = np.eye(groups)[np.arange(n) % groups]
+    return MixedData(jnp.asarray(np.hstack([X, np.ones((n, 1))])), jnp.asarray(Z), jnp.asarray(y))
+
+
+def _luts_hyper(sigma_beta2=100.0, rho=0.1):
+    return LutsHyper(*(jnp.asarray(v, jnp.float64) for v in (sigma_beta2, 0.01, 0.01, rho)))
+
+
+def _rounding_tolerance(cond: float) -> float:
+    """The two forms run the same sweeps and differ by rounding: each sweep's solves carry a relative
+    error of about cond(P) eps (P the p x p precision), and the sweeps contract towards their fixed
+    point, so the gap stays within a small multiple of it; 1e3 cond(P) eps is that with room."""
+    return 1e3 * cond * np.finfo(np.float64).eps
+
+
+@pytest.mark.parametrize("groups", [0, 3], ids=["penalty", "random-intercept"])
+def test_penalty_vb_sweeps_agree(x64, groups):
+    """Algorithm 2 in both forms (n = 15, p + m = 61 or 64): the same bound after every sweep, the same
+    q(beta, u) and chi at the end, and the same covariance."""
+    X, y = _problem(15, 60)
+    data = _mixed(X, y, groups)
+    hyper = _luts_hyper(np.r_[np.ones(60), 100.0] if groups else 100.0)
+    a, b = (vb_penalty(data, hyper, -1.0, max_iter=150, wide=w) for w in (False, True))
+    L = np.asarray(a.state.prec_chol)
+    cond = np.linalg.cond(L @ L.T)
+    assert cond < 1e3
+    tol = _rounding_tolerance(cond)
+    np.testing.assert_allclose(b.lower_bound, a.lower_bound, rtol=tol)
+    np.testing.assert_allclose(b.state.mean, a.state.mean, rtol=tol, atol=tol * np.abs(a.state.mean).max())
+    np.testing.assert_allclose(b.state.chi, a.state.chi, rtol=tol)
+    np.testing.assert_allclose(b.state.B_sigma, a.state.B_sigma, rtol=tol)
+    dense, wide = q_posterior(a.state), q_posterior(b.state)
+    assert isinstance(wide, LowRankPosterior)
+    np.testing.assert_allclose(wide.cov, dense.cov, rtol=tol, atol=tol * np.abs(dense.cov).max())
+
+
+def test_laplace_zero_vb_sweeps_agree(x64):
+    """Algorithm 3 in both forms (n = 15, p + m = 61): the same bound after every sweep (the m x m
+    matrix (Z'WZ) o Omega_q(v) of steps 6-7 replaced by running n x n sums), the same q at the end,
+    and the same effective posterior of mu_q(gamma~) * (beta, v) (diagonal minus low rank)."""
+    X, y = _problem(15, 60)
+    data, hyper = _mixed(X, y), _luts_hyper(rho=0.1)
+    a, b = (vb_laplace_zero(data, hyper, None, -1.0, max_iter=150, wide=w) for w in (False, True))
+    cond = np.linalg.cond(np.asarray(a.state.cov))
+    assert cond < 1e3
+    tol = _rounding_tolerance(cond)
+    np.testing.assert_allclose(b.lower_bound, a.lower_bound, rtol=tol)
+    g = np.asarray(a.state.mu_gamma)
+    assert g.min() < 1e-3 and g.max() > 0.5  # features in and out of the model
+    np.testing.assert_allclose(b.state.mu_gamma, g, rtol=tol, atol=tol * 1e-3)
+    for name in ("mean", "chi", "mu_b", "B_sigma"):
+        np.testing.assert_allclose(getattr(b.state, name), getattr(a.state, name), rtol=tol,
+                                   atol=tol * np.abs(getattr(a.state, name)).max())
+    dense, wide = laplace_zero_posterior(a.state), laplace_zero_posterior(b.state)
+    assert isinstance(wide, LowRankPosterior)
+    np.testing.assert_allclose(wide.mean, dense.mean, rtol=tol, atol=tol * np.abs(dense.mean).max())
+    np.testing.assert_allclose(wide.cov, dense.cov, rtol=tol, atol=tol * np.abs(dense.cov).max())
+
+
+def test_laplace_zero_gibbs_conditional_agrees(x64):
+    """Appendix B's (beta, v) | rest in both forms, for indicators with excluded features (whose v_k keep
+    their prior): the same mean and covariance (the n-dimensional form drawn by Bhattacharya et al.'s
+    exact algorithm, whose moments test_wide_draws_have_the_conditional_moments checks)."""
+    X, y = _problem(15, 60)
+    rng = np.random.default_rng(4)
+    C = jnp.asarray(np.hstack([np.ones((15, 1)), X]))
+    gamma = jnp.asarray((rng.random(60) < 0.4).astype(float))
+    inv_lam = jnp.asarray(rng.gamma(1.0, 2.0, size=15))
+    prec = jnp.asarray(np.r_[0.01, rng.gamma(2.0, 1.0, size=60)])
+    full, wide = (laplace_zero_conditional(C, jnp.asarray(y), gamma, inv_lam, prec, w) for w in (False, True))
+    L = np.asarray(full.prec_chol)
+    cov = np.linalg.inv(L @ L.T)
+    tol = _rounding_tolerance(np.linalg.cond(L @ L.T))
+    np.testing.assert_allclose(wide.mean, full.mean, rtol=tol, atol=tol * np.abs(full.mean).max())
+    np.testing.assert_allclose(LowRankPosterior.from_conditional(wide).cov, cov, rtol=tol, atol=tol * np.abs(cov).max())
+    out = np.flatnonzero(np.asarray(gamma) == 0)
+    np.testing.assert_allclose(np.diag(cov)[1 + out], 1.0 / np.asarray(prec)[1 + out], rtol=tol)
+
+
+def test_laplace_zero_inclusion_sweep_is_the_sequential_gibbs_update(x64):
+    """draw_inclusions (O(n m), a running n-vector) makes the draws of the sequential update written with
+    the m x m matrix Z' diag(a^-1) Z, with the uniforms of jax.random.bernoulli(fold_in(key, k), .)."""
+    X, y = _problem(12, 40, seed=2)
+    data = _mixed(X, y)
+    rng = np.random.default_rng(5)
+    gamma, v = jnp.asarray((rng.random(40) < 0.5).astype(float)), jnp.asarray(rng.normal(size=40))
+    inv_lam, fixed, rho = jnp.asarray(rng.gamma(1.0, 1.0, size=12)), jnp.asarray(rng.normal(size=12)), 0.3
+    key = jax.random.PRNGKey(7)
+    got = np.asarray(draw_inclusions(key, gamma, v, fixed, data, inv_lam, jnp.asarray(rho)))
+    Z, W = X, np.asarray(inv_lam)
+    G = Z.T @ (Z * W[:, None])
+    u = [float(jax.random.uniform(jax.random.fold_in(key, k), (), jnp.float64)) for k in range(40)]
+    g = np.asarray(gamma).copy()
+    for k in range(40):
+        others = G[k] @ (g * np.asarray(v)) - G[k, k] * g[k] * v[k]
+        eta = (np.log(rho / (1 - rho)) - 0.5 * G[k, k] * v[k] ** 2 + v[k] * Z[:, k] @ (y * (1 + W))
+               - v[k] * (Z[:, k] @ (W * np.asarray(fixed)) + others))
+        g[k] = float(u[k] < 1.0 / (1.0 + np.exp(-eta)))
+    np.testing.assert_array_equal(got, g)
+    assert 0 < got.sum() < 40
+
+
+LUTS_PRIORS = {"penalty": dict(prior="penalty"), "laplace_zero": dict(prior="laplace_zero", rho=0.3),
+               "random-intercept": dict()}
+
+
+def _luts_fit(monkeypatch, wide: bool | None, X, y, name: str, **kwargs):
+    groups = np.arange(X.shape[0]) % 3 if name == "random-intercept" else None
+    if wide is not None:
+        monkeypatch.setattr(linear_estimator, "use_wide_form", lambda n, p, prec: wide)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = LinearBSVM(progress_bar=False, random_state=0, **LUTS_PRIORS[name], **kwargs).fit(X, y, groups=groups)
+    return est, groups
+
+
+@pytest.mark.parametrize("name", list(LUTS_PRIORS))
+def test_luts_vb_estimator_forms_agree_and_save(monkeypatch, tmp_path, name):
+    """The estimator's wide VB fit of every Luts & Ormerod prior: a LowRankPosterior (no coef_cov_), the
+    coefficients and predictions of the p-dimensional fit, and a saved file that predicts the same."""
+    X, y = _problem(12, 30)
+    Xt = np.random.default_rng(5).normal(size=(6, 30))
+    kw = dict(inference="vb", max_iter=60, accelerate=False, tol=0.0)
+    (full, groups), (wide, _) = (_luts_fit(monkeypatch, w, X, y, name, **kw) for w in (False, True))
+    assert isinstance(wide._posterior, LowRankPosterior) and not hasattr(wide, "coef_cov_")
+    assert hasattr(full, "coef_cov_")
+    gt = None if groups is None else groups[:6]
+    # the same 60 sweeps up to rounding (test_penalty_vb_sweeps_agree: cond(P) < 1e3, gap <= 1e3 cond eps)
+    np.testing.assert_allclose(wide.coef_, full.coef_, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(wide.lower_bound_, full.lower_bound_, rtol=1e-9)
+    for a, b in zip(wide.predict_latent(Xt, gt), full.predict_latent(Xt, gt)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    bmm.save(wide, tmp_path / "wide.bmm")
+    loaded = bmm.load(tmp_path / "wide.bmm")
+    np.testing.assert_array_equal(loaded.predict_proba(Xt, gt), wide.predict_proba(Xt, gt))
+
+
+def _record_wide_form_answers(monkeypatch) -> list:
+    """(n, p, answer) of every use_wide_form call of the estimator, in order."""
+    answers, real = [], linear_estimator.use_wide_form
+    monkeypatch.setattr(linear_estimator, "use_wide_form",
+                        lambda n, p, prec: answers.append((n, p, real(n, p, prec))) or answers[-1][2])
+    return answers
+
+
+@pytest.mark.parametrize("name", list(LUTS_PRIORS))
+def test_luts_gibbs_wide_fit_predicts_and_saves(monkeypatch, tmp_path, name):
+    """A short Gibbs fit of every Luts & Ormerod prior with one coefficient more than points (13 for 12,
+    features, intercept and random intercepts counted; use_wide_form, the rule of every linear fit,
+    picks the n-dimensional form) predicts, checks the mixing of what its chains move (row-space
+    coordinates, intercept, sigma_u^2, the model size), and its saved file predicts the same."""
+    groups = name == "random-intercept"
+    X, y = _problem(12, 9 if groups else 12, seed=1)
+    Xt = np.random.default_rng(6).normal(size=(5, X.shape[1]))
+    checked, answers = _record_mixing_checks(monkeypatch), _record_wide_form_answers(monkeypatch)
+    est, groups = _luts_fit(monkeypatch, None, X, y, name, inference="gibbs", num_warmup=20, num_samples=10,
+                            num_chains=2)
+    assert answers == [(12, 13, True)]
+    expected = {"coef_row_space", "intercept", "sigma_u2"} | (
+        {"model_size"} if name == "laplace_zero" else {"random_effects"} if groups is not None else set())
+    assert set(checked[-1].posterior.data_vars) == expected
+    assert checked[-1].posterior["coef_row_space"].shape == (2, 10, X.shape[1])  # rank min(n, d) = d
+    gt = None if groups is None else groups[:5]
+    m, v = est.predict_latent(Xt, gt)
+    assert np.all(np.isfinite(m)) and np.all(v > 0)
+    bmm.save(est, tmp_path / "wide.bmm")
+    np.testing.assert_array_equal(bmm.load(tmp_path / "wide.bmm").predict_proba(Xt, gt), est.predict_proba(Xt, gt))
+
+
+@pytest.mark.parametrize("name", list(LUTS_PRIORS))
+def test_luts_vb_at_as_many_coefficients_as_points_is_p_dimensional(monkeypatch, name):
+    """The other side of the rule: 12 coefficients for 12 points keep the p-dimensional form (VB)."""
+    X, y = _problem(12, 8 if name == "random-intercept" else 11, seed=1)
+    answers = _record_wide_form_answers(monkeypatch)
+    est, _ = _luts_fit(monkeypatch, None, X, y, name, inference="vb", max_iter=3)
+    assert answers == [(12, 12, False)] and hasattr(est, "coef_cov_")
+
+
+@pytest.mark.extended
+def test_laplace_zero_gibbs_posteriors_agree(monkeypatch):
+    """The Appendix B sampler in both forms (n = 15, p = 60): the same posterior of the effective
+    coefficients, the intercept and sigma_u^2 (means within 4 Monte Carlo standard errors) and of the
+    inclusion indicators."""
+    X, y = _problem(15, 60, seed=1)
+    kw = dict(inference="gibbs", prior="laplace_zero", rho=0.3, A_u=2.0, B_u=2.0, num_samples=3000,
+              num_warmup=500, num_chains=4)
+    fits = [_fit_in_form(monkeypatch, w, X, y, **kw) for w in (False, True)]
+    assert not np.array_equal(fits[0].coef_, fits[1].coef_)
+    sa, sb = (az.summary(f.idata_, var_names=["beta", "intercept", "sigma_u2", "inclusion"], round_to="none")
+              for f in fits)
+    z_mean = np.abs(sa["mean"] - sb["mean"]) / np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2)
+    assert (z_mean < 4).all(), z_mean.max()
+
+
+def test_low_rank_posterior_draws_with_a_zero_variance():
+    """A Laplace-zero feature with mu_q(gamma) = 0 has an effective coefficient fixed at 0 (diagonal and
+    low-rank column 0): its draws are exactly its mean, the others keep their covariance."""
+    rng = np.random.default_rng(8)
+    half = rng.normal(size=(3, 6)) * 0.3
+    half[:, 2] = 0.0
+    post = LowRankPosterior(rng.normal(size=6), np.r_[1.0, 2.0, 0.0, 1.5, 1.0, 3.0], half)
+    draws = post.sample(0, (20000,))
+    assert np.all(draws[:, 2] == post.mean[2])
+    # a sample covariance of 20000 draws has a standard error of at most sqrt(2 * 3^2 / 20000) = 0.03
+    # (3 the largest variance): 4 of them
+    np.testing.assert_allclose(np.cov(draws.T), post.cov, atol=0.12)

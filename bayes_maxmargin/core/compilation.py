@@ -43,6 +43,7 @@ same shapes skips most of the compilation.
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import tempfile
 import warnings
@@ -214,7 +215,7 @@ class CompilationCacheWarning(UserWarning):
 BUCKET_STEPS = 4
 
 
-def bucket_rows(n: int) -> int:
+def bucket_rows(n: int | np.integer) -> int:
     """The row count that ``n`` rows are padded to, so that fits of nearby sizes share one program.
 
     The buckets are 16, then ``BUCKET_STEPS`` per doubling: 2^k (1 + j / BUCKET_STEPS), e.g. 640,
@@ -227,7 +228,15 @@ def bucket_rows(n: int) -> int:
     >>> from bayes_maxmargin.core.compilation import bucket_rows
     >>> [bucket_rows(n) for n in (10, 17, 100, 900, 1000, 1025)]
     [16, 20, 112, 1024, 1024, 1280]
+
+    ``n`` is any integer >= 0 (a Python or NumPy integer); anything else raises a TypeError (not an
+    integer) or ValueError (negative) naming it.
     """
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"bucket_rows: n must be an integer number of rows, got {n!r} of type {type(n).__name__}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"bucket_rows: n must be a number of rows >= 0, got {n}")
     if n <= 16:
         return 16
     step = 2 ** max((n - 1).bit_length() - 1, 0) // BUCKET_STEPS  # a quarter of the doubling below n

@@ -1,21 +1,27 @@
-"""Memory check before a fit allocates dense N x N matrices.
+"""Memory check before a fit allocates its large matrices.
 
 The full-GP inference methods hold the kernel matrix, its Cholesky factor and a few more N x N
 working matrices; at N = 30 000 a single float64 N x N matrix takes 7.2 GB. :func:`check_dense_memory`
 compares the estimate with the memory the operating system reports as available and refuses the fit
 with advice (a sparse method, the largest N that fits) before anything is allocated, rather than
-letting the machine swap or the factorisation run for minutes.
+letting the machine swap or the factorisation run for minutes. The inducing-point and basis-function
+fits hold N x M and M x M matrices instead (M inducing points or basis vectors, also batch x M):
+:func:`check_memory` refuses those from the sum of their sizes (:func:`matrix_bytes`), naming the size
+parameters to lower. The K problems of a one-vs-rest fit run together in one program: every estimate
+is per problem and counted K times (``classes``).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MEMORY_ENV", "InsufficientMemoryError", "available_memory", "check_dense_memory", "largest_n"]
+__all__ = ["MEMORY_ENV", "InsufficientMemoryError", "available_memory", "check_dense_memory", "check_memory",
+           "largest_n", "matrix_bytes"]
 
 #: Environment variable overriding the available memory, in bytes (for tests, or to leave room for
 #: other processes).
@@ -60,7 +66,7 @@ def largest_n(available: int, itemsize: int, n_buffers: int) -> int:
 
 
 def check_dense_memory(
-    n: int, dtype: Any, n_buffers: int, *, what: str, advice: str, available: int | None = None
+    n: int, dtype: Any, n_buffers: int, *, what: str, advice: str, available: int | None = None, classes: int = 1
 ) -> None:
     """Refuse a computation whose ``n_buffers`` dense ``n`` x ``n`` matrices would not fit in memory.
 
@@ -71,13 +77,16 @@ def check_dense_memory(
     dtype : numpy dtype
         Floating dtype of the matrices.
     n_buffers : int
-        How many N x N matrices the computation holds at its peak.
+        How many N x N matrices the computation holds at its peak, per problem.
     what : str
         What is being computed, for the message (e.g. ``"GPBSVM(inference='ecm')"``).
     advice : str
         What to do instead, for the message (e.g. ``"use inference='fitc' or 'svi'"``).
     available : int or None, default=None
         Available bytes; None asks :func:`available_memory`.
+    classes : int, default=1
+        Problems computed together (the K classes of a one-vs-rest fit, one program), each with its
+        ``n_buffers`` matrices.
 
     Raises
     ------
@@ -85,13 +94,57 @@ def check_dense_memory(
         Naming the estimate, the available memory, the largest N that fits, and ``advice``.
     """
     itemsize = np.dtype(dtype).itemsize
-    need = int(n) ** 2 * itemsize * int(n_buffers)
+    buffers = int(n_buffers) * max(int(classes), 1)
+    need = int(n) ** 2 * itemsize * buffers
     have = available_memory() if available is None else int(available)
     if need <= have:
         return
+    per = f" ({n_buffers} for each of the {classes} one-vs-rest classes, fitted together)" if classes > 1 else ""
     raise InsufficientMemoryError(
-        f"{what} on N = {n} training points needs about {need / 1e9:.3g} GB for its {n_buffers} dense N x N "
-        f"{np.dtype(dtype)} matrices, but only {have / 1e9:.3g} GB of memory is available; {advice}, or fit on at "
-        f"most N = {largest_n(have, itemsize, n_buffers)} points (set {MEMORY_ENV} to override the available "
+        f"{what} on N = {n} training points needs about {need / 1e9:.3g} GB for its {buffers} dense N x N "
+        f"{np.dtype(dtype)} matrices{per}, but only {have / 1e9:.3g} GB of memory is available; {advice}, or fit on "
+        f"at most N = {largest_n(have, itemsize, buffers)} points (set {MEMORY_ENV} to override the available "
         "memory)."
+    )
+
+
+def matrix_bytes(matrices: Sequence[tuple[float, int, int]], dtype: Any) -> int:
+    """Bytes of ``count`` matrices of ``rows`` x ``cols`` of ``dtype`` for each ``(count, rows, cols)``.
+
+    Examples
+    --------
+    >>> matrix_bytes([(2, 1000, 100), (1, 100, 100)], "float64")  # two N x M matrices and one M x M
+    1680000
+    """
+    itemsize = np.dtype(dtype).itemsize
+    return int(sum(count * rows * cols for count, rows, cols in matrices) * itemsize)
+
+
+def check_memory(need: int, *, what: str, sizes: Sequence[tuple[str, Any]], available: int | None = None) -> None:
+    """Refuse a computation that needs about ``need`` bytes at its peak when less is available.
+
+    Parameters
+    ----------
+    need : int
+        The estimate, in bytes (e.g. :func:`matrix_bytes` of the computation's largest matrices).
+    what : str
+        What is being computed, for the message (e.g. ``"GPBSVM(inference='svi')"``).
+    sizes : sequence of (str, value)
+        The parameters that set ``need``, the one to lower first first, with their values, for the message:
+        ``[("num_inducing", 3000), ("batch_size", 100)]`` reads "lower num_inducing (3000) or batch_size (100)".
+    available : int or None, default=None
+        Available bytes; None asks :func:`available_memory`.
+
+    Raises
+    ------
+    InsufficientMemoryError
+        Naming the estimate, the available memory and the parameters to lower.
+    """
+    have = available_memory() if available is None else int(available)
+    if need <= have:
+        return
+    lower = " or ".join(f"{name} ({value})" for name, value in sizes)
+    raise InsufficientMemoryError(
+        f"{what} needs about {need / 1e9:.3g} GB at its peak, but only {have / 1e9:.3g} GB of memory is available; "
+        f"lower {lower} (set {MEMORY_ENV} to override the available memory)."
     )

@@ -10,10 +10,13 @@ which is a fixed integer (:data:`POSITIVE`).
 
 Two bijections map the positive fields to the real line, one per kind of algorithm:
 
-* :data:`SOFTPLUS`, ``theta = log(1 + exp(r))``, for the optimisers (ML-II in ECM / FITC, the
-  hyperparameter steps of SVI, the M-step of VB-EM): near zero its gradient does not vanish as
-  ``exp`` does, and far from zero it is the identity, so one Optax step size suits every scale;
-* :data:`LOG`, ``theta = exp(r)``, for the samplers: the kernel prior is log-normal
+* :data:`SOFTPLUS`, ``theta = log(1 + exp(r))``, the coordinates in which S-BSVM's state holds the
+  kernel fields and VB-EM's M-step moves them: near zero its gradient does not vanish as ``exp`` does,
+  and far from zero it is the identity;
+* :data:`LOG`, ``theta = exp(r)``, for ML-II in ECM / FITC and for the samplers: a change of the
+  units of theta (of the data, for a length-scale) only shifts log theta, so the optimiser's steps
+  do not depend on it (S-BSVM's Adam steps are taken in log theta too,
+  :func:`~bayes_maxmargin.models.gp.svi.scale_free_adam`); the kernel prior is log-normal
   (:func:`~bayes_maxmargin.models.gp.model.kernel_prior`), so log theta is the coordinate in which the
   prior is Gaussian, the slice sampler of :mod:`~bayes_maxmargin.models.gp.gibbs_theta` moves and
   NumPyro's log-normal sites live.
@@ -152,9 +155,9 @@ def _softplus_inverse(y: ArrayLike) -> jax.Array:
 
 
 SOFTPLUS = Bijection(_softplus, _softplus_inverse)
-"""The optimisers' bijection, ``theta = softplus(r)``."""
+"""``theta = softplus(r)``: S-BSVM's stored kernel fields and VB-EM's M-step."""
 LOG = Bijection(jnp.exp, jnp.log)
-"""The samplers' bijection, ``theta = exp(r)``."""
+"""``theta = exp(r)``: ML-II of ECM / FITC and the samplers."""
 
 
 def _float(x: ArrayLike) -> jax.Array:

@@ -21,7 +21,8 @@ import scipy.sparse as sp
 from sklearn.utils import column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 
-__all__ = ["check_X_y", "check_array_2d", "check_finite_output", "check_magnitude", "check_n_features", "magnitude_limit"]
+__all__ = ["check_X_y", "check_array_2d", "check_finite_output", "check_magnitude", "check_n_features", "check_scale",
+           "magnitude_limit", "smallest_scale"]
 
 #: How many column indices / class labels an error message lists at most.
 _MAX_LISTED = 10
@@ -421,6 +422,60 @@ def check_magnitude(
         f"{np.dtype(dtype)} computations{_of(estimator_name)}; standardise {name} (e.g. "
         "sklearn.preprocessing.StandardScaler) or rescale the column."
     )
+
+
+#: Headroom factor of :func:`smallest_scale`: ML-II may shrink a length-scale below the data's median
+#: distance, at which it starts, and its square must stay a normal number.
+SCALE_HEADROOM = 2.0**8
+
+
+def smallest_scale(dtype: Any) -> float:
+    """Smallest median distance between training rows that a kernel fit in ``dtype`` can carry.
+
+    The kernels divide the inputs by length-scales that start at that distance (the gradient of
+    ``x / theta`` in theta holds ``theta^2``), and the distances of nearby rows are squared: both must stay
+    normal numbers, above ``finfo(dtype).tiny``, and a length-scale may shrink by :data:`SCALE_HEADROOM`.
+    The limit is ``SCALE_HEADROOM * sqrt(finfo(dtype).tiny)``: 3.8e-152 for float64, 2.8e-17 for float32
+    (measured: half moons scaled by 1e-150 fit as unscaled ones in float64, by 1e-18 in float32; by 1e-155
+    and 1e-19 the gradients are not finite).
+
+    Examples
+    --------
+    >>> f"{smallest_scale('float64'):.2g}", f"{smallest_scale('float32'):.2g}"
+    ('3.8e-152', '2.8e-17')
+    """
+    return float(SCALE_HEADROOM * np.sqrt(np.finfo(np.dtype(dtype)).tiny))
+
+
+def check_scale(scale: float, *, dtype: Any, name: str = "X", estimator_name: str | None = None) -> None:
+    """Refuse training inputs whose rows are so close together that ``dtype`` cannot carry their
+    squared distances (:func:`smallest_scale`).
+
+    Parameters
+    ----------
+    scale : float
+        The median distance between distinct training rows
+        (:func:`~bayes_maxmargin.core.kernels.median_distance`).
+    dtype : numpy dtype
+        Floating dtype of the computation.
+    name : str, default="X"
+        Name of the argument, used in the message.
+    estimator_name : str or None, default=None
+        Name of the calling estimator, added to the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the median distance, the limit and the dtype, and suggesting standardisation.
+    """
+    limit = smallest_scale(dtype)
+    if scale < limit:
+        wider = ", or use precision='float64'" if np.dtype(dtype) == np.float32 else " or rescale it"
+        raise ValueError(
+            f"Input {name} has a median distance between rows of {scale:.3g}, below {limit:.3g}, the smallest "
+            f"whose squares {np.dtype(dtype)} computations{_of(estimator_name)} carry; standardise {name} (e.g. "
+            f"sklearn.preprocessing.StandardScaler){wider}."
+        )
 
 
 def check_finite_output(values: Any, what: str, name: str = "X") -> None:

@@ -21,11 +21,14 @@ writes its checkpoint and its draws, then raises ``KeyboardInterrupt`` (SIGINT) 
 :class:`Terminated` (SIGTERM, a ``SystemExit`` with status 143 = 128 + 15, so that an uncaught one
 ends the process with the status of a process killed by SIGTERM); the message says from which
 iteration (SVI: step) ``resume=folder`` continues. The run waits for each chunk in Python
-(:meth:`StopRequest.wait`, JAX computes asynchronously), so a chunk still computing
+(:meth:`StopRequest.wait`; the chunk is called on a worker thread, :class:`Dispatch`, since a program
+with host callbacks runs to its end inside the call), so a chunk still computing
 :data:`STOP_GRACE_S` seconds after the signal (a long first chunk) is abandoned: the run stops at
 once with the checkpoint of the last finished chunk, and a process that then exits does not wait
 for XLA to finish the abandoned chunk (:func:`_end_without_waiting`). A second signal acts at once,
-as without the run. A run without a checkpoint leaves the signal handlers alone.
+as without the run. A run without a checkpoint leaves the signal handlers alone; Ctrl-C then stops
+it at once, its running chunk abandoned, and so it does any fit's single compiled solver (ECM, FITC,
+VI, EM, VB, NUTS), which the estimators call through :func:`call_interruptibly`.
 
 Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
 :mod:`bayes_maxmargin.engine.mcmc`), a run resumed from a checkpoint gives exactly the draws
@@ -51,15 +54,16 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-__all__ = ["Checkpoint", "CheckpointError", "StopRequest", "Terminated", "checkpoint_folder", "checkpoint_session",
-           "flat_state", "read_checkpoint", "restore_state", "resume_run", "write_checkpoint", "write_draws",
-           "write_progress"]
+__all__ = ["Checkpoint", "CheckpointError", "Dispatch", "StopRequest", "Terminated", "call_interruptibly",
+           "checkpoint_folder", "checkpoint_session", "dispatch", "flat_state", "read_checkpoint", "restore_state",
+           "resume_run", "wait_for", "write_checkpoint", "write_draws", "write_progress"]
 
 FORMAT = "bayes_maxmargin.checkpoint"
 #: Prefix of a kernel's Info among the recorded arrays of a run (:func:`~bayes_maxmargin.engine.mcmc.run_chains`).
 INFO_PREFIX = "info:"
 VERSION = 1
-#: The files a run writes atomically into its folder (their temporary files are ``.{name}.*.tmp``).
+#: The files a run writes atomically into its folder (through temporary files ``.bmm-*.tmp``,
+#: :func:`~bayes_maxmargin.core.io.atomic_path`; ``.{name}.*.tmp`` in earlier versions).
 WRITTEN = ("checkpoint.npz", "idata.nc")
 LOCK_FILE = "checkpoint.lock"
 OWNER_FILE = "checkpoint.owner"
@@ -296,31 +300,118 @@ class StopRequest:
             raise self.error()
 
     def wait(self, outputs: Any) -> Any:
-        """``outputs`` (a pytree of the arrays a compiled chunk was dispatched to compute) once
-        they are ready.
+        """``outputs`` (a pytree of the arrays a compiled chunk was dispatched to compute, or the
+        :class:`Dispatch` of the call that computes them) once they are ready.
 
-        While signals are deferred, the wait polls the arrays (pauses of up to :data:`POLL_S`), so
-        that the signal handler runs as soon as a signal comes; if the chunk has not finished
+        The wait polls them in Python (pauses of up to :data:`POLL_S`), so that a signal's handler
+        runs as soon as the signal comes. While signals are deferred, if the chunk has not finished
         :data:`STOP_GRACE_S` after the signal, the run stops at once (:meth:`error`) and the
         chunk is abandoned: the checkpoint keeps the run up to the last finished chunk, and a
         process that ends while the chunk still computes ends without waiting for it
-        (:func:`_end_without_waiting`). Otherwise the arrays are returned as they are (reading
-        them waits).
+        (:func:`_end_without_waiting`). Otherwise a ``KeyboardInterrupt`` (Ctrl-C without a
+        checkpoint, or a second Ctrl-C) abandons the chunk the same way.
         """
-        if not self.deferring:
-            return outputs
-        pending = [leaf for leaf in jax.tree_util.tree_leaves(outputs) if hasattr(leaf, "is_ready")]
-        pause = 1e-4
+        return wait_for(outputs, self if self.deferring else None)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, a compiled chunk, called through :func:`dispatch` and waited for
+        (:meth:`wait`)."""
+        return self.wait(dispatch(fn, *args, **kwargs))
+
+
+def _jax_settings() -> tuple[Any, ...]:
+    """The calling thread's JAX settings that a fit sets for itself (thread-local in JAX)."""
+    return jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision, jax.config.jax_default_device
+
+
+class Dispatch:
+    """A call ``fn(*args, **kwargs)`` that traces, compiles and dispatches compiled programs, made on a
+    worker thread so that the calling thread can wait for it in Python (:func:`wait_for`) and act on a
+    signal meanwhile: a program whose loops carry host callbacks (the progress reports) runs to its end
+    inside the call that dispatches it, and the compilation of any program inside its first call. The
+    call sees the calling thread's JAX settings (precision, default device).
+    """
+
+    def __init__(self, fn: Any, args: tuple, kwargs: dict) -> None:
+        self._outputs: Any = None
+        self._error: BaseException | None = None
+        x64, precision, device = _jax_settings()
+
+        def call() -> None:
+            try:
+                with jax.enable_x64(x64), jax.default_matmul_precision(precision), jax.default_device(device):
+                    self._outputs = fn(*args, **kwargs)
+            except BaseException as err:  # noqa: BLE001 - raised again in the calling thread by result()
+                self._error = err
+
+        self._thread = threading.Thread(target=call, name=f"bayes_maxmargin:{getattr(fn, '__name__', 'call')}",
+                                        daemon=True)
+        self._thread.start()
+
+    def returned(self) -> bool:
+        """Whether the call returned (its outputs may still compute)."""
+        return not self._thread.is_alive()
+
+    def is_ready(self) -> bool:
+        """Whether the call returned and its outputs are computed."""
+        return self.returned() and all(leaf.is_ready() for leaf in _array_leaves(self._outputs))
+
+    def result(self) -> Any:
+        """The call's outputs (waiting for it to return), or its exception raised again."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._outputs
+
+
+def _array_leaves(outputs: Any) -> list[Any]:
+    return [leaf for leaf in jax.tree_util.tree_leaves(outputs) if hasattr(leaf, "is_ready")]
+
+
+def dispatch(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """A :class:`Dispatch` of ``fn(*args, **kwargs)`` when called from the main thread (where signals
+    are handled), else the call's outputs."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args, **kwargs)
+    return Dispatch(fn, args, kwargs)
+
+
+def wait_for(outputs: Any, request: StopRequest | None = None) -> Any:
+    """``outputs`` (arrays being computed, or a :class:`Dispatch`; its outputs then) once ready,
+    waited for by polling in Python: a ``KeyboardInterrupt`` raised meanwhile (Ctrl-C) abandons the
+    computation (:func:`_end_without_waiting`) and propagates at once; with a ``request`` whose
+    signal came :data:`STOP_GRACE_S` ago, the computation is abandoned and ``request.error()`` raised."""
+    waiting = outputs if isinstance(outputs, Dispatch) else None
+    pending = [waiting] if waiting is not None else _array_leaves(outputs)
+    pause = 1e-4
+    try:
         while pending:
+            if waiting is not None and waiting.returned():  # then its outputs, as arrays
+                outputs, waiting = waiting.result(), None
+                pending = _array_leaves(outputs)
             pending = [leaf for leaf in pending if not leaf.is_ready()]
             if not pending:
                 break
-            if self.signum is not None and time.monotonic() - self.received >= STOP_GRACE_S:
-                _abandon(pending, self.signum)
-                raise self.error()
+            if request is not None and request.signum is not None and (
+                    time.monotonic() - request.received >= STOP_GRACE_S):
+                break
             time.sleep(pause)
             pause = min(2 * pause, POLL_S)
-        return outputs
+    except KeyboardInterrupt:
+        _abandon(pending, signal.SIGINT)
+        raise
+    if pending:  # the grace time after the request's signal passed
+        _abandon(pending, request.signum)
+        raise request.error()
+    return waiting.result() if waiting is not None else outputs
+
+
+def call_interruptibly(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` (a fit's compiled solver) through :func:`dispatch` and :func:`wait_for`:
+    Ctrl-C stops the wait at once with ``KeyboardInterrupt``, whether the program runs on or is still
+    compiling, instead of when it ends (the solvers of ECM, FITC, VI, EM, VB and NUTS are one program
+    each, minutes long on large data)."""
+    return wait_for(dispatch(fn, *args, **kwargs))
 
 
 #: The outputs of chunks abandoned on a signal, and that signal (:func:`_end_without_waiting`).
@@ -392,11 +483,33 @@ def _signals_between_chunks(request: StopRequest) -> Iterator[None]:
 
 
 def _remove_stale_temporaries(folder: Path) -> None:
-    """Remove the temporary files of interrupted writes (``.checkpoint.npz.*.tmp``, ...): with the
-    folder locked, no other writer is at work there."""
+    """Remove the temporary files of interrupted writes: those of processes that no longer run
+    (:func:`~bayes_maxmargin.core.io.remove_stale_temporaries`), and, the folder being locked so that no
+    other run writes its files, those of the run's files named as earlier versions named them
+    (``.checkpoint.npz.*.tmp``, ...)."""
+    from bayes_maxmargin.core.io import remove_stale_temporaries
+
+    remove_stale_temporaries(folder)
     for name in WRITTEN:
         for tmp in folder.glob(f".{name}.*.tmp"):
             tmp.unlink(missing_ok=True)
+
+
+#: Longest wait for the process id of a folder's lock holder, which it writes just after taking the lock.
+OWNER_WAIT_S = 0.5
+
+
+def _lock_owner(folder: Path) -> int | None:
+    """The process id in the folder's owner file, waiting up to :data:`OWNER_WAIT_S` for a holder that
+    has just taken the lock to write it; None if it does not come."""
+    deadline = time.monotonic() + OWNER_WAIT_S
+    while True:
+        try:
+            return int((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -410,11 +523,9 @@ def _folder_lock(folder: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        try:
-            owner = f" (process {int((folder / OWNER_FILE).read_text())})"
-        except (OSError, ValueError):
-            owner = ""
-        raise CheckpointError(f"the checkpoint folder {str(folder)!r} is in use by another fit{owner}") from None
+        owner = _lock_owner(folder)
+        raise CheckpointError(f"the checkpoint folder {str(folder)!r} is in use by another fit"
+                              f"{'' if owner is None else f' (process {owner})'}") from None
     try:
         (folder / OWNER_FILE).write_text(str(os.getpid()))
         yield

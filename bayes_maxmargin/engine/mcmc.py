@@ -390,9 +390,9 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
             while done < total_blocks:
                 n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
                 watch = Stopwatch()
-                new_state, new_bad, records = stop.wait(run_chunk(
-                    kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper, unroll
-                ))
+                new_state, new_bad, records = stop.call(
+                    run_chunk, kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper,
+                    unroll)
                 _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
                 lo = max(warm_blocks - done, 0)
                 if lo < n_blocks:

@@ -682,7 +682,7 @@ def run_svi(
                 batch = (Xc.reshape(K, length, k, batch_size, d), yc.reshape(K, length, k, batch_size), active)
                 if shard is not None:
                     batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
-                carry, values = stop.wait(run(carry, batch, consts))
+                carry, values = stop.call(run, carry, batch, consts)
                 values = np.asarray(values)[:, active]
                 now = time.perf_counter() - t0
                 length = shorter_length(length, watch.seconds)

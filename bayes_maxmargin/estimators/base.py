@@ -279,11 +279,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             self.idata_  # noqa: B018 (builds the deferred idata_: the file holds it)
         state = self._fitted_state()
         if "estimators_" in state:
-            state["estimators_"] = [
-                {"params": sub.get_params(deep=False),
-                 "state": {k: v for k, v in sub._saved_state().items() if k != "idata_"}}
-                for sub in state["estimators_"]
-            ]
+            state["estimators_"] = [_sub_saved(sub) for sub in state["estimators_"]]
         return state
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
@@ -293,35 +289,67 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         if subs is not None:
             self.estimators_ = []
             for k, saved in enumerate(subs):
-                sub = type(self)(**saved["params"])
-                sub._restore_saved(dict(saved["state"]))
+                sub = _sub_restored(type(self), saved)
                 if "idata_" in state:
                     sub.idata_ = state["idata_"].isel(**{"class": k})
                 self.estimators_.append(sub)
 
+    #: What every binary fit sets besides the label encoder, ``classes_`` and ``n_features_in_``
+    #: (:meth:`_check_restored`); each estimator names its own.
+    _FITTED: tuple[str, ...] = ()
+
     def _check_restored(self) -> None:
         """Raise ValueError where the state :func:`bayes_maxmargin.load` rebuilt does not hang together
-        (a damaged or edited file): two classes without one-vs-rest estimators, or one-vs-rest
-        estimators of another width or whose ``coef_`` / ``intercept_`` are not the stacked ones."""
+        (a damaged or edited file): a binary fit that lacks an attribute every fit sets (``_FITTED``) or
+        has other than two classes; one-vs-rest estimators that fail these checks, are not binary fits of
+        the codes -1 / +1 of the width of this one, were not fitted with the keys of their positions
+        (where ``random_state`` fixes them; files of 0.1.0 give every one the same seed), or whose
+        attributes, stacked, are not this fit's
+        (:func:`~bayes_maxmargin.estimators.multiclass.check_combined`)."""
         subs = self.__dict__.get("estimators_")
         if subs is None:
+            missing = [name for name in ("_encoder", "classes_", "n_features_in_", *self._FITTED)
+                       if name not in self.__dict__]
+            if missing:
+                raise ValueError(f"the fit lacks its fitted attribute{'s' * (len(missing) > 1)} {missing}")
             if len(self.classes_) != 2:
                 raise ValueError(f"{len(self.classes_)} classes_ on a binary fit")
             return
+        key = _as_key(self.random_state) if not isinstance(self.random_state, (int, np.integer)) else (
+            _random_key(self.random_state))
         for k, sub in enumerate(subs):
-            if sub.n_features_in_ != self.n_features_in_:
-                raise ValueError(f"estimators_[{k}] has {sub.n_features_in_} features, not {self.n_features_in_}")
-            sub._check_restored()
-        for name in ("coef_", "intercept_"):
-            if name in self.__dict__:
-                stacked = np.concatenate([np.asarray(getattr(sub, name)) for sub in subs], axis=0)
-                if not np.array_equal(stacked, self.__dict__[name]):
-                    raise ValueError(f"{name} is not that of the one-vs-rest estimators")
+            try:
+                sub._check_restored()
+                if sub.n_features_in_ != self.n_features_in_:
+                    raise ValueError(f"{sub.n_features_in_} features, not {self.n_features_in_}")
+                if not np.array_equal(sub.classes_, [-1.0, 1.0]):
+                    raise ValueError(f"classes_ {sub.classes_}, not the one-vs-rest codes [-1, 1]")
+                if key is not None and _as_key(sub.random_state) is not None and not np.array_equal(
+                        np.asarray(sub.random_state), np.asarray(_raw_key(jax.random.fold_in(key, k)))):
+                    raise ValueError(f"its random_state is not that of one-vs-rest problem {k} of this fit's "
+                                     "random_state (the estimators are not in the order of classes_)")
+            except (ValueError, TypeError, AttributeError, IndexError, KeyError) as err:
+                raise ValueError(f"estimators_[{k}]: {err}") from None
+        _mc.check_combined(self, subs)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
+
+
+def _sub_saved(sub: _BayesianSVMClassifier) -> dict[str, Any]:
+    """A fitted sub-estimator (one-vs-rest problem, second stage) as saved: its parameters and its saved
+    state without its draws (a file holds one DataTree, the owner's ``idata_``)."""
+    return {"params": sub.get_params(deep=False),
+            "state": {k: v for k, v in sub._saved_state().items() if k != "idata_"}}
+
+
+def _sub_restored(cls: type, saved: dict[str, Any]) -> Any:
+    """The sub-estimator of class ``cls`` that :func:`_sub_saved` saved."""
+    sub = cls(**saved["params"])
+    sub._restore_saved(dict(saved["state"]))
+    return sub
 
 
 def _check_gamma_prior(prior: Any, needs_mode: bool) -> tuple[float, float] | None:

@@ -39,10 +39,10 @@ from bayes_maxmargin.data.parameters import (
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, reports_progress
+from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, _sub_restored, _sub_saved, reports_progress
 from bayes_maxmargin.estimators.gp import GPBSVM
 from bayes_maxmargin.estimators.linear import LinearBSVM
-from bayes_maxmargin.estimators.multiclass import register_batched
+from bayes_maxmargin.estimators.multiclass import classes_together, register_batched
 from bayes_maxmargin.models.factor.gibbs import build_factor_kernel, init_factor, record_factor
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
 from bayes_maxmargin.models.factor.posterior import DrawsPosterior, InterceptLinearKernel, VBPosterior
@@ -285,7 +285,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             check_dense_memory(
                 X.shape[0], self.precision, DENSE_BUFFERS,
                 what=f"FactorBSVM(classifier={self.classifier!r}, inference={self.inference!r})",
-                advice="subsample the training points",
+                advice="subsample the training points", classes=classes_together(self),
             )
         self.mean_ = X.mean(axis=0)
         Xc = X - self.mean_
@@ -315,8 +315,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     def _theta(self):
         """The classifier's kernel parameters: ``kernel_params`` over the defaults."""
         K = self.n_factors
-        defaults = as_kernel(self.kernel).init_params(np.zeros((1, K)), lengthscale=float(np.sqrt(2.0 * K)))
-        return check_kernel_params(self.kernel, self.kernel_params, defaults)
+        try:
+            defaults = as_kernel(self.kernel).init_params(np.zeros((1, K)), lengthscale=float(np.sqrt(2.0 * K)))
+            return check_kernel_params(self.kernel, self.kernel_params, defaults)
+        except ValueError as err:  # ARD length-scales: one per factor, not per feature
+            raise InvalidParameterError(f"{err}; the kernel acts on the n_factors={K} factor scores") from None
 
     def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
         structure = self.classifier if self.joint else "none"
@@ -426,16 +429,35 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         with float_precision(True):
             return self._posterior.latent_moments(X - self.mean_)
 
+    #: What every binary fit sets (:meth:`_check_restored`).
+    _FITTED = ("_posterior", "mean_", "loadings_")
+
     def _check_restored(self) -> None:
-        """As the base class; and the centring ``mean_`` has ``n_features_in_`` entries."""
+        """As the base class; and the centring ``mean_`` has ``n_features_in_`` entries, ``loadings_`` as many
+        rows."""
         super()._check_restored()
         mean = self.__dict__.get("mean_")
         if mean is not None and not self._multiclass and np.shape(mean) != (self.n_features_in_,):
             raise ValueError(f"mean_ has shape {np.shape(mean)}, not ({self.n_features_in_},)")
+        loadings = self.__dict__.get("loadings_")
+        if loadings is not None and not self._multiclass and (
+                np.ndim(loadings) != 2 or np.shape(loadings)[0] != self.n_features_in_):
+            raise ValueError(f"loadings_ has shape {np.shape(loadings)}, not ({self.n_features_in_}, n_factors)")
+
+    def _saved_state(self) -> dict[str, Any]:
+        """As the base class; a second-stage classifier (``joint=False``, ``second_stage``) as its parameters
+        and saved state (its draws are not needed to predict)."""
+        state = super()._saved_state()
+        if state.get("_stage2") is not None:
+            state["_stage2"] = _sub_saved(state["_stage2"])
+        return state
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "_structure" in state:  # written before the typed posteriors
             state = _posterior_from_attributes(state, self)
+        if isinstance(state.get("_stage2"), dict):
+            stage = self.second_stage if self.joint else self.classifier
+            state = {**state, "_stage2": _sub_restored(LinearBSVM if stage == "linear" else GPBSVM, state["_stage2"])}
         super()._restore_saved(state)
 
     # ------------------------------------------------------------------ gene lists

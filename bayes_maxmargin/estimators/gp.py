@@ -16,17 +16,18 @@ from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import ARD, Constant, Kernel, as_kernel, get_kernel, kernel_name
+from bayes_maxmargin.core.kernels import ARD, Constant, Kernel, as_kernel, get_kernel, kernel_name, median_distance
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
-from bayes_maxmargin.core.memory import check_dense_memory
+from bayes_maxmargin.core.memory import check_dense_memory, check_memory, matrix_bytes
 from bayes_maxmargin.core.parameters import field_values, free_fields, params_dict, replace_fields, trainable_fields
-from bayes_maxmargin.core.predict import fit_probit_link, linked_moments
+from bayes_maxmargin.core.predict import LINK_SHIFT_LIMIT, fit_probit_link, link_shift, linked_moments, tie_groups
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,
     check_option,
     check_scalar_param,
 )
+from bayes_maxmargin.data.validation import check_scale
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, gaussian_draws, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
@@ -37,6 +38,8 @@ from bayes_maxmargin.estimators.base import (
     _pointwise_log_lik,
     reports_progress,
 )
+from bayes_maxmargin.estimators.multiclass import classes_together
+from bayes_maxmargin.models.gp.consistency import check_gp_fit
 from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
@@ -74,10 +77,13 @@ _GP_KERNELS = ("rbf", "ard", "poly", "linear")
 _PREDICT_THETA_DRAWS = 200
 
 
-def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray) -> Any:
+def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray, dtype: Any) -> Any:
     """Kernel parameters theta to start from: the kernel's (length-scale(s) at the median distance between
-    training points and unit amplitude unless set) overridden by the user's ``kernel_params``."""
-    return check_kernel_params(kernel, user, as_kernel(kernel).init_params(X))
+    training points and unit amplitude unless set) overridden by the user's ``kernel_params``; a
+    ValueError where that distance is too small for ``dtype`` (:func:`check_scale`)."""
+    scale = median_distance(X)
+    check_scale(scale, dtype=dtype, estimator_name="GPBSVM")
+    return check_kernel_params(kernel, user, as_kernel(kernel).init_params(X, scale))
 
 
 def _check_kernel(kernel: Any) -> str | Kernel:
@@ -149,8 +155,19 @@ def _cho_solve(chol: jax.Array, b: jax.Array) -> jax.Array:
 #: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
 #: Cholesky factor and the working matrices of an iteration and of its gradient): the peak resident
 #: memory of fits at N = 2000 (learned kernel parameters; Gibbs with two chains) over N^2 * 8 bytes,
-#: rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs.
+#: rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs. A one-vs-rest fit of K
+#: classes runs them in one program holding K times as many (ECM, 3 and 6 classes, N = 750 and 1500:
+#: 13.2 and 12.9 per class from the growth of the peak with N^2).
 DENSE_BUFFERS = {"ecm": 13, "gibbs": 18, "nuts": 18, "vi": 14}
+#: Matrices held at the peak of the inducing-point fits, counted by shape with M inducing points: N x M
+#: and M x M (FITC), and for svi M x M, minibatch x M and link-rows x M (``min(N, LINK_ROWS)`` rows, those
+#: the link is learnt on). Least-squares fits to the peak resident memory of float64 fits over the
+#: process's memory before them, rounded up: FITC at N, M = 3000 / 1500, 3000 / 750, 1500 / 750,
+#: 1500 / 1500 gives 17.9 N x M and 21.3 M x M (the four peaks within 3 MB) plus 438 MB that do not grow
+#: with N or M (the compiler's); svi at N, M, |S| = 3000 / 1500 / 100, 3000 / 750 / 100, 3000 / 1500 / 400,
+#: 1500 / 750 / 100, 1500 / 1500 / 100, 3000 / 3000 / 100 gives 24.5 M x M, 30.1 |S| x M and 4.3 N x M
+#: plus 269 MB (the peaks within 53 MB), rounded up to cover every peak (27, 31, 5).
+INDUCING_MATRICES = {"fitc": {"nm": 18, "mm": 22}, "svi": {"mm": 27, "bm": 31, "lm": 5}}
 
 #: ``batch_size=None`` (svi) and ``num_inducing=None`` (FITC): this many, or N where N is smaller.
 DEFAULT_BATCH = 100
@@ -214,6 +231,19 @@ def _check_mlii_tol(value: Any, inference: str) -> float | None:
 #: moons 280 steps (20 epochs) those of 500 to 0.0011 and 0.0003 (12 splits); with ARD on splice (60
 #: features), 0.082 error after 500 steps against 0.056 after 1000.
 SVI_MIN_STEPS = {"few": 250, "many": 1000}
+
+
+def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> int:
+    """Bytes of the matrices (:data:`INDUCING_MATRICES`) of one ``inference="fitc"`` or ``"svi"`` fit on
+    ``n`` rows with ``m`` inducing points and minibatches of ``batch`` rows, in ``dtype``.
+
+    Examples
+    --------
+    >>> inducing_memory("fitc", 3000, 1500, 100, "float64") / 1e6  # 18 N x M and 22 M x M matrices
+    1044.0
+    """
+    rows = {"nm": n, "mm": m, "bm": batch, "lm": min(n, LINK_ROWS)}
+    return matrix_bytes([(count, rows[shape], m) for shape, count in INDUCING_MATRICES[inference].items()], dtype)
 
 
 def default_svi_inducing(n: int) -> int:
@@ -364,8 +394,8 @@ class GPBSVM(_BayesianSVMClassifier):
         Optax optimiser of ML-II: L-BFGS with a line search (few iterations suffice for the
         handful of kernel parameters) or Adam.
     learning_rate : float
-        Adam step size on the unconstrained kernel parameters (and pseudo-inputs); svi always
-        uses Adam for its ML-II steps.
+        Adam step size in log kernel parameters (and in pseudo-inputs over the spread of X: ML-II's steps
+        do not depend on the units of X); svi always uses Adam for its ML-II steps.
     tol : float
         Relative-change tolerance of each ECM run.
     mlii_tol : float, "auto" or None, default="auto"
@@ -427,7 +457,9 @@ class GPBSVM(_BayesianSVMClassifier):
         hinge sets the scale of f by the margin, not by the link, so the papers' Phi(f) can be
         over- or under-confident; the learnt link lowers the Brier score, log loss and calibration
         error on the sets of ``benchmarks/vs_peers.py``. b also moves the decision threshold
-        (``predict`` is the class of probability above 1/2). None: True for ECM, FITC, vi and svi,
+        (``predict`` is the class of probability above 1/2). Rows that repeat an input are left out with
+        all their twins; where the twins alone move the link beyond its sampling error, the fit warns and
+        keeps Phi(f). None: True for ECM, FITC, vi and svi,
         False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which True is an error.
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
@@ -674,13 +706,23 @@ class GPBSVM(_BayesianSVMClassifier):
                     f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
                     f"training points N = {n})"
                 )
+        classes = classes_together(self)
         if params["inference"] in DENSE_BUFFERS:
             check_dense_memory(
                 n, params["precision"], DENSE_BUFFERS[params["inference"]],
                 what=f"GPBSVM(inference={params['inference']!r})",
-                advice="use inference='fitc' or inference='svi' (inducing points, O(N M) memory)",
+                advice="use inference='fitc' or inference='svi' (inducing points, O(N M) memory)", classes=classes,
             )
-        theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X)
+        elif params["inference"] in INDUCING_MATRICES:
+            m, batch = params["num_inducing"], params["batch_size"]
+            check_memory(
+                classes * inducing_memory(params["inference"], n, m, batch, params["precision"]),
+                what=f"GPBSVM(inference={params['inference']!r}) with M = {m} inducing points on N = {n} points"
+                + (f" for {classes} one-vs-rest classes, fitted together" if classes > 1 else ""),
+                sizes=[("num_inducing", m)]
+                + ([("batch_size", batch)] if params["inference"] == "svi" else [("the training points", n)]),
+            )
+        theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X, params["precision"])
         if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
             params["kernel"] = params["kernel"].structure()
         learn = _trainable(theta0, self.learn_kernel)
@@ -962,16 +1004,39 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_link(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> None:
         """``link_``: (a, b) fitted to the leave-one-out moments of f at the training inputs (svi: at
-        most :data:`LINK_ROWS` of them, a subset drawn from the fit's seed), or (1, 0)."""
+        most :data:`LINK_ROWS` of them, a subset drawn from the fit's seed), or (1, 0).
+
+        Rows that repeat an input are left out with all their twins
+        (:func:`~bayes_maxmargin.core.predict.tie_groups`). Where that moves the link by more than its
+        sampling error (:func:`~bayes_maxmargin.core.predict.link_shift`), the twins informed each other in
+        the kernel parameters and the posterior as well, which were fitted to every copy, and no held-out
+        moments are left to learn from: a warning, and the identity link."""
+        self.link_ = np.array([1.0, 0.0])
         if not params["calibrate"]:
-            self.link_ = np.array([1.0, 0.0])
             return
         if X.shape[0] > LINK_ROWS:
             rows = np.sort(np.random.default_rng(self._fit_seed()).choice(X.shape[0], LINK_ROWS, replace=False))
             X, y = X[rows], y[rows]
+        groups = tie_groups(X)
+        dtype = jnp.float64 if self._x64 else jnp.float32
         with float_precision(self._x64):
-            mean, var = self._posterior.loo_latent(X, y, self.gamma_, jnp.float64 if self._x64 else jnp.float32)
-        self.link_ = fit_probit_link(mean, var, y)
+            moments = self._posterior.loo_latent(X, y, self.gamma_, dtype, groups=groups)
+            kept = None if groups is None else self._posterior.loo_latent(X, y, self.gamma_, dtype)
+        link = fit_probit_link(*moments, y)
+        if kept is not None:
+            with_twins = fit_probit_link(*kept, y)
+            shift = link_shift(*moments, y, link, with_twins)
+            if shift > LINK_SHIFT_LIMIT:
+                ties = X.shape[0] - np.unique(groups).size
+                warnings.warn(
+                    f"GPBSVM(calibrate=True): {ties} of the {X.shape[0]} training rows repeat the input of another "
+                    f"row, and leaving their twins out moves the learnt link from a = {with_twins[0]:.3g}, b = "
+                    f"{with_twins[1]:.3g} to a = {link[0]:.3g}, b = {link[1]:.3g} ({shift:.3g} squared standard "
+                    f"errors, above {LINK_SHIFT_LIMIT:.3g}): the kernel parameters and the posterior were fitted to "
+                    "every copy, so no held-out moments are left to learn the link from, and link_ is the identity "
+                    "(Phi(f)). Remove the repeated rows to learn it.", UserWarning, stacklevel=4)
+                return
+        self.link_ = link
 
     def _linked(self, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Moments of a f + b (``link_``; fits saved without it use the identity)."""
@@ -985,13 +1050,16 @@ class GPBSVM(_BayesianSVMClassifier):
             state["_svi"] = (post.state._replace(nat_opt=None, hyper_opt=None), post.problem.features.spec.like)
         return state
 
+    #: What every binary fit sets (:meth:`_check_restored`).
+    _FITTED = ("_posterior", "gamma_", "kernel_", "kernel_params_")
+
     def _check_restored(self) -> None:
-        """As the base class; and the training inputs of the posterior have ``n_features_in_`` columns."""
+        """As the base class; and a binary fit's posterior agrees with its fitted attributes
+        (:func:`~bayes_maxmargin.models.gp.consistency.check_gp_fit`)."""
         super()._check_restored()
-        X = getattr(self.__dict__.get("_posterior"), "X", None)
-        if X is not None and (np.ndim(X) != 2 or np.shape(X)[1] != self.n_features_in_):
-            raise ValueError(
-                f"the posterior's training inputs have shape {np.shape(X)}, not (n, {self.n_features_in_})")
+        if not self._multiclass:
+            params = self._checked_params()
+            check_gp_fit(self.__dict__, self.n_features_in_, params["gamma0"], params["jitter"])
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "kernel_" not in state:  # written before kernel_, when kernel was never None

@@ -58,7 +58,14 @@ from bayes_maxmargin.models.luts.model import (
     MixedData,
     conditional_fill,
 )
-from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
+from bayes_maxmargin.models.luts.vb import (
+    laplace_zero_posterior,
+    q_posterior,
+    vb_gaussian,
+    vb_laplace_zero,
+    vb_missing,
+    vb_penalty,
+)
 
 __all__ = ["LinearBSVM"]
 
@@ -214,19 +221,29 @@ class LinearBSVM(_BayesianSVMClassifier):
     Wide data. With more coefficients than training points (p = n_features + intercept > n) and
     a proper prior on every coefficient (``intercept_scale`` not None), the Gaussian conditional
     of the coefficients is handled in its n-dimensional form (Woodbury identity), O(n^2 p) per
-    iteration instead of O(n p^2 + p^3): EM (and ECM) and VB (``prior="gaussian"``, Algorithm 1)
-    reach the same fixed point, and Gibbs draws the coefficients by the exact algorithm of
-    Bhattacharya, Chakraborty & Mallick (2016, Biometrika), the same conditional with other
-    random numbers than the p-dimensional draw; so does the Gibbs sampler of ``prior="penalty"``
-    and of ``groups=`` (Appendix A). NUTS (n_features > n) and SVI work in the r <= n dimensions
+    iteration instead of O(n p^2 + p^3): EM (and ECM) and VB (Algorithms 1-3: every prior, and
+    ``groups=``) reach the same fixed point, VB then predicting from a low-rank posterior
+    (diagonal minus rank n; no ``coef_cov_``), and Gibbs (Appendices A-B) draws the coefficients by
+    the exact algorithm of Bhattacharya, Chakraborty & Mallick (2016, Biometrika), the same
+    conditional with other random numbers than the p-dimensional draw. The Laplace-zero indicators
+    are updated one at a time as in the paper, in O(n) each. The mixing check of a wide
+    Luts & Ormerod Gibbs fit reads the features' coefficients in the row space of X (r <= n), the
+    intercept, the random intercepts, sigma_u^2 and the number of included features (given sigma_u^2
+    the rest of the penalty and random-intercept coefficients are prior draws; for the
+    Laplace-zero prior these are the quantities the data inform, and the p indicators are left to
+    ``convergence_summary``). NUTS (n_features > n) and SVI work in the r <= n dimensions
     of the row space of the whitened design (:mod:`~bayes_maxmargin.models.linear.row_space`): NUTS
     samples them (in coordinates that make the n margins y f variables of their own when the
     design with its intercept has full row rank, gamma is fixed and the hinge is steep on the
     prior's scale) and draws the rest of beta from its prior, exactly; the mixing check reads the
     coordinates the chains move. SVI takes the same natural-gradient steps with an r x r state and
-    returns a low-rank q(beta). The form is chosen by shape; p <= n fits are unchanged. A flat
-    intercept prior (except for NUTS), VB with ``prior="penalty"`` or ``groups=`` (Algorithm 2),
-    ``prior="laplace_zero"`` and ``missing="model"`` keep the p-dimensional form.
+    returns a low-rank q(beta). The form is chosen by one rule for every prior and inference
+    (:func:`~bayes_maxmargin.core.augmentation.use_wide_form`): more coefficients (features,
+    intercept and random intercepts; NUTS: features) than points and a proper prior on each (the
+    Luts & Ormerod models' flat intercept is their sigma_beta^2 = 1e8); p <= n fits are unchanged. A
+    flat intercept prior (``intercept_scale=None``) with ``prior="gaussian"`` and no groups (except for
+    NUTS), and ``missing="model"`` (its imputation model has a d x d covariance) keep the
+    p-dimensional form.
 
     Examples
     --------
@@ -427,8 +444,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
         if reason is not None:
             self._check_luts(params, reason)
-            self._fit_luts(X, y, Z, nan, params)
-            self._check_mixing()
+            self._check_mixing(self._fit_luts(X, y, Z, nan, params))
             return self
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
@@ -721,8 +737,9 @@ class LinearBSVM(_BayesianSVMClassifier):
                 Z[i, j] = 1.0
         return Z
 
-    def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> None:
-        """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]."""
+    def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> Any:
+        """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]. Returns what
+        the mixing check reads (:meth:`_luts_chain_coordinates`; None: the posterior)."""
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         n, d = X.shape
@@ -768,24 +785,25 @@ class LinearBSVM(_BayesianSVMClassifier):
             elif params["prior"] == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
                 data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                 h = hyper(sb2_int)
+                wide = _luts_wide_form(n, 1 + d)
                 if vb:
-                    res = self._solve(vb_laplace_zero, data, h, None, tol, **vb_kw)
+                    res = self._solve(vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
                     st = res.state
-                    g = np.r_[1.0, np.asarray(st.mu_gamma)]
-                    Om_g = np.diag(g * (1 - g)) + np.outer(g, g)
-                    mean = g * np.asarray(st.mean)
-                    cov = Om_g * (np.asarray(st.cov) + np.outer(st.mean, st.mean)) - np.outer(mean, mean)
-                    out.update(mean=mean[order], cov=cov[np.ix_(order, order)], inclusion=np.asarray(st.mu_gamma),
+                    out.update(posterior=_reordered(laplace_zero_posterior(st), order),
+                               inclusion=np.asarray(st.mu_gamma),
                                sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
                                res=res)
                 else:
                     v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
                     state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
                                         np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h)
-                    r = self._solve(run_chains, build_laplace_zero_kernel(), record_laplace_zero, state, key, data, h, **run)
+                    r = self._solve(run_chains, build_laplace_zero_kernel(wide), record_laplace_zero, state, key, data, h,
+                                    **run)
                     s = r.samples
-                    out.update(draws=np.concatenate([s["u"], s["beta"]], axis=-1), inclusion_draws=s["gamma"],
-                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"])
+                    draws = np.empty(s["u"].shape[:-1] + (d + 1,))  # [u, beta], C-ordered: no copy to flatten it
+                    draws[..., :d], draws[..., d:] = s["u"], s["beta"]
+                    out.update(draws=draws, inclusion_draws=s["gamma"],
+                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"], wide=wide)
             elif params["prior"] == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
                 if Z is None:  # Example 1: X = 1, Z = features
                     data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
@@ -796,38 +814,30 @@ class LinearBSVM(_BayesianSVMClassifier):
                     h = hyper(np.r_[np.full(d, params["sigma"] ** 2), sb2_int])
                     perm = np.arange(d + 1 + Z.shape[1])
                 m = data.Z.shape[1]
+                wide = _luts_wide_form(n, data.X.shape[1] + m)
                 if vb:
-                    res = self._solve(vb_penalty, data, h, tol, **vb_kw)
+                    res = self._solve(vb_penalty, data, h, tol, wide=wide, **vb_kw)
                     st = res.state
-                    L = np.asarray(st.prec_chol, dtype=np.float64)
-                    half = np.linalg.solve(L, np.eye(L.shape[0]))  # small: (d + 1 + m) square
-                    cov = half.T @ half
-                    out.update(mean=np.asarray(st.mean)[perm], cov=cov[np.ix_(perm, perm)],
+                    out.update(posterior=_reordered(q_posterior(st), perm),
                                sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
                                res=res)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h)
-                    wide = use_wide_form(n, data.X.shape[1] + m, np.ones(1))  # every prior here is proper
                     r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
                                     data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
-                               log_joint=s["log_joint"])
+                               log_joint=s["log_joint"], wide=wide)
             else:  # Algorithm 1: prior="gaussian", inference="vb"
                 design = self._design(X)
                 prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
                 wide = use_wide_form(*design.shape, prec)
                 res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol,
                                   wide=wide, **vb_kw)
-                st = res.state
-                if wide:  # q(beta) in its n-dimensional form: no p x p matrix
-                    out.update(mean=np.asarray(st.mean), posterior=LowRankPosterior.from_conditional(st.q), res=res)
-                else:
-                    L = np.asarray(st.prec_chol, dtype=np.float64)
-                    half = np.linalg.solve(L, np.eye(L.shape[0]))
-                    out.update(mean=np.asarray(st.mean), cov=half.T @ half, res=res)
+                out.update(posterior=q_posterior(res.state), res=res)  # wide: no p x p matrix
         self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
+        return _luts_chain_coordinates(X, out) if out.get("wide") else None
 
     def _store_luts(self, out: dict[str, Any], y: np.ndarray, params, n_groups: int) -> None:
         d = self.n_features_in_
@@ -850,11 +860,13 @@ class LinearBSVM(_BayesianSVMClassifier):
             if self.n_iter_ == params["max_iter"]:
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
-            mean = np.asarray(out["mean"], dtype=np.float64)
             if "posterior" in out:
                 self._posterior = out["posterior"]
-            else:
-                self._posterior = CovariancePosterior(mean, np.asarray(out["cov"], dtype=np.float64))
+            else:  # Algorithm 4
+                self._posterior = CovariancePosterior(np.asarray(out["mean"], dtype=np.float64),
+                                                      np.asarray(out["cov"], dtype=np.float64))
+            mean = self._posterior.mean
+            if isinstance(self._posterior, CovariancePosterior):  # the n-dimensional form holds no p x p matrix
                 self.coef_cov_ = self._posterior.cov
             draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
             stats = {"lower_bound": self.lower_bound_[None, None]}
@@ -958,9 +970,13 @@ class LinearBSVM(_BayesianSVMClassifier):
             design = np.hstack([design, self._group_design_predict(groups, X.shape[0])])
         return self._posterior.latent_moments(design)
 
+    #: What every binary fit sets (:meth:`_check_restored`).
+    _FITTED = ("_posterior", "coef_", "intercept_")
+
     def _check_restored(self) -> None:
         """As the base class; and a binary fit's posterior (what predictions use) must have the width of
-        the features, intercept and group effects, and ``coef_`` / ``intercept_`` must be its mean."""
+        the features, intercept and group effects (its precision factor or covariance square), and
+        ``coef_`` / ``intercept_`` must be its mean."""
         super()._check_restored()
         post = self.__dict__.get("_posterior")
         if post is None or self._multiclass:
@@ -971,6 +987,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         spread = np.asarray(post[-1])  # the factor, covariance, low-rank half or draws: (., p)
         if mean.shape != (p,) or spread.ndim != 2 or spread.shape[1] != p:
             raise ValueError(f"the posterior has {mean.shape} coefficients, not {p}")
+        if isinstance(post, (PrecisionPosterior, CovariancePosterior)) and spread.shape != (p, p):
+            raise ValueError(f"the posterior's {post._fields[-1]} has shape {spread.shape}, not {(p, p)}")
         intercept = mean[d] if self.fit_intercept else 0.0
         if np.shape(self.coef_) != (1, d) or np.shape(self.intercept_) != (1,) or not (
                 np.allclose(self.coef_, mean[None, :d], rtol=1e-6, atol=1e-9)
@@ -992,6 +1010,47 @@ class LinearBSVM(_BayesianSVMClassifier):
         if "_posterior" not in state and "_coef_mean" in state:  # written before the typed posteriors
             state = _posterior_from_attributes(state, self.inference)
         super()._restore_saved(state)
+
+
+def _luts_wide_form(n: int, n_coef: int) -> bool:
+    """Whether a Luts & Ormerod model holds its coefficients' Gaussian in the n-dimensional form: the
+    rule of every linear fit, :func:`~bayes_maxmargin.core.augmentation.use_wide_form` (more coefficients
+    than points, every prior proper), for ``n_coef`` coefficients whose priors are all proper here
+    (a flat intercept is the paper's sigma_beta^2 = 1e8)."""
+    return use_wide_form(n, n_coef, np.ones(1))
+
+
+def _luts_chain_coordinates(X: np.ndarray, out: dict[str, Any]) -> Any:
+    """What the chains of a wide Luts & Ormerod Gibbs fit move, for its mixing check: the feature
+    coefficients' coordinates in the row space of X (r <= n of them, all the data inform), the intercept,
+    the random intercepts, sigma_u^2 and, for the Laplace-zero prior, the number of included features.
+
+    For ``prior="penalty"`` and ``groups=`` this is what the chains move: given sigma_u^2 (and the
+    fixed prior of the features under ``groups=``) the features' coefficients orthogonal to the rows of X
+    are a draw of their isotropic prior, independent of the rest. Under the Laplace-zero prior they are
+    not (each v_k has its own scale b_k): there the check reads the quantities the data inform, and the
+    p indicators and coefficients are left to :func:`~bayes_maxmargin.diagnostics.convergence_summary`
+    (checking them took longer than the sampling).
+    """
+    d = X.shape[1]
+    draws = np.asarray(out["draws"], dtype=np.float64)
+    basis = row_space(X, np.ones(d)).basis  # the coordinates of an isotropic prior's coefficients: basis @ w
+    to_rows = np.vstack([basis.T, np.zeros((draws.shape[-1] - d, basis.shape[0]))])  # the other coefficients: 0
+    chains = {"coef_row_space": draws @ to_rows, "intercept": draws[..., d]}
+    if draws.shape[-1] > d + 1:
+        chains["random_effects"] = draws[..., d + 1:]
+    chains["sigma_u2"] = np.asarray(out["sigma_u2"], dtype=np.float64)
+    if "inclusion_draws" in out:
+        chains["model_size"] = np.sum(out["inclusion_draws"], axis=-1, dtype=np.float64)
+    return to_inference_data(chains)
+
+
+def _reordered(post: CovariancePosterior | LowRankPosterior, order: np.ndarray
+               ) -> CovariancePosterior | LowRankPosterior:
+    """The Gaussian ``post`` of the coefficients taken in ``order``."""
+    if isinstance(post, LowRankPosterior):
+        return LowRankPosterior(post.mean[order], post.prior_var[order], post.half[:, order])
+    return CovariancePosterior(post.mean[order], post.cov[np.ix_(order, order)])
 
 
 def _posterior_from_attributes(state: dict[str, Any], inference: str) -> dict[str, Any]:

@@ -49,11 +49,12 @@ from scipy.special import log_ndtr, logsumexp
 from bayes_maxmargin.core.kernels import Kernel
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
+from bayes_maxmargin.engine.checkpoint import call_interruptibly
 from bayes_maxmargin.engine.mcmc import ChainResult, run_chains
 from bayes_maxmargin.models.gp.svi import svi_gp
 from bayes_maxmargin.models.linear.svi import svi_linear
 
-__all__ = ["BatchRequest", "combine_attributes", "combine_draws", "fit_one_vs_rest",
+__all__ = ["BatchRequest", "classes_together", "combine_attributes", "combine_draws", "fit_one_vs_rest",
            "normalised_probabilities", "register_batched", "solve"]
 
 
@@ -67,11 +68,29 @@ class BatchRequest(BaseException):
 
 
 class _Recorder:
-    """Replayed solver results of one sub-estimator, in call order."""
+    """Replayed solver results of one sub-estimator, in call order, and how many classes are fitted."""
 
-    def __init__(self) -> None:
+    def __init__(self, n_classes: int = 1) -> None:
         self.results: list[Any] = []
         self.calls = 0
+        self.n_classes = n_classes
+
+
+def classes_together(owner: Any) -> int:
+    """How many binary problems run together with ``owner``'s fit: K during a one-vs-rest fit of K
+    classes (their solver calls run as one batched program), else 1. Memory checks count every one."""
+    rec = owner.__dict__.get("_ovr_recorder")
+    return 1 if rec is None else rec.n_classes
+
+
+#: Solvers that wait for their compiled chunks themselves, with the signal handling of their checkpoints,
+#: in the calling thread; every other solver is one compiled program (or a loop of them), called
+#: through :func:`~bayes_maxmargin.engine.checkpoint.call_interruptibly` so that Ctrl-C stops it at once.
+_CHUNKED = (run_chains, svi_gp, svi_linear)
+
+
+def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs) if fn in _CHUNKED else call_interruptibly(fn, *args, **kwargs)
 
 
 def solve(owner: Any, fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -81,7 +100,7 @@ def solve(owner: Any, fn: Callable, *args: Any, **kwargs: Any) -> Any:
     calls to be batched (otherwise the calls run one by one)."""
     rec = owner.__dict__.get("_ovr_recorder")
     if rec is None:
-        return fn(*args, **kwargs)
+        return _call(fn, *args, **kwargs)
     i = rec.calls
     rec.calls += 1
     if i < len(rec.results):
@@ -91,7 +110,7 @@ def solve(owner: Any, fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def fit_one_vs_rest(subs: Sequence[Any], fit_one: Callable[[int], Any]) -> None:
     """Run ``fit_one(k)`` (the binary fit of ``subs[k]``) for every k, batching their solver calls."""
-    recs = [_Recorder() for _ in subs]
+    recs = [_Recorder(len(subs)) for _ in subs]
     for sub, rec in zip(subs, recs):
         sub._ovr_recorder = rec
     try:
@@ -153,13 +172,14 @@ def _dispatch(requests: list[BatchRequest]) -> list[Any]:
     )
     if batchable:
         with float_precision(first.x64):
-            out = _BATCHED.get(first.fn, _vmapped)(first.fn, [r.args for r in requests], first.kwargs)
+            batched, args = _BATCHED.get(first.fn, _vmapped), (first.fn, [r.args for r in requests], first.kwargs)
+            out = batched(*args) if first.fn in _CHUNKED else call_interruptibly(batched, *args)
         if out is not None:
             return out
     results = []
     for r in requests:  # different calls per class: one by one
         with float_precision(r.x64):
-            results.append(r.fn(*r.args, **r.kwargs))
+            results.append(_call(r.fn, *r.args, **r.kwargs))
     return results
 
 
@@ -339,6 +359,27 @@ def combine_attributes(subs: Sequence[Any]) -> dict[str, Any]:
         else:
             out[name] = list(values)
     return out
+
+
+def check_combined(owner: Any, subs: Sequence[Any]) -> None:
+    """Raise ValueError where a one-vs-rest fit's stacked attributes are not :func:`combine_attributes` of
+    its binary fits ``subs`` (a restored file whose ``estimators_`` were reordered, edited or taken from
+    another fit): the same values, in the same order, exactly."""
+    for name, value in combine_attributes(subs).items():
+        mine = vars(owner).get(name)
+        la, ta = jax.tree_util.tree_flatten(mine)
+        lb, tb = jax.tree_util.tree_flatten(value)
+        if ta != tb or not all(_equal_nan(x, y) for x, y in zip(la, lb)):
+            raise ValueError(f"{name} is not that of the one-vs-rest estimators_ (stacked in their order)")
+
+
+def _equal_nan(a: Any, b: Any) -> bool:
+    """:func:`_equal`, NaN equal to NaN (traces padded with NaN)."""
+    if isinstance(a, (np.ndarray, jax.Array, np.generic)) and isinstance(b, (np.ndarray, jax.Array, np.generic)):
+        a, b = np.asarray(a), np.asarray(b)
+        nan = a.dtype.kind in "fc" and b.dtype.kind in "fc"
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=nan))
+    return _equal(a, b)
 
 
 def combine_draws(parts: Sequence[Any], classes: np.ndarray) -> Any:

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.kernels import PolyParams, SEParams
 from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.memory import check_memory, matrix_bytes
 from bayes_maxmargin.core.parameters import params_dict
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
@@ -47,6 +48,27 @@ from bayes_maxmargin.models.projection.gibbs import (
 from bayes_maxmargin.models.projection.model import ProjectionHyper, kernel_features, projection_data
 
 __all__ = ["MaxMarginProjection"]
+
+
+#: Matrices held at the peak of a fit, counted by shape with D the width of the features (``n_basis``
+#: basis vectors, or the number of features without a kernel): N x D (the features and their thin SVD)
+#: and D x D, plus the D x K projection, its running sums and usage of every problem and chain. A
+#: least-squares fit to the peak resident memory of float64 RBF fits over the process's memory before
+#: them, at N, M = 3000 / 1500, 3000 / 750, 1500 / 750, 1500 / 1500, 3000 / 3000, gives 2.5 N x D and
+#: 3.2 D x D plus 264 MB (the compiler's; the peaks within 31 MB), rounded up to cover every peak (4, 4);
+#: six classes and two chains add 52-60 MB at D = 750 and 1500 alike (a larger program, not larger arrays).
+PROJECTION_MATRICES = {"nd": 4, "dd": 4, "dk": 4}
+
+
+def _check_memory(n: int, width: tuple[str, int], problems: int, components: int, params: dict[str, Any]) -> None:
+    """Refuse a fit on ``n`` rows whose features have ``width = (name, D)`` columns when its matrices
+    (:data:`PROJECTION_MATRICES`, for ``problems`` one-vs-all problems) do not fit in memory."""
+    name, D = width
+    c = PROJECTION_MATRICES
+    need = matrix_bytes([(c["nd"], n, D), (c["dd"], D, D), (c["dk"] * problems * params["num_chains"], D, components)],
+                        params["precision"])
+    check_memory(need, what=f"MaxMarginProjection on N = {n} points with features of width D = {D}",
+                 sizes=[width, ("the training points", n)])
 
 
 class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -278,9 +300,11 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                 raise InvalidParameterError(
                     f"Invalid value for n_basis: {M} (must be at most the number of training samples, {n})"
                 )
+            _check_memory(n, ("n_basis", M), Y.shape[0], K, params)
             self.basis_vectors_ = self._choose_basis(X, M, params["basis"], rng)
-        elif hasattr(self, "basis_vectors_"):
-            del self.basis_vectors_
+        else:
+            _check_memory(n, ("the number of features", X.shape[1]), Y.shape[0], K, params)
+            self.__dict__.pop("basis_vectors_", None)
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         seed = int(rng.randint(0, 2**31 - 1))

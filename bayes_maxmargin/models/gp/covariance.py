@@ -35,8 +35,8 @@ from bayes_maxmargin.core.linalg import (
 )
 
 __all__ = ["Covariance", "FITCFactors", "GPData", "alpha", "alpha_from_factor", "as_2d", "chol_mm",
-           "dense_log_marginal", "fitc_factors", "gp_alpha", "gp_data", "log_marginal", "log_prior", "loo_moments",
-           "prior_matvec", "pseudo_obs", "pseudo_obs_scaled", "scaled_factor"]
+           "dense_log_marginal", "fitc_factors", "gp_alpha", "gp_data", "leave_groups_out", "log_marginal", "log_prior",
+           "loo_moments", "prior_matvec", "pseudo_obs", "pseudo_obs_scaled", "scaled_factor"]
 
 
 # --------------------------------------------------------------------------- dense
@@ -242,8 +242,9 @@ def log_marginal(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
     return dense_log_marginal(cov.K, cov.y, inv_lam, gamma)
 
 
-def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array) -> tuple[Array, Array]:
-    """Leave-one-out mean and variance of every f_n at fixed lambda = 1 / ``inv_lam`` and gamma.
+def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array, groups: Array | None = None) -> tuple[Array, Array]:
+    """Leave-one-out mean and variance of every f_n at fixed lambda = 1 / ``inv_lam`` and gamma; with
+    ``groups``, leave-group-out ones for the rows of each group (:func:`leave_groups_out`).
 
     Given lambda, the ECM posterior is GP regression on the pseudo-observations t = Y (1 + lambda)
     with noise variances lambda / gamma (eq. 7, 12). With B = K + Lambda / gamma and alpha = B^-1 t,
@@ -254,6 +255,10 @@ def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array) -> tuple[Array, A
     on the margin). Dense: [B^-1]_nn = s_n^2 ||L^-1 e_n||^2 (:func:`scaled_factor`); FITC: Woodbury on
     diag(g) + U U', B^-1 = G^-1 - H' H with H = C^-1 U' G^-1 and C C' = I + U' G^-1 U, which gives
     both alpha and the diagonal.
+
+    ``groups`` (shape (G, m), row indices, -1 padding) lists groups of rows whose inputs are identical:
+    their f are one value, so leaving one of them out leaves its twins' information about it in, and
+    the leave-one-out predictive is as sure of f_n as the fit itself.
     """
     t, noise = pseudo_obs(cov.y, inv_lam), 1.0 / (gamma * inv_lam)
     if isinstance(cov, FITCFactors):
@@ -262,12 +267,55 @@ def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array) -> tuple[Array, A
         half = solve_triangular(jnp.linalg.cholesky(_eye_like(cov.U) + cov.U.T @ Ug), Ug.T, lower=True)
         diag = 1.0 / g - jnp.sum(half**2, axis=0)  # B^-1 = G^-1 - half' half
         a = t / g - half.T @ (half @ t)
+
+        def block(idx):  # [B^-1]_GG
+            return jnp.diag(1.0 / g[idx]) - half[:, idx].T @ half[:, idx]
     else:
         s, chol_b = scaled_factor(cov.K, inv_lam, gamma)
         inv_chol = solve_triangular(chol_b, jnp.eye(s.shape[0], dtype=s.dtype), lower=True)
         diag = s**2 * jnp.sum(inv_chol**2, axis=0)
         a = alpha_from_factor(s, chol_b, cov.y, inv_lam, gamma)
-    return t - a / diag, jnp.maximum(1.0 / diag - noise, 0.0)
+
+        def block(idx):  # [B^-1]_GG = (L^-1 S)_G' (L^-1 S)_G
+            cols = inv_chol[:, idx] * s[idx]
+            return cols.T @ cols
+    mean, var = t - a / diag, jnp.maximum(1.0 / diag - noise, 0.0)
+    if groups is None:
+        return mean, var
+    return leave_groups_out(mean, var, t, noise, a, block, groups)
+
+
+def leave_groups_out(mean: Array, var: Array, t: Array, noise: Array, a: Array, block: Any,
+                     groups: Array) -> tuple[Array, Array]:
+    """``mean`` and ``var`` with the rows of every group replaced by their leave-group-out moments.
+
+    The block form of :func:`loo_moments` (Rasmussen & Williams 2006, eq. 5.12 for a set of points):
+    t_G given the points outside group G is N(t_G - Sigma_G alpha_G, Sigma_G) with Sigma_G =
+    ([B^-1]_GG)^-1, and f_G = t_G - e_G has covariance Sigma_G - diag(lambda_G / gamma): one m x m
+    solve per group.
+
+    Parameters
+    ----------
+    mean, var : Array, shape (n,)
+        Leave-one-out moments of every row.
+    t, noise, a : Array, shape (n,)
+        Pseudo-observations, their noise variances lambda / gamma and alpha = B^-1 t.
+    block : callable
+        Row indices (m,) -> the (m, m) block of B^-1.
+    groups : Array, shape (G, m)
+        Row indices of each group, padded with -1.
+    """
+    n, m = mean.shape[0], groups.shape[1]
+    valid = groups >= 0
+    idx = jnp.where(valid, groups, 0)
+    eye = jnp.eye(m, dtype=mean.dtype)
+    blocks = jnp.where(valid[:, :, None] & valid[:, None, :], jax.vmap(block)(idx), eye)  # padding: identity
+    sigma = jax.vmap(lambda c: cho_solve((c, True), eye))(jnp.linalg.cholesky(blocks))
+    a_g = jnp.where(valid, a[idx], 0.0)
+    mean_g = t[idx] - jnp.einsum("gij,gj->gi", sigma, a_g)
+    var_g = jnp.maximum(jnp.diagonal(sigma, axis1=1, axis2=2) - noise[idx], 0.0)
+    rows = jnp.where(valid, groups, n)  # padding: out of range, dropped
+    return mean.at[rows].set(mean_g, mode="drop"), var.at[rows].set(var_g, mode="drop")
 
 
 def _dense_log_marginal(K: Array, y: Array, inv_lam: Array, gamma: Array) -> tuple[Array, tuple[Array, Array]]:

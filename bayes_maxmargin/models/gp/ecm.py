@@ -68,9 +68,10 @@ from bayes_maxmargin.core.augmentation import (
     log_pseudo_likelihood,
 )
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import KernelFn, get_kernel, kernel_diag
+from bayes_maxmargin.core.kernels import KernelFn, feature_scale, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import jittered_cholesky, woodbury_solve
 from bayes_maxmargin.core.parameters import (
+    LOG,
     field_values,
     free_fields,
     from_unconstrained,
@@ -408,9 +409,12 @@ def mlii_update(
     (:func:`gp_log_marginal`) at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
     omega = 1 / E[lambda]).
 
-    At most ``steps`` Optax iterations (:func:`ml2_ascent`) on the unconstrained parameters
-    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained`) and V, fewer with ``tol``; the best
-    iterate seen is returned, so log Z never decreases.
+    At most ``steps`` Optax iterations (:func:`ml2_ascent`) on log theta
+    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained` with
+    :data:`~bayes_maxmargin.core.parameters.LOG`) and on V in units of the spread of X
+    (:func:`~bayes_maxmargin.core.kernels.feature_scale`), fewer with ``tol``; the best iterate seen is
+    returned, so log Z never decreases. Neither coordinate depends on the units of X: inputs multiplied
+    by c give length-scales and pseudo-inputs multiplied by c and the same kernel matrices.
 
     Parameters
     ----------
@@ -431,7 +435,7 @@ def mlii_update(
     optimizer : {"lbfgs", "adam"}
         Optax optimiser (:data:`ML2_OPTIMIZERS`).
     learning_rate : float
-        Adam step size in the unconstrained space (L-BFGS chooses its own by line search).
+        Adam step size in log theta and in V over the spread of X (L-BFGS chooses its own by line search).
     optimize_inducing : bool
         Whether V moves with theta (FITC only).
     jitter : float
@@ -447,22 +451,25 @@ def mlii_update(
     trainable = free_fields(params) if trainable is None else trainable
 
     def theta_of(raw):
-        return from_unconstrained(hold_fixed(raw, trainable), params)
+        return from_unconstrained(hold_fixed(raw, trainable), params, LOG)
 
     if V is None:
         def log_z(raw):
             return gp_log_marginal(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
 
-        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params), steps, optimizer, learning_rate, tol)
+        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params, LOG), steps, optimizer, learning_rate,
+                                             tol)
         return MLIIResult(theta_of(best_raw), None, before, after)
 
+    scale = feature_scale(X)  # V moves in units of the data's spread
+
     def log_z_sparse(raw):
-        Vr = raw["V"] if optimize_inducing else jax.lax.stop_gradient(V)
+        Vr = raw["V"] * scale if optimize_inducing else jax.lax.stop_gradient(V)
         return gp_log_marginal(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
 
-    raw0 = {"theta": to_unconstrained(params), "V": V}
+    raw0 = {"theta": to_unconstrained(params, LOG), "V": V / scale}
     best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate, tol)
-    return MLIIResult(theta_of(best_raw["theta"]), best_raw["V"] if optimize_inducing else V, before, after)
+    return MLIIResult(theta_of(best_raw["theta"]), best_raw["V"] * scale if optimize_inducing else V, before, after)
 
 
 def map_row_chunks(fn, X: Array, chunk: int) -> tuple[Array, ...]:
@@ -721,7 +728,7 @@ def gp_ecm_mlii(
     optimizer : {"lbfgs", "adam"}
         Optax optimiser of the ML-II steps.
     learning_rate : float
-        Adam step size on the unconstrained kernel parameters (and V).
+        Adam step size in log theta (and in V over the spread of X).
     estimate_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and its CM-step is run.
     optimize_inducing : bool

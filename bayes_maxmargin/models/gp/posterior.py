@@ -42,7 +42,7 @@ from jax import Array
 
 from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
-from bayes_maxmargin.core.predict import loo_cavity
+from bayes_maxmargin.core.predict import group_rows, group_sites, loo_cavity
 from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, local_alpha, predict_moments
 from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments, pseudo_obs
 from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
@@ -84,21 +84,24 @@ class ModePosterior(NamedTuple):
         return gp_predict(jnp.asarray(self.X, dtype), jnp.asarray(X, dtype), jnp.asarray(self.y, dtype),
                           self.inv_lam, self.gamma, self.theta, V=self.V, kernel=self.kernel, jitter=self.jitter)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out mean and variance of f_n at the training inputs given omega
         (:func:`~bayes_maxmargin.models.gp.covariance.loo_moments`); ``X``, ``y`` and ``gamma`` are
-        the fit's own, which this posterior holds."""
+        the fit's own, which this posterior holds. ``groups``: labels of groups of identical rows
+        (:func:`~bayes_maxmargin.core.predict.tie_groups`), whose rows get leave-group-out moments."""
         V = None if self.V is None else jnp.asarray(self.V, dtype)
+        rows = None if groups is None else jnp.asarray(group_rows(groups))
         out = _mode_loo(jnp.asarray(self.X, dtype), jnp.asarray(self.y, dtype), jnp.asarray(self.inv_lam, dtype),
-                        jnp.asarray(self.gamma, dtype), self.theta, V, kernel=self.kernel, jitter=self.jitter)
+                        jnp.asarray(self.gamma, dtype), self.theta, V, rows, kernel=self.kernel, jitter=self.jitter)
         return tuple(np.asarray(a, np.float64) for a in out)
 
 
 @partial(jit, static_argnames=("kernel", "jitter"))
-def _mode_loo(X, y, inv_lam, gamma, theta, V, *, kernel, jitter):
+def _mode_loo(X, y, inv_lam, gamma, theta, V, groups, *, kernel, jitter):
     cov = (GPData(prior_covariance(X, kernel, theta, jitter), y, None) if V is None
            else fitc_factors(theta, X, V, y, kernel, jitter))
-    return loo_moments(cov, inv_lam, gamma)
+    return loo_moments(cov, inv_lam, gamma, groups)
 
 
 class VIPosterior(NamedTuple):
@@ -134,13 +137,16 @@ class VIPosterior(NamedTuple):
         half = jax.scipy.linalg.solve_triangular(self.LB, self.sw[:, None] * Ks, lower=True)
         return Ks.T @ jnp.asarray(self.alpha, dtype), kernel_diag(kfn, self.theta, X) - jnp.sum(half**2, axis=0)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out mean and variance of f_n at the training inputs ``X`` (the fit's, labels ``y``
         coded +-1): the site of point n in q(f), precision W_n = gamma alpha_n^-1/2 and mean
-        y_n (1 + gamma / W_n) (Sec. 4.1), divided out (:func:`~bayes_maxmargin.core.predict.loo_cavity`)."""
+        y_n (1 + gamma / W_n) (Sec. 4.1), divided out (:func:`~bayes_maxmargin.core.predict.loo_cavity`);
+        with ``groups`` (labels of groups of identical rows), the sites of its whole group
+        (:func:`~bayes_maxmargin.core.predict.group_sites`)."""
         mean, var = (np.asarray(a, np.float64) for a in self.latent_moments(X, dtype))
         omega = np.asarray(self.sw, np.float64) ** 2 / float(gamma)  # E[1 / lambda_n] = alpha_n^-1/2
-        return loo_cavity(mean, var, float(gamma) * omega, pseudo_obs(np.asarray(y, np.float64), omega))
+        return _cavity(mean, var, float(gamma) * omega, pseudo_obs(np.asarray(y, np.float64), omega), groups)
 
 
 class DrawsPosterior(NamedTuple):
@@ -199,12 +205,15 @@ class SVIPosterior(NamedTuple):
         state's precision (``dtype`` is not used: the data stay on the host, chunk by chunk)."""
         return predict_moments(self.state, self.problem, X)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any = None, groups: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out mean and variance of f_n at training inputs ``X`` (labels ``y`` coded +-1): q(v)
         takes point n through the site on phi_n' v of eq. (9)-(10), precision gamma alpha_n^-1/2 and
         mean y_n (1 + alpha_n^1/2) at the alpha_n of Alg. 1, line 7; that site divided out
-        (:func:`~bayes_maxmargin.core.predict.loo_cavity`), Ktilde_nn added back. The rows are padded
-        to :func:`~bayes_maxmargin.core.compilation.bucket_rows` (one program for fits of nearby sizes)."""
+        (:func:`~bayes_maxmargin.core.predict.loo_cavity`), Ktilde_nn added back; with ``groups`` (labels
+        of groups of identical rows, which share phi_n' v), the sites of its whole group
+        (:func:`~bayes_maxmargin.core.predict.group_sites`). The rows are padded to
+        :func:`~bayes_maxmargin.core.compilation.bucket_rows` (one program for fits of nearby sizes)."""
         n, rows = X.shape[0], bucket_rows(X.shape[0])
         padded = np.concatenate([X, np.zeros((rows - n, X.shape[1]), X.dtype)])
         mean, var, ktilde = latent_parts(self.state, self.problem, padded)
@@ -212,7 +221,15 @@ class SVIPosterior(NamedTuple):
         # E[1 / lambda_n] = alpha_n^-1/2 of Alg. 1, line 7, on the padded rows
         omega = np.asarray(_local_alpha(mean, var, y))[:n] ** -0.5
         mean, var, ktilde, y = mean[:n], var[:n], ktilde[:n], y[:n]
-        return loo_cavity(mean, var - ktilde, float(gamma) * omega, pseudo_obs(y, omega), ktilde)
+        return _cavity(mean, var - ktilde, float(gamma) * omega, pseudo_obs(y, omega), groups, ktilde)
+
+
+def _cavity(mean, var, site_prec, target, groups, extra_var=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~bayes_maxmargin.core.predict.loo_cavity` of each row's site, or with ``groups`` (labels) of
+    its group's (:func:`~bayes_maxmargin.core.predict.group_sites`)."""
+    if groups is not None:
+        site_prec, target = group_sites(site_prec, target, groups)
+    return loo_cavity(mean, var, site_prec, target, extra_var)
 
 
 #: :func:`~bayes_maxmargin.engine.svi.local_alpha` as one program (one per row bucket).

@@ -17,9 +17,9 @@ import scipy.linalg
 from jax import Array
 
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
+from bayes_maxmargin.core.kernels import feature_scale, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import cholesky_or_raise, jittered_cholesky
-from bayes_maxmargin.core.parameters import from_unconstrained, hold_fixed, template, to_unconstrained
+from bayes_maxmargin.core.parameters import SOFTPLUS, from_unconstrained, hold_fixed, template, to_unconstrained
 from bayes_maxmargin.engine.svi import (
     Features,
     NatParams,
@@ -36,7 +36,7 @@ from bayes_maxmargin.engine.svi import (
     triangular_inverse,
 )
 
-__all__ = ["gp_features", "inducing_posterior", "prediction_problem"]
+__all__ = ["gp_features", "inducing_posterior", "prediction_problem", "scale_free_adam"]
 
 
 # ============================================================================ models as features
@@ -143,7 +143,7 @@ def svi_gp(
     (:func:`run_svi`), ``Z0`` of shape (m, d) or (K, m, d) and ``seed`` one or K seeds, and the
     result is a list of K pairs."""
     spec = GPSpec(get_kernel(kernel), theta0, float(jitter), tuple(learn))
-    hyper_tx = optax.adam(learning_rate) if learn else optax.set_to_zero()  # nothing moves: no Adam moments
+    hyper_tx = scale_free_adam(learning_rate) if learn else optax.set_to_zero()  # nothing moves: no Adam moments
     nat_tx = step_transform(step_size, num_steps)
     m = Z0.shape[-2]
     Zs = np.asarray(np.broadcast_to(Z0, (_n_problems(y), m, Z0.shape[-1])), dtype)
@@ -156,6 +156,46 @@ def svi_gp(
                      num_steps=num_steps, hyper_every=hyper_every, learn_hyper=bool(learn), gamma=gamma, seed=seed,
                      mesh=data_mesh(devices, batch_size), dtype=dtype, progress=progress, callback=callback,
                      cache_key=key, checkpoint=checkpoint, resume=resume)
+
+
+class ScaleFreeAdamState(NamedTuple):
+    """State of :func:`scale_free_adam`: Adam's, and the unit of the inducing points' steps."""
+
+    adam: Any
+    unit: Array
+
+
+def scale_free_adam(learning_rate: float) -> optax.GradientTransformation:
+    """Adam on S-BSVM's hyperparameters in coordinates that do not depend on the units of the data: the
+    kernel fields, held as softplus^-1 theta (:func:`~bayes_maxmargin.core.parameters.to_unconstrained`),
+    move by Adam steps in log theta, and the inducing points by Adam steps in units of their initial
+    spread (:func:`~bayes_maxmargin.core.kernels.feature_scale`). Inputs multiplied by c then give
+    length-scales and inducing points multiplied by c and the same kernel matrices, where plain Adam on
+    softplus^-1 theta would step by ``learning_rate`` in theta itself (no move at all for a length-scale
+    of 1e5, a factor e^0.05 for one of 1e-10).
+
+    Each update feeds Adam the gradient in log theta, ``g_r theta / sigmoid(r)``, and returns the change
+    of r that multiplies theta by exp of Adam's step (none where that step is zero: fixed fields stay)."""
+    adam = optax.adam(learning_rate)
+
+    def split(tree):
+        return {k: v for k, v in tree.items() if k != "inducing"}, tree["inducing"]
+
+    def init(params):
+        return ScaleFreeAdamState(adam.init(params), feature_scale(params["inducing"]))
+
+    def update(updates, state, params):
+        grad, grad_z = split(updates)
+        raw, _ = split(params)
+        theta = {k: SOFTPLUS.forward(r) for k, r in raw.items()}
+        grad_log = {k: grad[k] * theta[k] / jax.nn.sigmoid(raw[k]) for k in raw}
+        steps, adam_state = adam.update({**grad_log, "inducing": grad_z * state.unit}, state.adam)
+        step_log, step_z = split(steps)
+        moved = {k: jnp.where(step_log[k] == 0, 0.0, SOFTPLUS.inverse(theta[k] * jnp.exp(step_log[k])) - raw[k])
+                 for k in raw}  # a field held fixed (zero gradient, zero step) stays exactly where it is
+        return {**moved, "inducing": step_z * state.unit}, state._replace(adam=adam_state)
+
+    return optax.GradientTransformation(init, update)
 
 
 @partial(jit, static_argnums=2, compiler_options={"xla_backend_optimization_level": 0})  # runs once per fit

@@ -105,7 +105,7 @@ class LowRankPosterior(NamedTuple):
         (n x p, so that the covariance is D^1/2 (I - U'U) D^1/2): with S = U U' = Q diag(s) Q',
         (I - U'U)^1/2 = I - U' Q diag((1 - (1 - s)^1/2) / s) Q' U, in O(n^2 p) without a p x p matrix."""
         sd = np.sqrt(self.prior_var)
-        U = self.half / sd
+        U = np.divide(self.half, sd, out=np.zeros_like(self.half), where=sd > 0)  # a zero variance: a zero column
         s, Q = np.linalg.eigh(U @ U.T)
         s = np.clip(s, 0.0, 1.0)
         shrink = np.where(s > 1e-12, (1.0 - np.sqrt(1.0 - s)) / np.where(s > 1e-12, s, 1.0), 0.5)

@@ -12,9 +12,13 @@ program's log density, tested). The updates shared with every other model come f
 
 Appendix A (penalty / random effects): (beta, u), sigma_u^2 ~ IG(A_u + m/2, B_u + ||u||^2 / 2), a.
 Appendix B (Laplace-zero): (beta, v) with design C diag(gamma~), sigma_u^2, a,
-b_k ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1), and gamma_k one at a time (each given gamma_{-k}).
+b_k ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1), and gamma_k one at a time (each given gamma_{-k}),
+in O(n) each (:func:`draw_inclusions`).
 Appendix C (missing predictors): (beta, u), sigma_u^2, a, mu, Sigma ~ IW, and the missing entries
 of each d_i from their Gaussian conditional given the observed ones.
+
+With more coefficients than points (``wide=True``) the Gaussian draws of Appendices A and B use the
+n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016): O(n^2 p) per sweep, no p x p matrix.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.augmentation import (
-    GaussianConditional,
     augmented_log_likelihood,
     expected_inv_lambda,
     gaussian_conditional,
@@ -46,9 +49,9 @@ from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, Missin
 from bayes_maxmargin.models.luts.vb import masked_gaussian
 
 __all__ = ["LaplaceZeroGibbsState", "MissingGibbsState", "MixedGibbsState", "build_laplace_zero_kernel",
-           "build_missing_kernel", "build_mixed_kernel", "init_laplace_zero", "init_missing", "init_mixed",
-           "laplace_zero_log_joint", "missing_log_joint", "mixed_log_joint", "record_laplace_zero",
-           "record_missing", "record_mixed"]
+           "build_missing_kernel", "build_mixed_kernel", "draw_inclusions", "init_laplace_zero", "init_missing",
+           "init_mixed", "laplace_zero_conditional", "laplace_zero_log_joint", "missing_log_joint", "mixed_log_joint",
+           "record_laplace_zero", "record_missing", "record_mixed"]
 
 
 # ============================================================================ shared pieces
@@ -191,14 +194,22 @@ class LaplaceZeroGibbsState(NamedTuple):
 def laplace_zero_log_joint(
     beta: Array, v: Array, gamma: Array, b: Array, sigma_u2: Array, inv_lam: Array, data: MixedData, hyper: LutsHyper
 ) -> Array:
-    """Log density of ``laplace_zero_bsvm(..., augmented=True)``."""
+    """Log density of ``laplace_zero_bsvm(..., augmented=True)``.
+
+    The m terms of (b_k, v_k, gamma_k) in closed form, one logarithm each: log IG(b | 1, 1/2) +
+    log N(v | 0, sigma_u^2 / b) = -3/2 log b - 1/(2 b) - b v^2 / (2 sigma_u^2) + log(1/2) - log(2 pi sigma_u^2) / 2,
+    and sum log Bernoulli(gamma | rho) = k log rho + (m - k) log(1 - rho), k = sum gamma.
+    """
     f = data.X @ beta + data.Z @ (gamma * v)
+    m = v.shape[0]
+    k = jnp.sum(gamma)
+    per_feature = jnp.sum(-1.5 * jnp.log(b) - 0.5 / b - 0.5 * b * v**2 / sigma_u2)
+    constants = m * (jnp.log(0.5) - 0.5 * jnp.log(2.0 * jnp.pi * sigma_u2))
     return (
         _normal_logpdf(beta, hyper.sigma_beta2)
         + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
-        + _log_ig(b, 1.0, 0.5)
-        + _normal_logpdf(v, sigma_u2 / b)
-        + jnp.sum(dist.Bernoulli(probs=hyper.rho).log_prob(gamma))
+        + per_feature + constants
+        + k * jnp.log(hyper.rho) + (m - k) * jnp.log1p(-hyper.rho)
         + _hinge_aug(f, data.y, inv_lam)
     )
 
@@ -218,17 +229,67 @@ def init_laplace_zero(
     return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj)
 
 
+def laplace_zero_conditional(C: Array, y: Array, gamma: Array, inv_lam: Array, prior_prec: Array, wide: bool):
+    """(beta, v) | rest of Appendix B: the Gaussian conditional of the design C diag(gamma~), gamma~ =
+    [1_p, gamma] (an excluded v_k keeps its prior N(0, 1 / prior_prec_k)).
+
+    P = diag(gamma~) C' diag(a^-1) C diag(gamma~) + diag(prior_prec), mean P^-1 diag(gamma~) C' (1 + a^-1) y:
+    a :class:`~bayes_maxmargin.core.augmentation.GaussianConditional`, or with ``wide`` its n-dimensional
+    form (:func:`~bayes_maxmargin.core.augmentation.wide_gaussian_conditional`, O(n^2 (p + m)) with the
+    prior Gram matrix of this design, which moves with gamma, b and sigma_u^2).
+    """
+    g = jnp.concatenate([jnp.ones((C.shape[1] - gamma.shape[0],), C.dtype), gamma])
+    design = C * g
+    if wide:
+        return wide_gaussian_conditional(design, y, inv_lam, 1.0, prior_prec, prior_gram(design, prior_prec))
+    return gaussian_conditional(design, y, inv_lam, 1.0, prior_prec)
+
+
+def draw_inclusions(key: Array, gamma: Array, v: Array, fixed: Array, data: MixedData, inv_lam: Array,
+                    rho: Array) -> Array:
+    """gamma_k | rest ~ Bernoulli(expit(eta_k)), k = 1..m in turn (Appendix B), in O(n m)::
+
+        eta_k = logit(rho) - 1/2 Z_k' diag(a^-1) Z_k v_k^2 + v_k Z_k' diag(1 + a^-1) y
+                - v_k Z_k' diag(a^-1) (X beta + Z_-k diag(gamma_-k) v_-k),
+
+    with ``fixed`` = X beta. With the running r = Z diag(gamma) v (n values, updated after each k) the
+    last term is v_k Z_k' diag(a^-1) r less the k-th term: no m x m matrix Z' diag(a^-1) Z. gamma_k = 1
+    where u_k < expit(eta_k), i.e. logit(u_k) < eta_k, u_k the uniform of
+    ``jax.random.bernoulli(fold_in(key, k), .)``, drawn for all k together.
+    """
+    Z, y = data.Z, data.y
+    dtype = Z.dtype
+    A = Z * inv_lam[:, None]  # diag(a^-1) Z
+    zwz = jnp.sum(A * Z, axis=0)  # Z_k' diag(a^-1) Z_k
+    # eta_k = base_k - v_k Z_k' diag(a^-1) r, with r at step k
+    base = (jnp.log(rho) - jnp.log1p(-rho) - 0.5 * zwz * v**2 + v * (Z.T @ (y * (1.0 + inv_lam)))
+            - v * (A.T @ fixed) + zwz * v**2 * gamma)
+    u = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(key, k), (), dtype))(jnp.arange(v.shape[0]))
+
+    def update(r, xs):  # the step of every k: a sum and a comparison (no exp), a quarter faster
+        zv, av, b, old, threshold = xs
+        new = (threshold < b - jnp.sum(av * r)).astype(dtype)
+        return r + zv * (new - old), new
+
+    xs = (Z.T * v[:, None], A.T * v[:, None], base, gamma, jnp.log(u) - jnp.log1p(-u))
+    return jax.lax.scan(update, Z @ (gamma * v), xs)[1]
+
+
 @functools.cache
-def build_laplace_zero_kernel():
+def build_laplace_zero_kernel(wide: bool = False):
     """The Gibbs kernel of Appendix B (Luts & Ormerod 2014): Laplace-zero prior on the Z coefficients.
 
     One sweep: a | rest; (beta, v) | rest with the design C diag(gamma~) (an excluded v_k is drawn
-    from its prior N(0, sigma_u^2 / b_k)); sigma_u^2 | rest ~ IG(A_u + m/2, B_u + v' diag(b) v / 2);
-    b_k | rest ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1); then gamma_k | rest ~ Bernoulli(expit(eta_k)),
-    k = 1..m in turn, with::
+    from its prior N(0, sigma_u^2 / b_k); :func:`laplace_zero_conditional`); sigma_u^2 | rest ~
+    IG(A_u + m/2, B_u + v' diag(b) v / 2); b_k | rest ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1); then
+    gamma_k | rest, k = 1..m in turn (:func:`draw_inclusions`).
 
-        eta_k = logit(rho) - 1/2 Z_k' diag(a^-1) Z_k v_k^2 + v_k Z_k' diag(1 + a^-1) y
-                - v_k Z_k' diag(a^-1) (X beta + Z_-k diag(gamma_-k) v_-k).
+    Parameters
+    ----------
+    wide : bool
+        Draw (beta, v) in its n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016;
+        :func:`~bayes_maxmargin.core.augmentation.sample_wide_gaussian`), O(n^2 (p + m)) instead of
+        O(n (p + m)^2 + (p + m)^3), for p + m > n: the same conditional, other random numbers.
     """
 
     def kernel(rng_key: Array, state: LaplaceZeroGibbsState, data: MixedData, hyper: LutsHyper):
@@ -238,30 +299,13 @@ def build_laplace_zero_kernel():
         dtype = X.dtype
         f = X @ state.beta + Z @ (state.gamma * state.v)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * f, 1.0, 0.0)
-        g = jnp.concatenate([jnp.ones((p,), dtype), state.gamma])
         prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), state.b / state.sigma_u2])
-        C = _design(data)
-        CWC = C.T @ (C * inv_lam[:, None])  # C' diag(a^-1) C: the precision below and the eta_k terms
-        lin = C.T @ (y * (1.0 + inv_lam))
-        prec = CWC * jnp.outer(g, g) + jnp.diag(prior_prec)  # the design C diag(gamma~)
-        chol = jnp.linalg.cholesky(prec)
-        coef = sample_gaussian(k_coef, GaussianConditional(cho_solve((chol, True), g * lin), chol))
+        cond = laplace_zero_conditional(_design(data), y, state.gamma, inv_lam, prior_prec, wide)
+        coef = (sample_wide_gaussian if wide else sample_gaussian)(k_coef, cond)
         beta, v = coef[:p], coef[p:]
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(state.b * v**2))
         b = InverseGaussian(jnp.sqrt(sigma_u2) / jnp.maximum(jnp.abs(v), margin_floor(dtype)), 1.0).sample(k_b)
-        G = CWC[p:, p:]  # Z' diag(a^-1) Z
-        lin_y = lin[p:]  # Z' diag(1 + a^-1) y
-        zwx_beta = CWC[p:, :p] @ beta  # Z' diag(a^-1) X beta
-        logit_rho = jnp.log(hyper.rho) - jnp.log1p(-hyper.rho)
-
-        def update(k, carry):  # carry: gamma and G (gamma v), so that each step is O(m)
-            gamma, s = carry
-            cross = s[k] - G[k, k] * gamma[k] * v[k]  # Z_k' diag(a^-1) Z_-k diag(gamma_-k) v_-k
-            eta = logit_rho - 0.5 * G[k, k] * v[k] ** 2 + v[k] * lin_y[k] - v[k] * (zwx_beta[k] + cross)
-            gk = jax.random.bernoulli(jax.random.fold_in(k_g, k), jax.nn.sigmoid(eta)).astype(dtype)
-            return gamma.at[k].set(gk), s + G[:, k] * ((gk - gamma[k]) * v[k])
-
-        gamma, _ = jax.lax.fori_loop(0, m, update, (state.gamma, G @ (state.gamma * v)))
+        gamma = draw_inclusions(k_g, state.gamma, v, X @ beta, data, inv_lam, hyper.rho)
         lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
         return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj), None
 
@@ -269,9 +313,10 @@ def build_laplace_zero_kernel():
 
 
 def record_laplace_zero(state: LaplaceZeroGibbsState) -> dict[str, Array]:
-    """Per draw: beta, v, gamma, u = gamma v, sigma_u^2 and the log joint."""
+    """Per draw: beta, gamma (as int8), u = gamma v, sigma_u^2 and the log joint (v itself is not stored:
+    where gamma_k = 0 it is a draw of its prior, and m values per draw weigh on wide data)."""
     return {
-        "beta": state.beta, "v": state.v, "gamma": state.gamma, "u": state.gamma * state.v,
+        "beta": state.beta, "gamma": state.gamma.astype(jnp.int8), "u": state.gamma * state.v,
         "sigma_u2": state.sigma_u2, "log_joint": state.log_joint,
     }
 

@@ -28,6 +28,13 @@ Numerics: no matrix is inverted to solve a system; Cholesky factors give the sol
 determinants and diag(C Sigma C') = column norms of L^-1 C'. Algorithms 3 and 4 need the full
 covariance of q(theta) (its second moments Omega enter their updates); it is formed from the
 Cholesky factor by one triangular solve.
+
+Wide data: with more coefficients than points (``wide=True``), Algorithms 1-3 hold q(theta) in its
+n-dimensional (Woodbury) form, Sigma = A^-1 - A^-1 G' M^-1 G A^-1 with A diagonal and M n x n
+(:class:`~bayes_maxmargin.core.augmentation.WideGaussianConditional`): the same sweeps and bound in
+O(n^2 p) each, no p x p matrix. They need only the mean, dg(Sigma), the rows of Sigma of the few
+unpenalised coefficients, dg(C Sigma C') and, in Algorithm 3, the sums over (Z'WZ) o Omega_q(v) of
+steps 6-7, which running n x n sums give (:func:`_wide_inclusions`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array, lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln, multigammaln, xlogy
@@ -55,11 +63,14 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import LOG_2PI, logdet_from_chol
 from bayes_maxmargin.engine.fixed_point import VBResult, cavi_loop
 from bayes_maxmargin.models.linear.model import LinearData
+from bayes_maxmargin.models.linear.posterior import CovariancePosterior, LowRankPosterior
 from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData
 
-__all__ = ["GaussianVBState", "LaplaceZeroVBState", "WideGaussianVBState", "MissingVBState", "PenaltyVBState",
-           "gaussian_lower_bound", "laplace_zero_lower_bound", "masked_gaussian", "missing_lower_bound",
-           "penalty_lower_bound", "vb_gaussian", "vb_laplace_zero", "vb_missing", "vb_penalty"]
+__all__ = ["GaussianVBState", "LaplaceZeroVBState", "MissingVBState", "PenaltyVBState", "WideGaussianVBState",
+           "WideLaplaceZeroVBState", "WidePenaltyVBState", "gaussian_lower_bound", "laplace_zero_lower_bound",
+           "laplace_zero_posterior", "masked_gaussian", "missing_lower_bound", "penalty_lower_bound", "q_posterior",
+           "vb_gaussian", "vb_laplace_zero", "vb_missing", "vb_penalty", "wide_cov_diag", "wide_cov_half",
+           "wide_laplace_zero_lower_bound", "wide_logdet_prec", "wide_penalty_lower_bound"]
 
 
 def _chi_gaussian(design: Array, y: Array, mean: Array, prec_chol: Array) -> Array:
@@ -236,13 +247,9 @@ def wide_gaussian_lower_bound(state: WideGaussianVBState, data: LinearData, prio
 
 
 def _vb_gaussian_wide(data: LinearData, prior_prec: Array, tol: Array, max_iter: int, accelerate: bool) -> VBResult:
-    n, p = data.design.shape
+    n = data.design.shape[0]
     dtype = data.design.dtype
-    init = WideGaussianVBState(
-        WideGaussianConditional(jnp.zeros(p, dtype), 1.0 / prior_prec, jnp.ones(n, dtype), data.design,
-                                jnp.eye(n, dtype=dtype)),
-        jnp.ones(n, dtype),
-    )
+    init = WideGaussianVBState(_wide_init(data.design), jnp.ones(n, dtype))
     gram = prior_gram(data.design, prior_prec)
     return cavi_loop(
         lambda s: _alg1_wide_step(s, data, prior_prec, gram),
@@ -301,35 +308,46 @@ def penalty_lower_bound(state: PenaltyVBState, data: MixedData, hyper: LutsHyper
         + A_u log B_u - log Gamma(A_u) - (A_u + m/2) log B_q(sigma_u^2) + log Gamma(A_u + m/2)
         + y' C mu_q(beta,u) + 1/4 1' log chi + 1' log K_{1/2}(sqrt chi).
     """
-    p, m = data.X.shape[1], data.Z.shape[1]
+    p = data.X.shape[1]
     second_b = state.mean[:p] ** 2 + _cov_diag(state.prec_chol)[:p]
+    return _alg2_bound(state, data, hyper, logdet_from_chol(state.prec_chol), second_b)
+
+
+def _alg2_bound(state, data: MixedData, hyper: LutsHyper, logdet_prec: Array, second_b: Array) -> Array:
+    """The bound of Algorithm 2 given log|Sigma_q^-1| and mu_q(beta)^2 + dg(Sigma_q(beta)) (both forms)."""
+    p, m = data.X.shape[1], data.Z.shape[1]
     margin = data.y * (_design(data) @ state.mean)
     return (
         0.5 * (p + m)
-        - 0.5 * logdet_from_chol(state.prec_chol)
+        - 0.5 * logdet_prec
         + _beta_prior_terms(hyper, second_b)
         + _ig_bound(hyper.A_u, hyper.B_u, state.B_sigma, m)
         + vb_hinge_bound(state.chi, margin)
     )
 
 
-@partial(jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate", "wide"))
 def vb_penalty(data: MixedData, hyper: LutsHyper, tol: Array = 1e-10, *, max_iter: int = 1000,
-               accelerate: bool = False) -> VBResult:
+               accelerate: bool = False, wide: bool = False) -> VBResult:
     """Algorithm 2 of Luts & Ormerod (2014): VB with penalty parameter inference or random effects.
 
     Model (5): f = X beta + Z u, beta ~ N(0, sigma_beta^2 I), u | sigma_u^2 ~ N(0, sigma_u^2 I),
     sigma_u^2 ~ IG(A_u, B_u). Initial values mu_q(a^-1) = 1, mu_q(sigma_u^-2) = 1.
 
+    ``wide=True`` holds q(beta, u) in its n-dimensional form (:class:`WidePenaltyVBState`; as in
+    :func:`vb_gaussian`): the same sweeps and bound, O(n^2 (p + m)) each, for p + m > n.
+
     Returns
     -------
     VBResult
-        ``state`` a :class:`PenaltyVBState`; the penalty is alpha = mu_q(sigma_u^-2) / 4 in the
-        parametrisation of (1).
+        ``state`` a :class:`PenaltyVBState` (a :class:`WidePenaltyVBState` when ``wide``); the penalty
+        is alpha = mu_q(sigma_u^-2) / 4 in the parametrisation of (1).
     """
     n, p = data.X.shape
     m = data.Z.shape[1]
     dtype = data.X.dtype
+    if wide:
+        return _vb_penalty_wide(data, hyper, tol, max_iter, accelerate)
     init = PenaltyVBState(
         jnp.zeros(p + m, dtype), jnp.eye(p + m, dtype=dtype), jnp.ones(n, dtype),
         jnp.asarray(hyper.A_u + 0.5 * m, dtype),
@@ -337,6 +355,93 @@ def vb_penalty(data: MixedData, hyper: LutsHyper, tol: Array = 1e-10, *, max_ite
     return cavi_loop(
         lambda s: _alg2_step(s, data, hyper),
         lambda s: penalty_lower_bound(s, data, hyper),
+        init, jnp.asarray(tol, dtype), max_iter,
+        {"chi": "log", "B_sigma": "log"} if accelerate else None,
+    )
+
+
+# ------------------------------------------------------------------ Algorithm 2, n-dimensional form
+class WidePenaltyVBState(NamedTuple):
+    """Variational parameters of Algorithm 2 with q(beta, u) in the n-dimensional form of
+    :class:`~bayes_maxmargin.core.augmentation.WideGaussianConditional` (for p + m > n).
+
+    Attributes
+    ----------
+    q : WideGaussianConditional
+        q(beta, u), design C = [X, Z], prior precisions (sigma_beta^-2, mu_q(sigma_u^-2)).
+    chi : Array, shape (n,)
+        chi_q(a).
+    B_sigma : Array
+        B_q(sigma_u^2).
+    """
+
+    q: WideGaussianConditional
+    chi: Array
+    B_sigma: Array
+
+    @property
+    def mean(self) -> Array:
+        return self.q.mean
+
+
+def wide_cov_half(q: WideGaussianConditional, columns: slice = slice(None)) -> Array:
+    """V = L^-1 G A^-1 at ``columns`` (n x k), so that Sigma = A^-1 - V'V (M = L L'): O(n^2 k), as one
+    product with the n x n L^-1 (XLA's triangular solve with k right-hand sides took 50 times longer)."""
+    eye = jnp.eye(q.inner_chol.shape[0], dtype=q.inner_chol.dtype)
+    return solve_triangular(q.inner_chol, eye, lower=True) @ (q.factor * q.prior_var)[:, columns]
+
+
+def wide_cov_diag(q: WideGaussianConditional, columns: slice = slice(None)) -> Array:
+    """dg(Sigma) at ``columns``: A^-1 minus the column norms of :func:`wide_cov_half`."""
+    return q.prior_var[columns] - jnp.sum(wide_cov_half(q, columns) ** 2, axis=0)
+
+
+def wide_logdet_prec(q: WideGaussianConditional) -> Array:
+    """log|Sigma^-1| = log|A| + log|M| (the matrix determinant lemma)."""
+    return logdet_from_chol(q.inner_chol) - jnp.sum(jnp.log(q.prior_var))
+
+
+def _alg2_wide_step(state: WidePenaltyVBState, data: MixedData, hyper: LutsHyper, gram_x: Array,
+                    gram_z: Array) -> WidePenaltyVBState:
+    C = _design(data)
+    p, m = data.X.shape[1], data.Z.shape[1]
+    dtype = C.dtype
+    W = vb_inv_lambda(state.chi)
+    mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
+    prior_prec = jnp.concatenate([_beta_prec(hyper, p, dtype), jnp.full((m,), mu_inv_s2, dtype)])
+    gram = gram_x + gram_z / mu_inv_s2  # C A^-1 C'
+    q = wide_gaussian_conditional(C, data.y, W, 1.0, prior_prec, gram)  # step 2, 3
+    chi = (1.0 - data.y * (C @ q.mean)) ** 2 + wide_latent_variances(q, gram)  # step 3
+    tr_u = jnp.sum(wide_cov_diag(q, slice(p, None)))
+    B_sigma = hyper.B_u + 0.5 * (jnp.sum(q.mean[p:] ** 2) + tr_u)  # step 4
+    return WidePenaltyVBState(q, chi, B_sigma)
+
+
+def wide_penalty_lower_bound(state: WidePenaltyVBState, data: MixedData, hyper: LutsHyper) -> Array:
+    """:func:`penalty_lower_bound` in the n-dimensional form."""
+    p = data.X.shape[1]
+    second_b = state.mean[:p] ** 2 + wide_cov_diag(state.q, slice(None, p))
+    return _alg2_bound(state, data, hyper, wide_logdet_prec(state.q), second_b)
+
+
+def _wide_init(design: Array) -> WideGaussianConditional:
+    """A placeholder q of the right shapes (every sweep recomputes q before reading it)."""
+    n, p = design.shape
+    dtype = design.dtype
+    return WideGaussianConditional(jnp.zeros(p, dtype), jnp.ones(p, dtype), jnp.ones(n, dtype), design,
+                                   jnp.eye(n, dtype=dtype))
+
+
+def _vb_penalty_wide(data: MixedData, hyper: LutsHyper, tol: Array, max_iter: int, accelerate: bool) -> VBResult:
+    n, p = data.X.shape
+    m = data.Z.shape[1]
+    dtype = data.X.dtype
+    gram_x = prior_gram(data.X, _beta_prec(hyper, p, dtype))  # fixed over the sweeps
+    gram_z = data.Z @ data.Z.T
+    init = WidePenaltyVBState(_wide_init(_design(data)), jnp.ones(n, dtype), jnp.asarray(hyper.A_u + 0.5 * m, dtype))
+    return cavi_loop(
+        lambda s: _alg2_wide_step(s, data, hyper, gram_x, gram_z),
+        lambda s: wide_penalty_lower_bound(s, data, hyper),
         init, jnp.asarray(tol, dtype), max_iter,
         {"chi": "log", "B_sigma": "log"} if accelerate else None,
     )
@@ -379,15 +484,24 @@ def _gamma_tilde_moments(mu_gamma: Array, p: int) -> tuple[Array, Array]:
     return g, jnp.diag(g * (1.0 - g)) + jnp.outer(g, g)
 
 
+def _alg3_start(state, data: MixedData, hyper: LutsHyper) -> tuple[Array, Array, Array, Array]:
+    """What steps 2-3 of Algorithm 3 read (both forms): mu_q(a^-1), mu_q(sigma_u^-2), mu_q(gamma~) and the
+    prior precisions (sigma_beta^-2, mu_q(sigma_u^-2) mu_q(b))."""
+    p, m = data.X.shape[1], data.Z.shape[1]
+    W = vb_inv_lambda(state.chi)  # step 2
+    mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
+    g, _ = _gamma_tilde_moments(state.mu_gamma, p)
+    prior_prec = jnp.concatenate([_beta_prec(hyper, p, data.X.dtype), mu_inv_s2 * state.mu_b])
+    return W, mu_inv_s2, g, prior_prec
+
+
 def _alg3_step(state: LaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> LaplaceZeroVBState:
     X, Z, y = data
     C = _design(data)
     p, m = X.shape[1], Z.shape[1]
     dtype = C.dtype
-    W = vb_inv_lambda(state.chi)  # step 2
-    mu_inv_s2 = (hyper.A_u + 0.5 * m) / state.B_sigma
-    g, Om_g = _gamma_tilde_moments(state.mu_gamma, p)
-    prior_prec = jnp.concatenate([_beta_prec(hyper, p, dtype), mu_inv_s2 * state.mu_b])
+    W, mu_inv_s2, g, prior_prec = _alg3_start(state, data, hyper)
+    Om_g = _gamma_tilde_moments(state.mu_gamma, p)[1]
     CWC = C.T @ (C * W[:, None])  # C' W C; its blocks Z' W Z and Z' W X serve steps 6-7 too
     lin = C.T @ (y * (1.0 + W))  # C' (I + W) y
     prec = CWC * Om_g + jnp.diag(prior_prec)
@@ -428,17 +542,22 @@ def laplace_zero_lower_bound(state: LaplaceZeroVBState, data: MixedData, hyper: 
 
     (the paper's log Gamma(A + m/2) read as log Gamma(A_u + m/2)); 0 log 0 = 0.
     """
+    p = data.X.shape[1]
+    return _alg3_bound(state, data, hyper, state.logdet_cov, state.mean[:p] ** 2 + jnp.diagonal(state.cov)[:p])
+
+
+def _alg3_bound(state, data: MixedData, hyper: LutsHyper, logdet_cov: Array, second_b: Array) -> Array:
+    """The bound of Algorithm 3 given log|Sigma_q(beta, v)| and mu_q(beta)^2 + dg(Sigma_q(beta)) (both forms)."""
     p, m = data.X.shape[1], data.Z.shape[1]
     g, _ = _gamma_tilde_moments(state.mu_gamma, p)
     margin = data.y * (_design(data) @ (g * state.mean))
     mg, rho = state.mu_gamma, hyper.rho
     kl_gamma = jnp.sum(xlogy(mg, mg) - mg * jnp.log(rho) + xlogy(1.0 - mg, 1.0 - mg) - (1.0 - mg) * jnp.log1p(-rho))
-    second_b = state.mean[:p] ** 2 + jnp.diagonal(state.cov)[:p]
     return (
         vb_hinge_bound(state.chi, margin)
         - m * jnp.log(2.0) + 0.5 * m * LOG_2PI
         + 0.5 * (p + m)
-        + 0.5 * state.logdet_cov
+        + 0.5 * logdet_cov
         + _beta_prior_terms(hyper, second_b)
         - 0.5 * jnp.sum(1.0 / state.mu_b)
         + _ig_bound(hyper.A_u, hyper.B_u, state.B_sigma, m)
@@ -446,10 +565,10 @@ def laplace_zero_lower_bound(state: LaplaceZeroVBState, data: MixedData, hyper: 
     )
 
 
-@partial(jit, static_argnames=("max_iter", "accelerate"))
+@partial(jit, static_argnames=("max_iter", "accelerate", "wide"))
 def vb_laplace_zero(
     data: MixedData, hyper: LutsHyper, mu_gamma0: Array | None = None, tol: Array = 1e-10, *, max_iter: int = 1000,
-    accelerate: bool = False,
+    accelerate: bool = False, wide: bool = False,
 ) -> VBResult:
     """Algorithm 3 of Luts & Ormerod (2014): VB with the Laplace-zero prior on the Z coefficients.
 
@@ -468,27 +587,174 @@ def vb_laplace_zero(
         can depend on them.
     tol, max_iter, accelerate
         As :func:`vb_gaussian`.
+    wide : bool
+        Hold q(beta, v) in its n-dimensional form (:class:`WideLaplaceZeroVBState`): the same sweeps
+        and bound, O(n^2 (p + m)) each instead of O(n (p + m)^2 + (p + m)^3), for p + m > n.
 
     Returns
     -------
     VBResult
-        ``state`` a :class:`LaplaceZeroVBState`. The classification rule uses
-        mu_q(beta, v) * mu_q(gamma~) (Sec. 3.2).
+        ``state`` a :class:`LaplaceZeroVBState` (a :class:`WideLaplaceZeroVBState` when ``wide``).
+        The classification rule uses mu_q(beta, v) * mu_q(gamma~) (Sec. 3.2).
     """
     n, p = data.X.shape
     m = data.Z.shape[1]
     dtype = data.X.dtype
     mu_gamma0 = jnp.ones((m,), dtype) if mu_gamma0 is None else jnp.asarray(mu_gamma0, dtype)
-    init = LaplaceZeroVBState(
-        jnp.zeros(p + m, dtype), jnp.eye(p + m, dtype=dtype), jnp.zeros((), dtype), jnp.ones(n, dtype),
-        jnp.ones(m, dtype), mu_gamma0, jnp.asarray(hyper.A_u + 0.5 * m, dtype),
-    )
+    rest = (jnp.ones(n, dtype), jnp.ones(m, dtype), mu_gamma0, jnp.asarray(hyper.A_u + 0.5 * m, dtype))
+    if wide:
+        init = WideLaplaceZeroVBState(_wide_init(_design(data)), *rest)
+        step, bound = _alg3_wide_step, wide_laplace_zero_lower_bound
+    else:
+        init = LaplaceZeroVBState(jnp.zeros(p + m, dtype), jnp.eye(p + m, dtype=dtype), jnp.zeros((), dtype), *rest)
+        step, bound = _alg3_step, laplace_zero_lower_bound
     return cavi_loop(
-        lambda s: _alg3_step(s, data, hyper),
-        lambda s: laplace_zero_lower_bound(s, data, hyper),
+        lambda s: step(s, data, hyper),
+        lambda s: bound(s, data, hyper),
         init, jnp.asarray(tol, dtype), max_iter,
         {"chi": "log", "B_sigma": "log", "mu_b": "log", "mu_gamma": "logit"} if accelerate else None,
     )
+
+
+# ------------------------------------------------------------------ Algorithm 3, n-dimensional form
+class WideLaplaceZeroVBState(NamedTuple):
+    """Variational parameters of Algorithm 3 with q(beta, v) in the n-dimensional form (p + m > n).
+
+    The precision of step 3, (C' W C) o Omega_q(gamma~) + diag(prior), is D + G'G with
+    G = W^(1/2) C diag(mu_q(gamma~)) and the diagonal D = prior + mu_q(gamma~)(1 - mu_q(gamma~)) dg(C' W C),
+    held as :class:`~bayes_maxmargin.core.augmentation.WideGaussianConditional` with design
+    C diag(mu_q(gamma~)) (the inclusion probabilities of that step) and prior precisions D.
+
+    Attributes
+    ----------
+    q : WideGaussianConditional
+        q(beta, v).
+    chi, mu_b, mu_gamma, B_sigma : Array
+        As :class:`LaplaceZeroVBState`.
+    """
+
+    q: WideGaussianConditional
+    chi: Array
+    mu_b: Array
+    mu_gamma: Array
+    B_sigma: Array
+
+    @property
+    def mean(self) -> Array:
+        return self.q.mean
+
+
+def _wide_inclusions(mu_gamma: Array, A: Array, half_v: Array, mean_v: Array, base: Array) -> Array:
+    """Steps 6-7 of Algorithm 3 without the m x m matrix (Z' W Z) o Omega_q(v), sequentially over k.
+
+    Off the diagonal Omega_q(v)_kj = mu_k mu_j - h_k'h_j (h_k the columns of ``half_v``: Sigma_q(v) =
+    A^-1 - h'h), and (Z' W Z)_kj = a_k'a_j (a_k the columns of ``A`` = W^(1/2) Z). So
+    sum_j (Z'WZ)_kj Omega_kj mu_q(gamma_j) = mu_k a_k't - a_k' T h_k with the running sums
+    t = sum_j a_j mu_j mu_q(gamma_j) and T = sum_j a_j h_j' mu_q(gamma_j), updated after each k:
+    O(n^2) per k. The j = k term is taken out again, as in the m x m form; ``base`` holds the
+    rest of eta_k.
+    """
+    own = jnp.sum(A**2, axis=0) * (mean_v**2 - jnp.sum(half_v**2, axis=0))  # the j = k term of the sum
+
+    def update(carry, xs):
+        t, T = carry
+        a, h, mu, b, o, old = xs
+        cross = mu * (a @ t) - a @ (T @ h) - o * old
+        new = jax.nn.sigmoid(b - cross)
+        change = new - old
+        return (t + (change * mu) * a, T + change * jnp.outer(a, h)), new
+
+    start = (A @ (mean_v * mu_gamma), (A * mu_gamma) @ half_v.T)
+    _, mu_gamma = lax.scan(update, start, (A.T, half_v.T, mean_v, base, own, mu_gamma))
+    return mu_gamma
+
+
+def _included_latent_variances(q: WideGaussianConditional, gram: Array, delta: Array) -> Array:
+    """dg(H Sigma H') for H = ``q.design`` + ``delta`` (the design under new inclusion probabilities).
+
+    dg(Phi Sigma Phi') at Phi = ``q.design`` comes from :func:`wide_latent_variances`. With S = diag(s),
+    K = Phi A^-1 delta' and Phi A^-1 Phi' S M^-1 S = S^-1 (I - M^-1) S (since M = I + S Phi A^-1 Phi' S),
+    the cross term is Phi Sigma delta' = S^-1 M^-1 S K, and delta Sigma delta' = delta A^-1 delta' -
+    K' S M^-1 S K. Nothing cancels at the scale of the prior variance of f (the intercept's, 1e8 in
+    the paper), only at that of ``delta``'s columns.
+    """
+    s = q.scale
+    K = (q.design * q.prior_var) @ delta.T
+    SK = s[:, None] * K
+    cross = jnp.diagonal(cho_solve((q.inner_chol, True), SK)) / s
+    half = solve_triangular(q.inner_chol, SK, lower=True)
+    own = jnp.sum(delta**2 * q.prior_var, axis=1) - jnp.sum(half**2, axis=0)
+    return wide_latent_variances(q, gram) + 2.0 * cross + own
+
+
+def _alg3_wide_step(state: WideLaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> WideLaplaceZeroVBState:
+    X, Z, y = data
+    C = _design(data)
+    p = X.shape[1]
+    dtype = C.dtype
+    W, mu_inv_s2, g, prior_prec = _alg3_start(state, data, hyper)
+    diag_prec = prior_prec + g * (1.0 - g) * (W @ C**2)  # D: diag(prior) + the diagonal of (C'WC) o diag(g(1 - g))
+    design = C * g
+    gram = prior_gram(design, diag_prec)
+    q = wide_gaussian_conditional(design, y, W, 1.0, diag_prec, gram)  # step 3: mean = P^-1 g (C'(I + W) y)
+    mean = q.mean
+    half = wide_cov_half(q)
+    om_diag = q.prior_var - jnp.sum(half**2, axis=0) + mean**2  # dg(Omega_q(beta, v))
+    om_v, mean_v, mean_b = om_diag[p:], mean[p:], mean[:p]
+    mu_b = jax.lax.rsqrt(mu_inv_s2 * om_v)  # step 5
+    sw = jnp.sqrt(W)
+    A = Z * sw[:, None]  # W^(1/2) Z
+    lin_y = Z.T @ (y * (1.0 + W))  # Z_k' (I + W) y
+    om_vb = jnp.outer(mean_v, mean_b) - half[:, p:].T @ half[:, :p]  # Omega_q(v, beta)
+    lin_x = jnp.sum((A.T @ (X * sw[:, None])) * om_vb, axis=1)  # Z_k' W X Omega_q(beta, v_k)
+    logit_rho = jnp.log(hyper.rho) - jnp.log1p(-hyper.rho)
+    base = logit_rho - 0.5 * jnp.sum(A**2, axis=0) * om_v + lin_y * mean_v - lin_x
+    mu_gamma = _wide_inclusions(state.mu_gamma, A, half[:, p:], mean_v, base)  # steps 6-7
+    g_new, _ = _gamma_tilde_moments(mu_gamma, p)  # step 9
+    f = C @ (g_new * mean)
+    var = _included_latent_variances(q, gram, C * (g_new - g))  # dg(C diag(g) Sigma diag(g) C')
+    chi = (1.0 - y * f) ** 2 + var + (C**2) @ (g_new * (1.0 - g_new) * om_diag)  # step 10
+    chi = jnp.maximum(chi, margin_floor(dtype) ** 2)
+    B_sigma = hyper.B_u + 0.5 * jnp.sum(mu_b * om_v)  # step 11
+    return WideLaplaceZeroVBState(q, chi, mu_b, mu_gamma, B_sigma)
+
+
+def wide_laplace_zero_lower_bound(state: WideLaplaceZeroVBState, data: MixedData, hyper: LutsHyper) -> Array:
+    """:func:`laplace_zero_lower_bound` in the n-dimensional form."""
+    p = data.X.shape[1]
+    second_b = state.mean[:p] ** 2 + wide_cov_diag(state.q, slice(None, p))
+    return _alg3_bound(state, data, hyper, -wide_logdet_prec(state.q), second_b)
+
+
+# ============================================================================ the fitted q
+def q_posterior(state) -> CovariancePosterior | LowRankPosterior:
+    """q(theta) of Algorithm 1 or 2 (either form) as a typed posterior, in float64: N(mean, Sigma), with
+    Sigma from the precision's Cholesky factor, or its low-rank form (no p x p matrix)."""
+    if hasattr(state, "q"):
+        return LowRankPosterior.from_conditional(state.q)
+    L = np.asarray(state.prec_chol, dtype=np.float64)
+    half = np.linalg.solve(L, np.eye(L.shape[0]))
+    return CovariancePosterior(np.asarray(state.mean, dtype=np.float64), half.T @ half)
+
+
+def laplace_zero_posterior(state: LaplaceZeroVBState | WideLaplaceZeroVBState
+                           ) -> CovariancePosterior | LowRankPosterior:
+    """The effective coefficients mu_q(gamma~) * (beta, v) under q of Algorithm 3, as a Gaussian
+    with their mean g mu and covariance Omega_q(gamma~) o Omega_q - (g mu)(g mu)' =
+    diag(g (1 - g) (dg Sigma + mu^2)) + diag(g) Sigma diag(g), g = mu_q(gamma~) (the classification
+    rule of Sec. 3.2 and its spread). In the n-dimensional form Sigma = A^-1 - V'V, so the covariance
+    is the diagonal g (1 - g) (dg Sigma + mu^2) + g^2 A^-1 minus (V diag(g))' (V diag(g)): a
+    :class:`LowRankPosterior`, no p x p matrix."""
+    p = state.mean.shape[0] - state.mu_gamma.shape[0]
+    g = np.r_[np.ones(p), np.asarray(state.mu_gamma, dtype=np.float64)]
+    mu = np.asarray(state.mean, dtype=np.float64)
+    if hasattr(state, "q"):
+        q = LowRankPosterior.from_conditional(state.q)
+        cov_diag = q.prior_var - np.sum(q.half**2, axis=0)
+        return LowRankPosterior(g * mu, g * (1.0 - g) * (cov_diag + mu**2) + g**2 * q.prior_var, q.half * g)
+    cov = np.asarray(state.cov, dtype=np.float64)
+    om_g = np.diag(g * (1.0 - g)) + np.outer(g, g)
+    return CovariancePosterior(g * mu, om_g * (cov + np.outer(mu, mu)) - np.outer(g * mu, g * mu))
 
 
 # ============================================================================ Algorithm 4
