@@ -30,24 +30,28 @@ Examples::
     bmm +experiment=henao_table1 smoke=true          # a tiny version in seconds (not a reproduction)
     bmm --multirun +experiment=luts_simulation smoke=true seed=0,1,2
     bmm --multirun inference=gibbs,em data=pima    # one folder per job under multirun/
-    bmm resume=outputs/<date>/<time>/checkpoint     # continue an interrupted Gibbs run
+    bmm resume=outputs/<date>/<time>/checkpoint     # continue an interrupted run (same options)
 
 ``smoke=true`` makes any job tiny: an experiment runs its smoke settings (see
 :mod:`bayes_maxmargin.experiments`); a model job caps the draws, chains and iterations
 (:func:`smoke_inference`). ``--multirun`` sweeps comma-separated values with Hydra's basic
 launcher, one output folder per job.
 
-Gibbs and SVI runs write a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
-turns it off); Ctrl-C or SIGTERM stop the run at the end of its chunk, or 2 s after the signal, and leave
-the checkpoint and the draws so far (exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the
-signal ended; one line ``bmm: interrupted: ...`` says where ``resume=`` continues). Ctrl-C stops the other
-runs (one compiled program each) at once.
+Every run writes a checkpoint to ``<run folder>/checkpoint`` after every chunk (``checkpoint=false``
+turns it off): Gibbs, SVI, EM, VB and VI chunks of iterations (about a second each), ECM and FITC every
+ECM + ML-II round and chunk of the final ECM run, NUTS its warm-up and every chunk of draws. Ctrl-C or
+SIGTERM stop the run at the end of its chunk, or 2 s after the signal, and leave the checkpoint and the
+draws so far (exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the signal ended; one line
+``bmm: interrupted: ...`` says where ``resume=<run folder>/checkpoint`` continues, with the same options).
+A multi-class problem is checkpointed with Gibbs only; its other fits run the one-vs-rest problems as one
+compiled program, which Ctrl-C stops at once.
 
 Every argument of the estimators is an option: ``model.<name>``, ``inference.<name>`` (a dict or a list
 given whole, ``model.kernel_params={lengthscale:2.0}``), or the top-level ``precision``, ``seed`` and
 ``progress_bar``. Errors end in one line ``bmm: error: ...`` saying what to set, with exit status 2 (an
 unknown group choice, option or value, listing the valid ones; an invalid value, naming the option; an
-output folder that cannot be written; missing data) or 1 (a failed run); ``HYDRA_FULL_ERROR=1 bmm ...``
+override that removes an option, ``~key``; an output folder that cannot be written; missing data; a fit the
+memory guard refuses, naming the size to lower) or 1 (a failed run); ``HYDRA_FULL_ERROR=1 bmm ...``
 shows the traceback instead. The run's log (``<run folder>/cli.log``) records the steps of the run and every
 warning.
 
@@ -421,14 +425,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
     fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
-    if cfg.inference.name in ("gibbs", "svi"):  # a checkpoint after every chunk; resume=<folder> continues
-        resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
-        if resume is not None and not resume.is_dir():
-            raise ValueError(f"resume={cfg.resume}: no checkpoint folder there (a 'checkpoint' folder of an "
-                             "earlier bmm run with inference=gibbs or svi)")
-        fit_groups.update(resume=resume, checkpoint=resume or (output_dir / "checkpoint" if cfg.checkpoint else None))
-    elif cfg.resume:
-        raise ValueError(f"resume={cfg.resume}: only inference=gibbs and svi runs are checkpointed and resumed")
+    fit_groups.update(_run_io(cfg, clf, y_tr, output_dir))
     clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
     log.info("fitted in %.1f s", wall)
@@ -474,6 +471,30 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
                      cfg.inference.name, clf.idata_.posterior.attrs.get("approximation", "its approximation"))
         plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
     return metrics
+
+
+def _run_io(cfg: DictConfig, clf: Any, y: Any, output_dir: Path) -> dict[str, Any]:
+    """``checkpoint`` / ``resume`` of the fit: ``<run folder>/checkpoint`` (unless ``checkpoint=false``),
+    written after every chunk; ``resume=<folder>`` continues there. Every inference of a binary problem
+    has them; a multi-class fit (its one-vs-rest problems run together) only with Gibbs."""
+    import numpy as np
+
+    inference = cfg.inference.name
+    checkpointed = ("gibbs", "svi", *type(clf)._RESUMABLE)
+    binary = len(np.unique(np.asarray(y))) <= 2
+    resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
+    if inference not in checkpointed or not (binary or inference == "gibbs"):
+        why = (f"runs without checkpoints (checkpointed: {', '.join(checkpointed)})" if inference not in checkpointed
+               else f"is checkpointed for two classes only ({len(np.unique(y))} here, fitted together)")
+        if resume is not None:
+            raise ValueError(f"resume={cfg.resume}: inference={inference} {why}")
+        if cfg.checkpoint:
+            log.info("no checkpoint: inference=%s %s", inference, why)
+        return {}
+    if resume is not None and not resume.is_dir():
+        raise ValueError(f"resume={cfg.resume}: no checkpoint folder there (the 'checkpoint' folder of an "
+                         f"earlier bmm run with inference={inference})")
+    return {"resume": resume, "checkpoint": resume or (output_dir / "checkpoint" if cfg.checkpoint else None)}
 
 
 def _named(X: Any, names: Any) -> Any:
@@ -561,14 +582,17 @@ def data_dir_message(dataset: str, experiment: str | None = None) -> str:
 
 def error_message(err: BaseException, experiment: str | None = None) -> tuple[str, int]:
     """The one-line message and exit status of an error that ends a ``bmm`` run: 2 for a wrong
-    option or missing data (the user can fix the command), 1 for a run that failed."""
+    option, missing data or a fit refused for its memory (the user can fix the command), 1 for a
+    run that failed."""
+    from bayes_maxmargin.core.memory import InsufficientMemoryError
     from bayes_maxmargin.data.datasets import DataDirNotSetError
     from bayes_maxmargin.data.parameters import InvalidParameterError
 
     if isinstance(err, DataDirNotSetError):
         return data_dir_message(getattr(err, "dataset", "?"), experiment), 2
     text = " ".join(str(err).split()) or type(err).__name__
-    if isinstance(err, (InvalidParameterError, FileNotFoundError)):  # an option or a path to correct
+    # an option or a path to correct; a memory refusal names the option to lower
+    if isinstance(err, (InvalidParameterError, FileNotFoundError, InsufficientMemoryError)):
         return text, 2
     if isinstance(err, ValueError) and text.startswith("Invalid value for "):  # the library's checks of an option
         return text, 2
@@ -731,9 +755,14 @@ def _folder_problem(option: str, folder: Any) -> str | None:
 def _precheck(overrides: list[str], multirun: bool = False) -> str | None:
     """Compose the configuration of every job once; on an error, return one line for ``bmm: error:``:
     an unknown option or group choice with the valid ones, an invalid value with the option, an
-    output folder that cannot be written."""
+    output folder that cannot be written, a removal (``~key``)."""
     from hydra import compose, initialize_config_module
 
+    removed = [o for o in overrides if o.startswith("~")]
+    if removed:  # the options are typed fields and the groups' choices are needed: nothing can be removed
+        key = removed[0][1:].split("=", 1)[0]
+        return (f"Cannot remove '{key}' ({removed[0]}): every bmm option has a value; leave the override out for "
+                f"its default or set another value ({key}=...).")
     try:
         jobs = _jobs(overrides, multirun)
     except Exception as err:  # noqa: BLE001 - an unreadable override
@@ -775,7 +804,7 @@ def main() -> None:
     if all(f in MULTIRUN_FLAGS for f in flags):
         # "+group=option" overrides (e.g. +experiment=henao_table1) stay: without them the keys they
         # add (experiment.n_folds, ...) would read as unknown
-        message = _precheck([a for a in args if "=" in a and not a.startswith("~")], multirun=bool(flags))
+        message = _precheck([a for a in args if "=" in a or a.startswith("~")], multirun=bool(flags))
         if message:
             print(f"bmm: error: {_one_line(message)}", file=sys.stderr)
             sys.exit(2)

@@ -1,10 +1,29 @@
 """GPBSVM and LinearBSVM side by side with the classifiers users already pick, in one run.
 
-Data: the Raetsch benchmark sets of ``BMM_DATA_DIR`` (breast_cancer, diabetis, flare_solar, german,
-heart, splice, waveform, ringnorm) and two half moons (``sklearn.datasets.make_moons``, 2000 rows,
-noise 0.3). Each set is split ``--splits`` times (seeds 0, 1, ...) into stratified 70 % / 30 % parts
-(:func:`bayes_maxmargin.data.splits.train_test_split_stratified`), the features standardised on the
-training part (``StandardScaler``).
+Data (``--suite``, :mod:`_suite`): ``nine`` (the default) is the Raetsch benchmark sets of
+``BMM_DATA_DIR`` (breast_cancer, diabetis, flare_solar, german, heart, splice, waveform, ringnorm)
+and two half moons (``sklearn.datasets.make_moons``, 2000 rows, noise 0.3), 5 splits each. ``all``
+is the broad benchmark that ``GPBSVM()``'s defaults are chosen on, so that they do not fit a few
+sets: every binary set of ``BMM_DATA_DIR`` (but pima, a copy of diabetis, and dorothea, whose
+88 119 sparse columns cost minutes per fit), scikit-learn's breast cancer (``wdbc``), synthetic sets
+(half moons, circles, XOR with four irrelevant features, and ``make_classification`` with 30 of 40
+features informative in three clusters per class, with 5 of 50 informative, and with one class in
+ten), binary "class vs rest" tasks of the multi-class sets (dna, satimage, usps, isolet, digits,
+iris, wine: every class of a set of up to three classes, else the largest one, so that no set
+outweighs the others; and digits odd vs even), and those seven sets as multi-class problems, fitted
+by each model's own multi-class mode (GPBSVM's and GPC's one-vs-rest, SVC's one-vs-one with Platt
+scaling per class, LogisticRegression's multinomial; GPJax's SVGP here is binary only): 47 tasks
+when ``BMM_DATA_DIR`` holds every set (``--list`` prints them). ``--suite all`` runs 20 splits per
+task, 10 above 3000 training rows (``--splits``, ``--splits-large``), the models ``gpbsvm gpjax gpc
+svc_platt logreg``, GPC only up to ``--gpc-max-train`` (2000) training rows (its ML-II costs
+O(N^3) per step), and fits the scikit-learn models once (``--refit jax``: they compile nothing, so
+their second fit time is their first's); the rest is as for ``nine``.
+
+Each set is split ``--splits`` times (seeds 0, 1, ...) into stratified 70 % / 30 % parts
+(:func:`bayes_maxmargin.data.splits.train_test_split_stratified`), missing cells (acath's
+cholesterol) filled with the training part's medians plus a missing-indicator column
+(``SimpleImputer(add_indicator=True)``), the features standardised on the training part
+(``StandardScaler``).
 
 Models (``--models``, all by default):
 
@@ -12,15 +31,19 @@ Models (``--models``, all by default):
   Phi(f) (``calibrate=False``); ``ecm``, ``fitc``, ``svi``, ``vi``, ``gibbs``:
   ``GPBSVM(inference=...)``, otherwise at the defaults; ``ecm_ard``, ``svi_ard``: the same with
   ``kernel="ard"``; ``linear``: ``LinearBSVM()``.
-* ``gpjax``: GPJax's sparse variational GP classifier (optional: installed by the ``bench`` extra,
-  ``pip install -e .[bench]``): Bernoulli likelihood with probit link, ARD RBF kernel (every
+* ``gpjax``: GPJax's sparse variational GP classifier (optional; GPJax 1.0.0 requires jax < 0.11, so
+  it runs in its own environment, in a subprocess of ``--gpjax-python`` (default: ``BMM_GPJAX_PYTHON``,
+  else this interpreter if gpjax is installed in it), :mod:`_gpjax_worker`; make that environment with
+  ``python3.12 -m venv venvgpjax && venvgpjax/bin/pip install "gpjax==1.0.0" "jax<0.11" scikit-learn``):
+  Bernoulli likelihood with probit link, ARD RBF kernel (every
   length-scale starting at the median distance between training points over sqrt 2, i.e. the same
   kernel as GPBSVM's start), zero mean, 64 inducing points initialised by k-means,
   ``WhitenedVariationalGaussian``, the negative ``gpx.objectives.elbo`` minimised by ``gpx.fit`` with
   Adam (``--gpjax-lr``), the same number of steps and batch size as ``GPBSVM()`` (20 epochs of
   minibatches of 100, at least 250 steps with its RBF kernel below 2000 rows and 1000 with its ARD
   kernel from 2000 rows, at most 100 000; :func:`svi_default_steps`); float64, the fit jitted once per
-  shape (``equinox.filter_jit``) so that a second fit reuses the program.
+  shape (``equinox.filter_jit``) in the worker, which lives for the whole run, so that a second fit
+  reuses the program; the times are the worker's own (k-means and the fit) plus the median distance.
 * ``gpc``: ``GaussianProcessClassifier(ConstantKernel() * RBF())`` (amplitude and length-scale by ML-II).
 * ``svc_platt``: ``SVC`` with C and gamma chosen by ``GridSearchCV`` (3 folds, accuracy) over
   C in {0.1, 1, 10} and gamma in {0.25, 1, 4} / d, then ``CalibratedClassifierCV(method="sigmoid",
@@ -33,10 +56,30 @@ bins); ``first_fit_s``: a fresh estimator with JAX's in-memory compilation cache
 (``jax.clear_caches()``) first, so compilation is included (a persistent cache set through
 ``JAX_COMPILATION_CACHE_DIR`` still applies); ``second_fit_s``: a second fresh estimator of the same
 configuration on the same data, reusing the compiled programs; ``warnings``: up to 5 distinct
-warnings the fits raised (e.g. a ConvergenceWarning), in the JSON. One table per data set (means
-over the splits, error with its standard deviation), then ``gpbsvm``'s mean error and Brier score
-over the best peer's (GPC, GPJax, SVC + Platt) with a 90 % paired t-interval over the splits
-(:func:`ratios_to_best_peer`, ``ratios`` in the JSON).
+warnings the fits raised (e.g. a ConvergenceWarning), in the JSON. A multi-class task scores the
+most probable class and all class probabilities (:func:`_suite.scores_multiclass`). One table per
+data set (means over the splits, error with its standard deviation), then ``gpbsvm``'s mean error,
+Brier score, log loss and ECE over the best peer's (the lowest mean of GPC, GPJax, SVC + Platt, of
+those that ran: a peer skipped on a task, e.g. GPC above ``--gpc-max-train`` rows, is named in the
+table's ``without`` column and in ``skipped_runs``) with a 90 % paired t-interval over the splits
+(:func:`ratios_to_best_peer`, ``ratios`` in the JSON), their geometric means over the tasks, and
+``gpbsvm``'s first and second fit times over GPJax's and GPC's (:func:`time_ratios`,
+``time_ratios``).
+
+Threads: every model runs with ``--threads`` (1) BLAS / OpenMP threads: run as a script, the
+script sets ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``XLA_FLAGS``
+(``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=N`` for N = 1) before numpy and
+JAX are imported, and limits the loaded pools again with threadpoolctl (GPBSVM's svi fit keeps
+OpenBLAS at one thread itself); the GPJax worker starts with the same variables (:func:`thread_env`);
+the JSON records them, the worker's (``versions["gpjax_worker"]``) and the load average (``uptime``)
+at the start and end and ``load1`` per row.
+
+Resuming: every (task, split, model) row is appended to ``<result name>.rows.jsonl`` beside the
+JSON as soon as it is done (a fit that raises is recorded with its message, in ``failed_runs``, and
+the run goes on). ``--resume`` reads that file and runs only what is missing (the rows'
+``quick`` and ``threads`` must match); without it the file is started afresh. The full
+``--suite all`` takes hours: run it as ``nice python benchmarks/vs_peers.py --suite all --tag all``
+and, after an interruption, the same with ``--resume``.
 
 ``--susy N [N ...]``: the scaling run instead of the tables, on ``load_dataset("susy_synthetic",
 n=N, random_state=0)`` with a held-out set of ``--susy-test`` rows (``random_state=1``), standardised
@@ -51,6 +94,8 @@ Writes ``benchmarks/results/vs_peers.json`` (or ``vs_peers_susy.json``; ``_quick
 ``_<tag>`` with ``--tag``).
 
     python benchmarks/vs_peers.py [--quick] [--datasets heart moons] [--splits 5] [--models gpbsvm gpc]
+    python benchmarks/vs_peers.py --suite all --tag all [--resume] [--threads 1]
+    python benchmarks/vs_peers.py --suite all --list
     python benchmarks/vs_peers.py --susy 20000 200000
 """
 
@@ -64,20 +109,61 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
+#: XLA's flags for one thread (see the module docstring)
+XLA_ONE_THREAD = ("--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1")
+
+
+def threads_from_argv(argv: list[str]) -> int:
+    """The ``--threads`` value of a command line (1 when absent), read before argparse runs so
+    that the thread settings precede the imports of numpy and JAX."""
+    for i, a in enumerate(argv):
+        value = argv[i + 1] if a == "--threads" and i + 1 < len(argv) else a[10:] if a.startswith("--threads=") else ""
+        if value.isdigit():
+            return int(value)
+    return 1  # absent or malformed: argparse reports the latter
+
+
+def thread_env(n: int, base: dict[str, str]) -> dict[str, str]:
+    """``base`` with BLAS and OpenMP pools of ``n`` threads, and XLA's one-thread flags
+    (:data:`XLA_ONE_THREAD`) when ``n == 1`` (the other flags of ``XLA_FLAGS`` kept)."""
+    env = {**base, **{v: str(n) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                          "VECLIB_MAXIMUM_THREADS")}}
+    if n == 1:
+        flags = env.get("XLA_FLAGS", "").split()
+        kept = [f for f in flags if f.split("=")[0] not in {x.split("=")[0] for x in XLA_ONE_THREAD}]
+        env["XLA_FLAGS"] = " ".join([*kept, *XLA_ONE_THREAD])
+    return env
+
+
+def set_thread_env(n: int) -> None:
+    """:func:`thread_env` in ``os.environ``; effective only before numpy and JAX are imported."""
+    os.environ.update(thread_env(n, dict(os.environ)))
+
+
+if __name__ == "__main__":
+    set_thread_env(threads_from_argv(sys.argv[1:]))
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DATASETS = ("breast_cancer", "diabetis", "flare_solar", "german", "heart", "splice", "waveform", "ringnorm", "moons")
+from _suite import NINE as DATASETS  # noqa: E402
 GP_INFERENCES = ("ecm", "fitc", "svi", "vi", "gibbs")
 #: GPBSVM with the ARD kernel (one length-scale per feature, learnt by ML-II), by ECM and by svi
 GP_ARD = {"ecm_ard": "ecm", "svi_ard": "svi"}
 MODELS = ("gpbsvm", "gpbsvm_phi", *GP_INFERENCES, *GP_ARD, "linear", "gpjax", "gpc", "svc_platt", "logreg")
 METRICS = ("error", "brier", "log_loss", "ece", "first_fit_s", "second_fit_s")
-MOONS_N, MOONS_NOISE = 2000, 0.3
 GPJAX_INDUCING = 64
 #: the peers that ``GPBSVM()`` is compared with (:func:`ratios_to_best_peer`)
 PEERS = ("gpc", "gpjax", "svc_platt")
+#: the metrics of :func:`ratios_to_best_peer`, and the fit times of :func:`time_ratios` with their peers
+QUALITY = ("error", "brier", "log_loss", "ece")
+TIMES, TIME_PEERS = ("first_fit_s", "second_fit_s"), ("gpjax", "gpc")
+#: ``--suite all``: the default models, GPC's largest training part and the splits above LARGE_ROWS rows
+SUITE_MODELS = ("gpbsvm", "gpjax", "gpc", "svc_platt", "logreg")
+GPC_MAX_TRAIN, SPLITS_ALL, SPLITS_LARGE, LARGE_ROWS = 2000, 20, 10, 3000
+#: models whose fits compile nothing (``--refit jax`` fits them once)
+SKLEARN_MODELS = ("gpc", "svc_platt", "logreg")
 #: within this many error points of the final error counts as reached (the SUSY-like run)
 SUSY_TOL = 0.005
 
@@ -101,112 +187,86 @@ def svi_default_steps(n: int, d: int, batch_size: int = 100) -> int:
     return default_svi_steps(n, batch_size, n_kernel)
 
 
-def gpjax_available() -> bool:
-    try:
-        import gpjax  # noqa: F401
-    except ImportError:
-        return False
-    return True
+#: how to make GPJax's environment (:mod:`_gpjax_worker`)
+GPJAX_SETUP = ('GPJax 1.0.0 needs jax < 0.11: python3.12 -m venv venvgpjax && venvgpjax/bin/pip install '
+               '"gpjax==1.0.0" "jax<0.11" scikit-learn, then --gpjax-python venvgpjax/bin/python '
+               '(or BMM_GPJAX_PYTHON=venvgpjax/bin/python)')
+#: the GPJax worker of the run (:func:`start_gpjax`; None: not started or not available)
+GPJAX_WORKER: Any = None
+
+
+def gpjax_python(option: str | None, environ: dict[str, str]) -> str | None:
+    """The interpreter of the GPJax worker: ``option`` (``--gpjax-python``), else ``BMM_GPJAX_PYTHON``,
+    else this one if gpjax is installed here, else None."""
+    import importlib.util
+
+    return option or environ.get("BMM_GPJAX_PYTHON") or (sys.executable if importlib.util.find_spec("gpjax")
+                                                         else None)
+
+
+def start_gpjax(python: str | None, threads: int) -> tuple[Any, str | dict[str, Any]]:
+    """The GPJax worker on ``python`` with the thread settings of ``threads`` (:func:`thread_env`) and
+    its ``hello`` (versions, threads); or None and the note why its runs are skipped."""
+    from _gpjax_worker import start
+
+    if python is None:
+        why = "not installed here, and neither --gpjax-python nor BMM_GPJAX_PYTHON is set"
+    else:
+        try:
+            return start(python, thread_env(threads, dict(os.environ)))
+        except RuntimeError as exc:
+            why = str(exc)
+    return None, f"note: gpjax is not available ({why}); its runs are skipped. {GPJAX_SETUP}"
 
 
 # ---------------------------------------------------------------------------
-# GPJax's sparse variational GP classifier
+# GPJax's sparse variational GP classifier (fitted in the worker, :mod:`_gpjax_worker`)
 # ---------------------------------------------------------------------------
-
-
-def _negative_elbo(q, data):
-    import gpjax as gpx
-
-    return -gpx.objectives.elbo(q, data)
-
-
-def _jitted_gpjax_fit():
-    """``gpx.fit`` compiled once per shape and configuration (module-level, so that refits reuse it)."""
-    import equinox as eqx
-    import gpjax as gpx
-
-    if "fit" not in _GPJAX_CACHE:
-        _GPJAX_CACHE["fit"] = eqx.filter_jit(gpx.fit)
-    return _GPJAX_CACHE["fit"]
-
-
-def _adam(learning_rate: float):
-    """One optax Adam per rate, so that the jitted fit sees the same (static) optimiser every time."""
-    import optax
-
-    return _GPJAX_CACHE.setdefault(("adam", learning_rate), optax.adam(learning_rate))
-
-
-_GPJAX_CACHE: dict[Any, Any] = {}
 
 
 class GPJaxSVGP:
     """GPJax's SVGP classifier behind ``fit`` / ``predict_proba`` (labels -1 / +1; see the module
-    docstring for the configuration). ``num_steps=None``: GPBSVM's svi default for the data size."""
+    docstring for the configuration), fitted in ``worker`` (default: :data:`GPJAX_WORKER`).
+    ``num_steps=None``: GPBSVM's svi default for the data size. ``fit_seconds_``: the worker's time
+    of the fit plus the median distance's here."""
 
     def __init__(self, num_steps: int | None = None, batch_size: int = 100, num_inducing: int = GPJAX_INDUCING,
-                 learning_rate: float = 0.01, random_state: int = 0) -> None:
+                 learning_rate: float = 0.01, random_state: int = 0, worker: Any = None) -> None:
         self.num_steps, self.batch_size, self.num_inducing = num_steps, batch_size, num_inducing
-        self.learning_rate, self.random_state = learning_rate, random_state
+        self.learning_rate, self.random_state, self.worker = learning_rate, random_state, worker
 
-    def init_family(self, X: np.ndarray):
-        import gpjax as gpx
-        import jax.numpy as jnp
-        from sklearn.cluster import KMeans
+    def running_worker(self) -> Any:
+        worker = self.worker or GPJAX_WORKER
+        if worker is None:
+            raise RuntimeError(f"no GPJax worker is running. {GPJAX_SETUP}")
+        return worker
 
+    def config(self, X: np.ndarray) -> tuple[dict[str, Any], float]:
+        """The worker's configuration for ``X`` (:mod:`_gpjax_worker`) and the seconds of its
+        length-scale: the median distance between training points over sqrt 2."""
         from bayes_maxmargin.experiments.henao2014 import median_distance
 
         n, d = X.shape
+        t0 = time.perf_counter()
         ell0 = median_distance(X, 1000, self.random_state) / np.sqrt(2.0)  # exp(-r^2/theta^2) = exp(-r^2/(2 l^2))
-        kernel = gpx.kernels.RBF(lengthscale=jnp.full(d, ell0), variance=1.0)
-        prior = gpx.gps.Prior(mean_function=gpx.mean_functions.Zero(), kernel=kernel)
-        posterior = prior * gpx.likelihoods.Bernoulli()
-        km = KMeans(min(self.num_inducing, n), n_init=1, random_state=self.random_state).fit(X)
-        return gpx.variational_families.WhitenedVariationalGaussian(
-            model=posterior, inducing_inputs=jnp.asarray(km.cluster_centers_))
-
-    def steps_and_batch(self, n: int, d: int) -> tuple[int, int]:
-        B = min(self.batch_size, n)
-        return (self.num_steps or svi_default_steps(n, d, self.batch_size)), B
+        seconds = time.perf_counter() - t0
+        return {"lengthscale": ell0, "num_steps": self.num_steps or svi_default_steps(n, d, self.batch_size),
+                "batch_size": min(self.batch_size, n), "num_inducing": self.num_inducing,
+                "learning_rate": self.learning_rate, "random_state": self.random_state}, seconds
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "GPJaxSVGP":
-        import gpjax as gpx
-        import jax
-        import jax.numpy as jnp
-        import jax.random as jr
-
-        with jax.enable_x64(True):
-            X = np.asarray(X, np.float64)
-            q = self.init_family(X)
-            data = gpx.Dataset(X=jnp.asarray(X), y=jnp.asarray((np.asarray(y) > 0).astype(np.float64)[:, None]))
-            steps, B = self.steps_and_batch(*X.shape)
-            self.q_, self.loss_ = _jitted_gpjax_fit()(
-                model=q, objective=_negative_elbo, train_data=data, optim=_adam(self.learning_rate),
-                key=jr.key(self.random_state), num_iters=steps, batch_size=B, verbose=False)
-            jax.block_until_ready(self.loss_)
-        self.n_iter_, self.classes_ = steps, np.array([-1, 1])
+        worker, X = self.running_worker(), np.asarray(X, np.float64)
+        cfg, seconds = self.config(X)
+        reply, _ = worker.request({"op": "fit", **cfg}, X=X, y=np.asarray(y))
+        for category, message in reply["warnings"]:  # as raised in the worker, for the row's warnings
+            warnings.warn(message, type(category, (UserWarning,), {}), stacklevel=2)
+        self.id_, self.fit_seconds_ = reply["id"], seconds + reply["fit_s"]
+        self.n_iter_, self.classes_ = reply["n_iter"], np.array([-1, 1])
         return self
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        p = gpjax_proba(self.q_, X)
-        return np.column_stack([1.0 - p, p])
-
-
-def gpjax_proba(q, X: np.ndarray, chunk: int = 2000) -> np.ndarray:
-    """P(y = 1) = Phi(m / sqrt(1 + v)) of the marginal predictive of ``q`` (the Bernoulli likelihood's
-    ``predict``), in chunks of rows."""
-    import jax
-    import jax.numpy as jnp
-    from scipy.special import ndtr
-
-    with jax.enable_x64(True):
-        post = q.condition(None)
-        out = []
-        for s in range(0, X.shape[0], chunk):
-            dist = post(jnp.asarray(X[s : s + chunk], jnp.float64), covariance="diagonal")
-            m, v = np.asarray(dist.mean).ravel(), np.asarray(dist.variance).ravel()
-            out.append(ndtr(m / np.sqrt(1.0 + v)))
-    return np.concatenate(out)
+        _, out = self.running_worker().request({"op": "predict", "id": self.id_}, X=np.asarray(X, np.float64))
+        return np.column_stack([1.0 - out["p"], out["p"]])
 
 
 # ---------------------------------------------------------------------------
@@ -284,50 +344,62 @@ def scores(y: np.ndarray, proba_pos: np.ndarray) -> dict[str, float]:
 
 
 def _timed_fit(make: Callable[[], Any], X: np.ndarray, y: np.ndarray) -> tuple[Any, float]:
+    """A fresh estimator fitted, and the seconds of its fit (its own ``fit_seconds_`` if it times itself)."""
     est = make()
     t0 = time.perf_counter()
     est.fit(X, y)
-    return est, time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    return est, getattr(est, "fit_seconds_", seconds)
 
 
-def run_model(name: str, seed: int, quick: bool, Xtr, ytr, Xte, yte) -> dict[str, Any]:
-    """First fit (caches cleared), second fit of the same configuration, scores of the second, and up
-to 5 distinct warnings the fits and the prediction raised (e.g. a ConvergenceWarning)."""
+def run_model(name: str, seed: int, quick: bool, Xtr, ytr, Xte, yte, refit: bool = True) -> dict[str, Any]:
+    """First fit (caches cleared), second fit of the same configuration (``refit=False``: none, its
+time is the first's), scores of the last (binary: of P(y = +1); more classes:
+:func:`_suite.scores_multiclass`), and up to 5 distinct warnings the fits and the prediction raised
+(e.g. a ConvergenceWarning)."""
     import jax
+    from _suite import scores_multiclass
 
     make = lambda: make_model(name, seed, quick)  # noqa: E731
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         jax.clear_caches()
-        _, first = _timed_fit(make, Xtr, ytr)
-        est, second = _timed_fit(make, Xtr, ytr)
-        proba = est.predict_proba(Xte)[:, list(est.classes_).index(1)]
-    row = {"model": name, **scores(yte, proba), "first_fit_s": first, "second_fit_s": second,
+        if name == "gpjax" and GPJAX_WORKER is not None:
+            GPJAX_WORKER.request({"op": "clear_caches"})  # the worker's, as here
+        est, first = _timed_fit(make, Xtr, ytr)
+        est, second = _timed_fit(make, Xtr, ytr) if refit else (est, first)
+        proba = est.predict_proba(Xte)
+    multiclass = len(est.classes_) > 2
+    quality = (scores_multiclass(yte, proba, est.classes_) if multiclass
+               else scores(yte, proba[:, list(est.classes_).index(1)]))
+    row = {"model": name, **quality, "first_fit_s": first, "second_fit_s": second,
            "warnings": sorted({f"{w.category.__name__}: {str(w.message)[:200]}" for w in caught})[:5]}
+    if not refit:
+        row["refit"] = False
     if hasattr(est, "n_iter_"):
         row["n_iter"] = int(np.max(est.n_iter_))
     return row
 
 
 def load(name: str, quick: bool) -> tuple[np.ndarray, np.ndarray]:
-    if name == "moons":
-        from sklearn.datasets import make_moons
+    """Features and +1 / -1 labels of a set of ``--suite nine`` (:func:`_suite.task_data`)."""
+    from _suite import Task, task_data
 
-        X, y01 = make_moons(n_samples=200 if quick else MOONS_N, noise=MOONS_NOISE, random_state=0)
-        return X, np.where(y01 == 1, 1, -1)
-    from bayes_maxmargin import load_dataset
-
-    ds = load_dataset(name)
-    return np.asarray(ds.X, np.float64), np.asarray(ds.y)
+    return task_data(Task(name, name, "binary"), quick)
 
 
 def split(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, ...]:
-    """Stratified 70/30 split, features standardised on the training part."""
+    """Stratified 70/30 split, missing cells (NaN) filled with the training part's medians plus one
+    missing-indicator column per such column, features standardised on the training part."""
+    from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import StandardScaler
 
     from bayes_maxmargin.data.splits import train_test_split_stratified
 
     Xtr, Xte, ytr, yte = train_test_split_stratified(X, y, test_size=0.3, random_state=seed)
+    if np.isnan(X).any():
+        imputer = SimpleImputer(strategy="median", add_indicator=True).fit(Xtr)
+        Xtr, Xte = imputer.transform(Xtr), imputer.transform(Xte)
     scaler = StandardScaler().fit(Xtr)
     return scaler.transform(Xtr), scaler.transform(Xte), ytr, yte
 
@@ -345,17 +417,51 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def ratios_to_best_peer(rows: list[dict[str, Any]], metrics: tuple[str, ...] = ("error", "brier"),
-                        model: str = "gpbsvm", peers: tuple[str, ...] = PEERS,
-                        level: float = 0.9) -> list[dict[str, Any]]:
-    """Per data set and metric: ``model``'s mean over the splits divided by the lowest mean of the
-    ``peers`` present, with a paired t-interval of that ratio.
+def paired_ratio(ours: np.ndarray, theirs: np.ndarray, level: float = 0.9) -> tuple[float, Any, Any]:
+    """``mean(ours) / mean(theirs)`` with a paired Student-t interval (``level``): the interval of
+    the mean of the per-split differences, divided by ``mean(theirs)`` and shifted by 1, i.e. how far
+    the ratio may move with other splits of the same data. One split gives no interval (None, None).
+    ``mean(theirs) == 0``: 1 (interval (1, 1)) when ``ours`` is 0 too, else inf without interval.
 
-    The interval is the Student-t interval (``level``) of the mean of the per-split differences
-    between ``model`` and the best peer, divided by the best peer's mean and shifted by 1: how far
-    the ratio may move with other splits of the same data. One split gives no interval (None). Only
-    splits where every model was fitted count; a data set without ``model`` or without a peer is left
-    out.
+    Examples
+    --------
+    >>> r, low, high = paired_ratio(np.array([0.22, 0.24, 0.20]), np.array([0.20, 0.20, 0.20]))
+    >>> round(r, 3), round(low, 3), round(high, 3)
+    (1.1, 0.931, 1.269)
+    """
+    from scipy import stats
+
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    n, base = len(ours), float(np.mean(theirs))
+    if base == 0.0:
+        same = not np.any(ours)
+        return (1.0, *((1.0, 1.0) if n > 1 else (None, None))) if same else (float("inf"), None, None)
+    diff = ours - theirs
+    ratio = float(ours.mean() / base)
+    if n < 2:
+        return ratio, None, None
+    half = stats.t.ppf((1 + level) / 2, n - 1) * np.std(diff, ddof=1) / np.sqrt(n)
+    return ratio, float(1 + (diff.mean() - half) / base), float(1 + (diff.mean() + half) / base)
+
+
+def _by_split(rows: list[dict[str, Any]], models: tuple[str, ...]) -> dict[str, dict[str, dict[int, dict]]]:
+    """{data set: {model: {split: row}}} of the rows of ``models``."""
+    out: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for r in rows:
+        if r["model"] in models:
+            out.setdefault(r["dataset"], {}).setdefault(r["model"], {})[r["split"]] = r
+    return out
+
+
+def ratios_to_best_peer(rows: list[dict[str, Any]], metrics: tuple[str, ...] = QUALITY,
+                        model: str = "gpbsvm", peers: tuple[str, ...] = PEERS, level: float = 0.9,
+                        skipped: dict[tuple[str, str], str] | None = None) -> list[dict[str, Any]]:
+    """Per data set and metric: ``model``'s mean over the splits divided by the lowest mean of the
+    ``peers`` present, with a paired t-interval of that ratio (:func:`paired_ratio`).
+
+    Only splits where every model was fitted count; a data set without ``model`` or without a peer is
+    left out. ``without`` names the peers that did not run on the data set, with the reason from
+    ``skipped`` ({(data set, model): reason}) or "not run": the ratio is then to the best of the others.
 
     Examples
     --------
@@ -365,60 +471,199 @@ def ratios_to_best_peer(rows: list[dict[str, Any]], metrics: tuple[str, ...] = (
     >>> r = ratios_to_best_peer(rows, ("error",))[0]
     >>> round(r["ratio"], 3), r["best_peer"], r["splits"], round(r["low"], 3), round(r["high"], 3)
     (1.1, 'gpc', 3, 0.931, 1.269)
+    >>> r["without"]
+    {'gpjax': 'not run', 'svc_platt': 'not run'}
     """
-    from scipy import stats
-
     out = []
-    for ds in dict.fromkeys(r["dataset"] for r in rows):
-        by: dict[str, dict[int, dict[str, Any]]] = {}
-        for r in rows:
-            if r["dataset"] == ds and (r["model"] == model or r["model"] in peers):
-                by.setdefault(r["model"], {})[r["split"]] = r
+    for ds, by in _by_split(rows, (model, *peers)).items():
         present = [p for p in peers if p in by]
         if model not in by or not present:
             continue
+        without = {p: (skipped or {}).get((ds, p), "not run") for p in peers if p not in by}
         splits = sorted(set.intersection(*(set(by[m]) for m in [model, *present])))
-        n = len(splits)
         for metric in metrics:
             ours = np.array([by[model][s][metric] for s in splits])
             means = {p: np.mean([by[p][s][metric] for s in splits]) for p in present}
             best = min(present, key=means.get)
-            diff = ours - np.array([by[best][s][metric] for s in splits])
-            r = {"dataset": ds, "metric": metric, "ratio": float(ours.mean() / means[best]), "best_peer": best,
-                 "low": None, "high": None, "splits": n}
-            if n > 1:
-                half = stats.t.ppf((1 + level) / 2, n - 1) * np.std(diff, ddof=1) / np.sqrt(n)
-                r["low"], r["high"] = (float(1 + (diff.mean() + h) / means[best]) for h in (-half, half))
-            out.append(r)
+            ratio, low, high = paired_ratio(ours, np.array([by[best][s][metric] for s in splits]), level)
+            out.append({"dataset": ds, "metric": metric, "ratio": ratio, "best_peer": best, "low": low,
+                        "high": high, "splits": len(splits), "without": without})
     return out
+
+
+def time_ratios(rows: list[dict[str, Any]], metrics: tuple[str, ...] = TIMES, model: str = "gpbsvm",
+                peers: tuple[str, ...] = TIME_PEERS, level: float = 0.9) -> list[dict[str, Any]]:
+    """Per data set, peer and fit time: ``model``'s mean time over the peer's on the splits both
+    have, with its paired interval (:func:`paired_ratio`); pairs that did not both run are left out."""
+    out = []
+    for ds, by in _by_split(rows, (model, *peers)).items():
+        for peer in (p for p in peers if model in by and p in by):
+            splits = sorted(set(by[model]) & set(by[peer]))
+            for metric in metrics:
+                ratio, low, high = paired_ratio(np.array([by[model][s][metric] for s in splits]),
+                                                np.array([by[peer][s][metric] for s in splits]), level)
+                out.append({"dataset": ds, "peer": peer, "metric": metric, "ratio": ratio, "low": low,
+                            "high": high, "splits": len(splits)})
+    return out
+
+
+def geometric_means(ratios: list[dict[str, Any]], key: str = "metric") -> dict[str, dict[str, Any]]:
+    """Per value of ``key``: the geometric mean of the finite positive ratios over the data sets,
+    how many there are, and how many intervals lie wholly above 1 (worse) and below 1 (better).
+
+    Examples
+    --------
+    >>> geometric_means([{"metric": "error", "ratio": 2.0, "low": 1.5, "high": 2.5},
+    ...                  {"metric": "error", "ratio": 0.5, "low": 0.2, "high": 1.1}])
+    {'error': {'geomean': 1.0, 'sets': 2, 'worse': 1, 'better': 0}}
+    """
+    out = {}
+    for k in dict.fromkeys(r[key] for r in ratios):
+        group = [r for r in ratios if r[key] == k]
+        logs = [np.log(r["ratio"]) for r in group if 0 < r["ratio"] < np.inf]
+        out[k] = {"geomean": float(np.exp(np.mean(logs))) if logs else None, "sets": len(logs),
+                  "worse": sum(r["low"] is not None and r["low"] > 1 for r in group),
+                  "better": sum(r["high"] is not None and r["high"] < 1 for r in group)}
+    return out
+
+
+def skip_reason(model: str, kind: str, n_train: int, gpc_max_train: int | None) -> str | None:
+    """Why ``model`` does not run on a task of ``kind`` with ``n_train`` training rows (None: it runs)."""
+    if model == "gpjax" and GPJAX_WORKER is None:
+        return "not available (--gpjax-python)"
+    if model == "gpjax" and kind == "multiclass":
+        return "binary only"
+    if model == "gpc" and gpc_max_train is not None and n_train > gpc_max_train:
+        return f"n_train {n_train} > --gpc-max-train {gpc_max_train}"
+    return None
+
+
+def read_rows(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The header and the rows of a rows file (see the module docstring); a line cut short by an
+    interruption is dropped."""
+    import json
+
+    header, rows = None, []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "header" in item:
+                header = item["header"]
+            else:
+                rows.append(item)
+    return header, rows
+
+
+def append_row(path: Path, item: dict[str, Any]) -> None:
+    import json
+
+    with path.open("a") as fh:
+        fh.write(json.dumps(item, default=float) + "\n")
+
+
+def _cell(r: dict[str, Any] | None, peer: bool = True) -> str:
+    if r is None:
+        return "-"
+    text = f"{r['ratio']:.3f}" + (f" [{r['low']:.3f}, {r['high']:.3f}]" if r["low"] is not None else "")
+    return text + (f" {r['best_peer']}" if peer else "")
+
+
+def ratio_tables(tasks: list[dict[str, Any]], ratios: list[dict[str, Any]], times: list[dict[str, Any]]) -> str:
+    """The markdown tables of the ratios (one row per task) and their geometric means."""
+    from _common import markdown_table
+
+    find = {(r["dataset"], r["metric"]): r for r in ratios}
+    find_t = {(r["dataset"], r["peer"], r["metric"]): r for r in times}
+    names = {"error": "error", "brier": "Brier", "log_loss": "log loss", "ece": "ECE"}
+    quality, timing = [], []
+    for t in tasks:
+        label = f"{t['name']} ({t['n_train']}, {t['splits']})"
+        first = next((r for r in ratios if r["dataset"] == t["name"]), None)
+        without = "; ".join(f"{p}: {why}" for p, why in (first or {}).get("without", {}).items())
+        quality.append({"data (n train, splits)": label, **{names[m]: _cell(find.get((t["name"], m)))
+                                                             for m in QUALITY}, "without": without or "-"})
+        timing.append({"data (n train, splits)": label,
+                       **{f"{'first' if m == TIMES[0] else 'second'} fit / {p}": _cell(find_t.get((t["name"], p, m)),
+                                                                                       False)
+                          for m in TIMES for p in TIME_PEERS}})
+    means = [{"ratio": k, **v} for k, v in geometric_means(ratios).items()]
+    means += [{"ratio": f"{m} / {p}", **v} for (m, p), v in geometric_means(
+        [{**r, "pair": (r["metric"], r["peer"])} for r in times], "pair").items()]
+    return "\n\n".join([
+        f"## gpbsvm / the best of {', '.join(PEERS)} (90 % paired t-interval over the splits; best peer)",
+        markdown_table(quality, list(quality[0])) if quality else "(none)",
+        "## gpbsvm's fit time / the peer's (90 % paired t-interval over the splits)",
+        markdown_table(timing, list(timing[0])) if timing else "(none)",
+        "## geometric means of the ratios over the tasks (worse / better: intervals wholly above / below 1)",
+        markdown_table(means, ["ratio", "geomean", "sets", "worse", "better"]) if means else "(none)"])
 
 
 def run_tables(args: argparse.Namespace) -> dict[str, Any]:
     from _common import markdown_table
+    from _suite import n_splits, task_data
 
-    models = [m for m in args.models if m != "gpjax" or gpjax_available()]
-    if len(models) < len(args.models):
-        print("note: gpjax is not installed (pip install -e .[bench]); its runs are skipped", flush=True)
-    rows: list[dict[str, Any]] = []
-    for ds in args.datasets:
-        X, y = load(ds, args.quick)
-        for seed in range(args.splits):
+    models = [m for m in args.models if m != "gpjax" or GPJAX_WORKER is not None]
+    header = {"quick": args.quick, "threads": args.threads}
+    old_header, rows = read_rows(args.rows_file) if args.resume else (None, [])
+    if args.resume and old_header not in (None, header):
+        raise SystemExit(f"--resume: {args.rows_file} was run with {old_header}, this run is {header}")
+    if not args.resume or old_header is None:
+        args.rows_file.write_text("")
+        append_row(args.rows_file, {"header": header})
+    done = {(r["dataset"], r["split"], r["model"]) for r in rows}
+    if args.resume:
+        print(f"resuming: {len(rows)} rows in {args.rows_file}", flush=True)
+    tasks, skipped_runs = [], []
+    for task in args.tasks:
+        X, y = task_data(task, args.quick)
+        n_train = len(split(X, y, 0)[2])
+        k = n_splits(n_train, args.splits, args.splits_large, LARGE_ROWS)
+        tasks.append({**task._asdict(), "n_train": n_train, "n_test": len(y) - n_train, "splits": k,
+                      "n_features": X.shape[1], "classes": len(np.unique(y))})
+        reasons = {m: skip_reason(m, task.kind, n_train, args.gpc_max_train) for m in args.models}
+        skipped_runs += [{"dataset": task.name, "model": m, "reason": why} for m, why in reasons.items() if why]
+        for seed in range(k):
+            todo = [m for m in models if not reasons[m] and (task.name, seed, m) not in done]
+            if not todo:
+                continue
             Xtr, Xte, ytr, yte = split(X, y, seed)
-            for m in models:
-                row = run_model(m, seed, args.quick, Xtr, ytr, Xte, yte)
-                rows.append({"dataset": ds, "split": seed, "n_train": len(ytr), "n_test": len(yte), **row})
-                print(f"{ds} split {seed} {m}: " + ", ".join(f"{k} {row[k]:.4g}" for k in METRICS), flush=True)
+            for m in todo:
+                where = {"dataset": task.name, "kind": task.kind, "split": seed, "n_train": len(ytr),
+                         "n_test": len(yte)}
+                try:
+                    row = run_model(m, seed, args.quick, Xtr, ytr, Xte, yte,
+                                    refit=args.refit == "all" or m not in SKLEARN_MODELS)
+                except Exception as exc:  # noqa: BLE001 -- one failed fit must not end a run of hours
+                    row = {"model": m, "failed": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                row = {**where, **row, "threads": args.threads, "load1": os.getloadavg()[0]}
+                rows.append(row)
+                append_row(args.rows_file, row)
+                print(f"{task.name} split {seed} {m}: " + (row["failed"] if "failed" in row else ", ".join(
+                    f"{k} {row[k]:.4g}" for k in METRICS)), flush=True)
+    names = [t["name"] for t in tasks]
+    failed = [r for r in rows if r["dataset"] in names and "failed" in r]
+    rows = [r for r in rows if r["dataset"] in names and "failed" not in r]
     summary = summarise(rows)
-    for ds in args.datasets:
-        block = [s for s in summary if s["dataset"] == ds]
-        print(f"\n## {ds} (n_train {block[0]['n_train']}, {block[0]['splits']} splits)\n")
-        print(markdown_table(block, ["model", "error", "error_sd", "brier", "log_loss", "ece", "first_fit_s",
-                                     "second_fit_s"]))
-    ratios = ratios_to_best_peer(rows)
-    if ratios:
-        print(f"\n## gpbsvm / the best of {', '.join(PEERS)} (90 % paired t-interval over the splits)\n")
-        print(markdown_table(ratios, ["dataset", "metric", "ratio", "best_peer", "low", "high", "splits"]))
-    return {"rows": rows, "summary": summary, "ratios": ratios, "skipped": sorted(set(args.models) - set(models))}
+    for t in tasks:
+        block = [s for s in summary if s["dataset"] == t["name"]]
+        if block:
+            print(f"\n## {t['name']} (n_train {block[0]['n_train']}, {block[0]['splits']} splits)\n")
+            print(markdown_table(block, ["model", "error", "error_sd", "brier", "log_loss", "ece", "first_fit_s",
+                                         "second_fit_s"]))
+    skips = {(s["dataset"], s["model"]): s["reason"] for s in skipped_runs}
+    ratios, times = ratios_to_best_peer(rows, skipped=skips), time_ratios(rows)
+    if ratios or times:
+        print("\n" + ratio_tables([t for t in tasks if any(r["dataset"] == t["name"] for r in ratios + times)],
+                                  ratios, times))
+    if failed:
+        print(f"\n{len(failed)} fits failed (failed_runs in the JSON; --resume does not retry them): "
+              + "; ".join(f"{r['dataset']} split {r['split']} {r['model']}" for r in failed[:10]))
+    return {"tasks": tasks, "rows": rows, "summary": summary, "ratios": ratios, "time_ratios": times,
+            "geometric_means": geometric_means(ratios), "skipped": sorted(set(args.models) - set(models)),
+            "skipped_runs": skipped_runs, "failed_runs": failed}
 
 
 # ---------------------------------------------------------------------------
@@ -486,68 +731,20 @@ def susy_sbsvm(Xtr, ytr, Xte, yte, quick: bool, records: int) -> dict[str, Any]:
             "final_scores": scores(yte, p_final)}
 
 
-def _strong(tree):
-    """``tree`` with every array leaf strongly typed, so that a jitted chunk fed its own output is
-    not traced again (weakly typed leaves come back strongly typed)."""
-    import equinox as eqx
-    import jax
-    import jax.numpy as jnp
-
-    return jax.tree.map(lambda x: jnp.asarray(x, dtype=x.dtype) if eqx.is_array(x) else x, tree)
-
-
-def _chunk_length(steps: int, records: int) -> int:
-    """The smallest divisor of ``steps`` that gives at most ``records`` chunks (equal chunks: one program)."""
-    return next(k for k in range(max(1, -(-steps // records)), steps + 1) if steps % k == 0)
-
-
 def susy_gpjax(Xtr, ytr, Xte, yte, quick: bool, records: int, learning_rate: float) -> dict[str, Any]:
-    """The GPJax classifier trained in ``records`` chunks of Adam steps (state carried over, each chunk
-    the step of ``gpx.fit``: a minibatch drawn with replacement, the gradient of the negative ELBO),
-    scored after every chunk."""
-    import equinox as eqx
-    import gpjax as gpx
-    import jax
-    import jax.numpy as jnp
-    import jax.random as jr
-    from gpjax.fit import get_batch
-
+    """The GPJax classifier trained in about ``records`` chunks of Adam steps in the worker
+    (:func:`_gpjax_worker.susy_curve`), scored after every chunk; the seconds include the median
+    distance's here."""
     clf = GPJaxSVGP(num_steps=200 if quick else None, learning_rate=learning_rate)
-    steps, B = clf.steps_and_batch(*Xtr.shape)
-    optim = _adam(learning_rate)
-    per = _chunk_length(steps, records)
-
-    @eqx.filter_jit
-    def chunk(q, opt_state, data, keys):
-        def step(carry, key):
-            q, opt_state = carry
-            loss, grads = eqx.filter_value_and_grad(_negative_elbo)(q, get_batch(data, B, key))
-            updates, opt_state = optim.update(grads, opt_state, eqx.filter(q, eqx.is_array))
-            return (eqx.apply_updates(q, updates), opt_state), loss
-
-        (q, opt_state), losses = jax.lax.scan(step, (q, opt_state), keys)
-        return q, opt_state, losses
-
-    jax.clear_caches()
-    curve, scoring = [], 0.0
-    with jax.enable_x64(True):
-        t0 = time.perf_counter()
-        q = _strong(clf.init_family(np.asarray(Xtr, np.float64)))
-        data = gpx.Dataset(X=jnp.asarray(Xtr, jnp.float64), y=jnp.asarray((ytr > 0).astype(np.float64)[:, None]))
-        opt_state = _strong(optim.init(eqx.filter(q, eqx.is_array)))
-        keys = jr.split(jr.key(0), steps)
-        done = 0
-        while done < steps:
-            q, opt_state, losses = chunk(q, opt_state, data, keys[done : done + per])
-            jax.block_until_ready(losses)
-            done = min(steps, done + per)
-            t_s = time.perf_counter()
-            p = gpjax_proba(q, Xte)
-            curve.append({"steps": done, "seconds": t_s - t0 - scoring,
-                          "error": float(np.mean(np.where(p > 0.5, 1, -1) != yte))})
-            scoring += time.perf_counter() - t_s
-    return {"model": "gpjax", "fit_s": curve[-1]["seconds"], "steps": steps, "batch_size": B,
-            "num_inducing": clf.num_inducing, **_reached(curve), "curve": curve, "final_scores": scores(yte, p)}
+    cfg, seconds = clf.config(Xtr)
+    reply, out = clf.running_worker().request({"op": "susy", **cfg, "records": records},
+                                              X=np.asarray(Xtr, np.float64), y=np.asarray(ytr),
+                                              X_test=np.asarray(Xte, np.float64))
+    curve = [{"steps": int(k), "seconds": seconds + t, "error": float(np.mean(np.where(p > 0.5, 1, -1) != yte))}
+             for k, t, p in zip(reply["steps"], reply["seconds"], out["proba"])]
+    return {"model": "gpjax", "fit_s": curve[-1]["seconds"], "steps": cfg["num_steps"], "batch_size": cfg["batch_size"],
+            "num_inducing": clf.num_inducing, **_reached(curve), "curve": curve,
+            "final_scores": scores(yte, out["proba"][-1])}
 
 
 def run_susy(args: argparse.Namespace) -> dict[str, Any]:
@@ -564,10 +761,8 @@ def run_susy(args: argparse.Namespace) -> dict[str, Any]:
         Xtr, Xte = scaler.transform(tr.X), scaler.transform(test.X)
         ytr, yte = np.asarray(tr.y), np.asarray(test.y)
         runs = [susy_sbsvm(Xtr, ytr, Xte, yte, args.quick, args.susy_records)]
-        if "gpjax" in args.models and gpjax_available():
+        if "gpjax" in args.models and GPJAX_WORKER is not None:
             runs.append(susy_gpjax(Xtr, ytr, Xte, yte, args.quick, args.susy_records, args.gpjax_lr))
-        elif "gpjax" in args.models:
-            print("note: gpjax is not installed (pip install -e .[bench]); its run is skipped", flush=True)
         rows += [{"n_train": n, "n_test": args.susy_test, **r} for r in runs]
     print("\n## SUSY-like scaling (error on the held-out rows; time to within 0.5 points of the final error)\n")
     print(markdown_table(rows, ["n_train", "model", "steps", "batch_size", "num_inducing", "final_error",
@@ -575,11 +770,57 @@ def run_susy(args: argparse.Namespace) -> dict[str, Any]:
     return {"susy_rows": rows, "tol": SUSY_TOL}
 
 
+def _resolve_suite(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The suite's defaults for the options left unset, and the tasks of ``--datasets``."""
+    from _suite import suite_tasks
+
+    wide = args.suite == "all"
+    args.splits = args.splits if args.splits is not None else SPLITS_ALL if wide else 5
+    args.splits_large = args.splits_large if args.splits_large is not None else SPLITS_LARGE if wide else None
+    args.models = args.models or list(SUITE_MODELS if wide else MODELS)
+    args.gpc_max_train = args.gpc_max_train if args.gpc_max_train is not None else GPC_MAX_TRAIN if wide else None
+    args.refit = args.refit or ("jax" if wide else "all")
+    tasks, args.left_out = suite_tasks(args.suite, args.quick)
+    by_name = {t.name: t for t in tasks}
+    unknown = [d for d in args.datasets or () if d not in by_name]
+    if unknown:
+        p.error(f"--datasets: {', '.join(unknown)} not in --suite {args.suite}; choose from {', '.join(by_name)}")
+    args.tasks = [by_name[d] for d in args.datasets] if args.datasets else tasks
+    args.datasets = [t.name for t in args.tasks]
+
+
+def list_tasks(args: argparse.Namespace) -> None:
+    """Print the tasks of the suite with their sizes and the sets left out."""
+    from _suite import n_splits, task_data
+
+    print("| task | kind | source | rows | features | classes | n_train | splits |\n|---|---|---|---|---|---|---|---|")
+    for t in args.tasks:
+        X, y = task_data(t, args.quick)
+        n_train = len(split(X, y, 0)[2])
+        print(f"| {t.name} | {t.kind} | {t.source} | {X.shape[0]} | {X.shape[1]} | {len(np.unique(y))} | {n_train} "
+              f"| {n_splits(n_train, args.splits, args.splits_large, LARGE_ROWS)} |")
+    print(f"\n{len(args.tasks)} tasks; left out: " + "; ".join(f"{k} ({v})" for k, v in args.left_out.items()))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
-    p.add_argument("--splits", type=int, default=5, help="seeded stratified 70/30 splits per data set")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--suite", choices=("nine", "all"), default="nine",
+                   help="nine: the nine sets of the tables in docs/performance.md; all: the broad benchmark")
+    p.add_argument("--datasets", nargs="+", default=None, help="tasks of the suite to run (default: all of them)")
+    p.add_argument("--list", action="store_true", help="print the suite's tasks and exit")
+    p.add_argument("--splits", type=int, default=None,
+                   help=f"seeded stratified 70/30 splits per data set (default: 5; --suite all: {SPLITS_ALL})")
+    p.add_argument("--splits-large", type=int, default=None,
+                   help=f"at most this many splits above {LARGE_ROWS} training rows (--suite all: {SPLITS_LARGE})")
+    p.add_argument("--models", nargs="+", default=None, choices=MODELS,
+                   help=f"default: all; --suite all: {' '.join(SUITE_MODELS)}")
+    p.add_argument("--gpc-max-train", type=int, default=None,
+                   help=f"GPC only up to this many training rows (default: no limit; --suite all: {GPC_MAX_TRAIN})")
+    p.add_argument("--refit", choices=("all", "jax"), default=None,
+                   help="which models are fitted a second time: all (default), or jax (--suite all's default): "
+                        "the scikit-learn models are fitted once, their second fit time is their first's")
+    p.add_argument("--threads", type=int, default=1, help="BLAS / OpenMP / XLA threads of every model")
+    p.add_argument("--resume", action="store_true", help="continue from the rows file of an interrupted run")
     p.add_argument("--quick", action="store_true", help="tiny settings of every fit (a smoke run)")
     p.add_argument("--susy", type=int, nargs="+", default=None, metavar="N",
                    help="the SUSY-like scaling run at these training sizes (instead of the tables)")
@@ -587,33 +828,64 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--susy-records", type=int, default=40,
                    help="about this many error records along the steps of each fit")
     p.add_argument("--gpjax-lr", type=float, default=0.01, help="GPJax: Adam's learning rate")
+    p.add_argument("--gpjax-python", default=None, metavar="PATH",
+                   help="GPJax: the interpreter of its environment (default: BMM_GPJAX_PYTHON, else this one if "
+                        "gpjax is installed here)")
     p.add_argument("--out-dir", type=Path, default=None)
     p.add_argument("--tag", default="", help="appended to the result file name")
     args = p.parse_args(argv)
-    if args.splits < 1:
-        p.error(f"--splits must be >= 1, got {args.splits}")
+    for opt in ("splits", "splits_large", "gpc_max_train", "threads"):
+        if getattr(args, opt) is not None and getattr(args, opt) < 1:
+            p.error(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     if args.susy is not None and min(args.susy) < 2:
         p.error(f"--susy sizes must be >= 2, got {args.susy}")
     if args.susy_records < 1:
         p.error(f"--susy-records must be >= 1, got {args.susy_records}")
     if args.quick and args.susy_test == 20_000:
         args.susy_test = 1000
+    from threadpoolctl import threadpool_info, threadpool_limits
+
     from _common import RESULTS, result_name, write_results
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        payload = run_susy(args) if args.susy else run_tables(args)
+    _resolve_suite(p, args)
+    if args.list:
+        list_tasks(args)
+        return {}
+    name = result_name("vs_peers" + ("_susy" if args.susy else "_all" if args.suite == "all" else ""), args.quick,
+                       args.tag)
+    out_dir = args.out_dir or RESULTS
+    out_dir.mkdir(parents=True, exist_ok=True)
+    args.rows_file = out_dir / f"{name}.rows.jsonl"
+    load_start = os.getloadavg()
+    global GPJAX_WORKER
+    worker_info: Any = None
+    if "gpjax" in args.models:
+        GPJAX_WORKER, worker_info = start_gpjax(gpjax_python(args.gpjax_python, dict(os.environ)), args.threads)
+        if GPJAX_WORKER is None:
+            print(worker_info, flush=True)
+    try:
+        with warnings.catch_warnings(), threadpool_limits(limits=args.threads):
+            warnings.simplefilter("ignore")
+            pools = sorted({f"{i['internal_api']}: {i['num_threads']}" for i in threadpool_info()})
+            payload = run_susy(args) if args.susy else run_tables(args)
+    finally:
+        if GPJAX_WORKER is not None:
+            GPJAX_WORKER.close()
+            GPJAX_WORKER = None
     import jax
 
-    versions = {"jax": jax.__version__}
-    if gpjax_available():
-        import gpjax
-
-        versions["gpjax"] = gpjax.__version__
-    payload = {"config": {k: v for k, v in vars(args).items() if k != "out_dir"}, "versions": versions,
+    versions: dict[str, Any] = {"jax": jax.__version__}
+    if isinstance(worker_info, dict):
+        versions["gpjax"], versions["gpjax_worker"] = worker_info["gpjax"], worker_info
+    elif worker_info is not None:
+        versions["gpjax_skipped"] = worker_info
+    config = {k: v for k, v in vars(args).items() if k not in ("out_dir", "rows_file", "tasks")}
+    threads = {"threads": args.threads, "thread_pools": pools, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+               **{v: os.environ.get(v, "") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+               "load_start": load_start, "load_end": os.getloadavg()}
+    payload = {"config": config, "versions": versions, "threads": threads,
                "jax_compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR", ""), **payload}
-    name = result_name("vs_peers" + ("_susy" if args.susy else ""), args.quick, args.tag)
-    path = write_results(name, payload, args.out_dir or RESULTS)
+    path = write_results(name, payload, out_dir)
     print(f"\nwrote {path}")
     return payload
 

@@ -129,10 +129,6 @@ def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
             make().fit(X, Y, checkpoint=tmp_path)
     resumed = make().fit(X, Y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
-    other = {LinearBSVM: "em", GPBSVM: "ecm", FactorBSVM: "vbem"}.get(type(full))
-    if other is not None:
-        with pytest.raises(ValueError, match="checkpoint / resume apply to inference='gibbs' and 'svi'"):
-            make().set_params(inference=other).fit(X, Y, checkpoint=tmp_path)
 
 
 @pytest.mark.parametrize("make", [

@@ -77,7 +77,11 @@ def _one_error_line(err: str) -> str:
     (("model=gp", "model.kernel_params={lengthscale:"), ["'model.kernel_params={lengthscale:'", "quote"]),
     (("model=gp", "model.kernel_params.lengthscale=2"), ["set it whole, e.g. model.kernel_params={lengthscale:2}"]),
     (("seed=0,1",), ["seed=0,1", "--multirun"]),
-], ids=["inference", "data", "model", "experiment", "multirun", "type", "syntax", "dict-key", "sweep"])
+    (("~model.sigma",), ["Cannot remove 'model.sigma' (~model.sigma)", "model.sigma=..."]),
+    (("~seed",), ["Cannot remove 'seed' (~seed)"]),
+    (("-m", "~data", "seed=0,1"), ["Cannot remove 'data' (~data)"]),
+], ids=["inference", "data", "model", "experiment", "multirun", "type", "syntax", "dict-key", "sweep",
+        "remove-option", "remove-top-level", "remove-group"])
 def test_a_wrong_choice_or_override_is_one_line_with_the_valid_ones(tmp_path, monkeypatch, capsys, args, expected):
     """Before Hydra starts: exit status 2 and one `bmm: error:` line naming the value and, for a
     config group, every choice it has (the inference group without its internal <model>_default)."""
@@ -469,6 +473,21 @@ def test_an_invalid_value_is_an_option_error(tmp_path, args, expected):
     message, status = error_message(info.value)
     message = with_option(message, cfg)
     assert status == 2 and expected in message and "\n" not in message, message
+
+
+def test_a_memory_refusal_is_an_option_error(tmp_path, monkeypatch):
+    """A fit the memory guard refuses (here ECM's dense N x N matrices on 3000 rows under 50 MB) ends
+    with exit status 2, like a wrong option: its one line names the size parameter to lower."""
+    from bayes_maxmargin.cli import error_message, run
+    from bayes_maxmargin.core.memory import MEMORY_ENV, InsufficientMemoryError
+
+    monkeypatch.setenv(MEMORY_ENV, "5e7")
+    cfg = _composed("model=gp", "inference=ecm", "data=susy_synthetic", "data.n=3000", "plots=false",
+                    "progress_bar=false")
+    with pytest.raises(InsufficientMemoryError) as info:
+        run(cfg, tmp_path)
+    message, status = error_message(info.value)
+    assert status == 2 and "N = " in message and "\n" not in message, message
 
 
 def test_kernel_params_from_the_command_line():

@@ -171,9 +171,11 @@ def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
     p0 = SEParams(3.0, 1.0)
     hyper = make_hyper(0.3)
     with jax.enable_x64(True):
-        res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(y), p0, hyper, 1e-12, kernel="rbf", max_iter=20,
-                          mlii_every=10, mlii_steps=3)
-        first = gp_ecm(jnp.zeros(len(y)), gp_data(prior_covariance(X, "rbf", p0), y), hyper, 1e-12, max_iter=10,
+        # the static settings of test_ecm_mlii and the first ECM run of test_mlii_step_increases_log_z
+        # (their compiled programs serve)
+        res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(y), p0, hyper, 1e-12, kernel="rbf", max_iter=120,
+                          mlii_every=20, mlii_steps=40)
+        first = gp_ecm(jnp.zeros(len(y)), gp_data(prior_covariance(X, "rbf", p0), y), hyper, 1e-12, max_iter=20,
                        estimate_gamma=False)
         u = 1.0 - jnp.asarray(y) * first.f
         mean_lam = expected_lambda(u, first.gamma, hyper.gamma0)
@@ -245,24 +247,31 @@ def test_ml2_ascent_tol_stops_the_iterations_of_the_full_run():
 
     with jax.enable_x64(True):
         x0 = jnp.zeros(3)
-        runs = [ml2_ascent(objective, x0, j) for j in range(1, 13)]  # best point after j iterations
+        # one compiled program for every number of steps and tol (both traced); with tol = -inf no
+        # iteration stops the run, so runs[j - 1] is the best point after j iterations
+        ascent = jax.jit(lambda steps, tol: ml2_ascent(objective, x0, steps, tol=tol))
+        runs = [ascent(j, -jnp.inf) for j in range(1, 13)]
+        full = ml2_ascent(objective, x0, 12)  # the full run (the lax.scan without tol): the same iterates
+        np.testing.assert_allclose(np.asarray(full[0]), np.asarray(runs[-1][0]), rtol=1e-12)
+        np.testing.assert_allclose(float(full[2]), float(runs[-1][2]), rtol=1e-12)
         values = [float(objective(x0))] + [float(r[2]) for r in runs]
         gains = np.diff(values) / np.maximum(np.abs(values[1:]), 1.0)
         tol = float(np.sort(gains[:8])[3])  # some early iteration gains less: the run stops there
         first = int(np.argmax(gains <= tol))  # iteration first + 1 gains at most tol
         assert 0 < first < 10
-        x, before, after = ml2_ascent(objective, x0, 12, tol=tol)
+        x, before, after = ascent(12, tol)
         np.testing.assert_allclose(np.asarray(x), np.asarray(runs[first + 1][0]), rtol=1e-12)
         np.testing.assert_allclose([float(before), float(after)], [values[0], values[first + 2]], rtol=1e-12)
-        assert float(ml2_ascent(objective, x0, 12, tol=0.0)[2]) >= values[-1] - 1e-9
+        assert float(ascent(12, 0.0)[2]) >= values[-1] - 1e-9
 
 
 def test_mlii_tol_stops_the_iterations_and_the_rounds(smooth_boundary):
     """With mlii_tol every ML-II step stops its iterations once one gains at most mlii_tol, and the rounds
     stop after the first step whose gain is at most mlii_tol relative to log Z; the rest are NaN, theta
-    is the last step's, and the final ECM run is monotone."""
+    is the last step's, and the final ECM run is monotone. The settings of test_ecm_mlii (the full
+    run's compiled program serves)."""
     X, y = smooth_boundary
-    kw = dict(kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=10)
+    kw = dict(kernel="rbf", max_iter=120, mlii_every=20, mlii_steps=40)
     with jax.enable_x64(True):
         args = (jnp.asarray(X), jnp.asarray(y), SEParams(1.0, 1.0), make_hyper(0.0), 1e-12)
         full = gp_ecm_mlii(*args, **kw)
@@ -297,8 +306,10 @@ def test_dense_log_marginal_gradient_is_the_autodiff_gradient():
     with jax.enable_x64(True):
         args = (jnp.asarray(A @ A.T / n + 0.1 * np.eye(n)), jnp.asarray(np.sign(rng.normal(size=n))),
                 jnp.asarray(rng.uniform(0.1, 10.0, n)), jnp.asarray(0.7))
-        auto = [np.asarray(g) for g in jax.grad(lambda *a: _dense_log_marginal(*a)[0], argnums=(0, 1, 2, 3))(*args)]
-        written = [np.asarray(g) for g in jax.grad(dense_log_marginal, argnums=(0, 1, 2, 3))(*args)]
+        # compiled: op by op the two gradients take many more small compilations
+        auto = [np.asarray(g) for g in
+                jax.jit(jax.grad(lambda *a: _dense_log_marginal(*a)[0], argnums=(0, 1, 2, 3)))(*args)]
+        written = [np.asarray(g) for g in jax.jit(jax.grad(dense_log_marginal, argnums=(0, 1, 2, 3)))(*args)]
         assert float(dense_log_marginal(*args)) == float(_dense_log_marginal(*args)[0])
     np.testing.assert_allclose(written[0], 0.5 * (auto[0] + auto[0].T), rtol=1e-10, atol=1e-12)
     for got, want in zip(written[1:], auto[1:]):

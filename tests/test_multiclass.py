@@ -7,6 +7,7 @@ run of K * num_chains chains) equals K separate binary fits of "class k vs rest"
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import jax
@@ -15,6 +16,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayes_maxmargin import GPBSVM, LinearBSVM, MaxMarginProjection, load, save
+from bayes_maxmargin.core.kernels import RBF, Constant
 from bayes_maxmargin.engine import svi
 from bayes_maxmargin.engine.nuts import nuts_chains
 from bayes_maxmargin.estimators import base as est_module
@@ -25,6 +27,11 @@ LABELS = np.array(["ant", "bee", "cat"])
 #: One setting per inference method, shared by the tests so that each program compiles once.
 EM = dict(inference="em", max_iter=100, tol=1e-8)
 GIBBS = dict(num_samples=15, num_warmup=5, num_chains=2, progress_bar=False)
+
+
+def _gp_ecm() -> GPBSVM:
+    """The file's one GP setting (one compiled program for the blobs): a kernel object, fixed."""
+    return GPBSVM(inference="ecm", kernel=RBF() + Constant(), learn_kernel=False, max_iter=20, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +47,12 @@ def _fit_quiet(est, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return est.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def gp_multi(blobs):
+    """The one-vs-rest fit of :func:`_gp_ecm` on the blobs, read by several tests."""
+    return _fit_quiet(_gp_ecm(), *blobs)
 
 
 def _check_outputs(est, X, y):
@@ -130,10 +143,9 @@ def test_linear_svi_equals_binary_fits_in_one_run(blobs, monkeypatch):
     _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8, multi=multi)
 
 
-def test_gp_ecm_equals_binary_fits(blobs):
+def test_gp_ecm_equals_binary_fits(blobs, gp_multi):
     X, y = blobs
-    make = lambda: GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, random_state=0)  # noqa: E731
-    multi = _binary_fits_agree(make, X, y)
+    multi = _binary_fits_agree(_gp_ecm, X, y, multi=gp_multi)
     assert multi.f_.shape == (3, X.shape[0])
     assert multi.idata_.posterior["f"].dims[:3] == ("class", "chain", "draw")
 
@@ -174,8 +186,13 @@ def test_refit_binary_after_multiclass(blobs):
     assert not hasattr(est, "estimators_") and est.predict_proba(X).shape == (X.shape[0], 2)
 
 
-# a Gibbs / VB-EM program compiled per data shape: the fitting checks in the default suite, the
-# rest with -m extended (tests/conftest.py, SKLEARN_DEFAULT_CHECKS)
+# A Gibbs / VB-EM program compiled per data shape of each check: with -m extended. By default
+# test_multiclass_fit_inside_pipeline fits both estimators on three classes, refits them (the fit is
+# idempotent) and pickles them; FactorBSVM's input checks and outputs are the base class's (the full set
+# of LinearBSVM in test_estimator), its n_iter_ is checked in test_factor_estimator; MaxMarginProjection's
+# input checks in test_projection_estimator (a wrong number of features) and test_properties (non-finite
+# and non-numeric inputs to fit, non-finite ones to predict and transform).
+@pytest.mark.extended
 @parametrize_with_checks([
     MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
     # two factors of the checks' two features: the classifier on the scores can take any direction
@@ -206,13 +223,10 @@ def test_every_inference_method_fits_three_classes(blobs, make):
     _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)
 
 
-def test_a_kernel_object_stays_one_kernel_of_the_classes(blobs):
+def test_a_kernel_object_stays_one_kernel_of_the_classes(gp_multi):
     """kernel_ of a one-vs-rest fit is the classes' common kernel, a string or a kernel object (the
     default kernel from 2000 rows on is ARD() + Constant()); kernel_params_ one dict per class."""
-    from bayes_maxmargin.core.kernels import RBF, Constant
-
-    est = _fit_quiet(GPBSVM(inference="svi", kernel=RBF() + Constant(), num_inducing=8, batch_size=12, max_iter=50,
-                            random_state=0), *blobs)
+    est = gp_multi
     assert est.kernel_ == RBF() + Constant()
     assert len(est.kernel_params_) == 3
     assert set(est.kernel_params_[0]) == {"k1__lengthscale", "k1__amplitude", "k2__variance"}
@@ -238,29 +252,32 @@ META_CASES = {
     "linear-em": lambda: LinearBSVM(**EM, random_state=0),
     "linear-vb": lambda: LinearBSVM("vb", max_iter=50, tol=1e-8, random_state=0),
     "linear-gibbs": lambda: LinearBSVM(**GIBBS, random_state=0),
-    "gp-ecm": lambda: GPBSVM(inference="ecm", learn_kernel=False, max_iter=20, random_state=0),
+    "gp-ecm": _gp_ecm,
     "factor-vbem": lambda: FactorBSVM(n_factors=2, inference="vbem", max_iter=1, m_steps=1, random_state=0),
     "projection-gibbs": lambda: MaxMarginProjection(num_samples=10, num_warmup=10, random_state=0),
 }
-#: Compiled per data shape in tens of seconds on two cores: run with -m extended.
-_SLOW_META = ("factor-vbem", "projection-gibbs")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) if n in _SLOW_META else n
-                                  for n in META_CASES])
+@pytest.mark.parametrize("name", list(META_CASES))
 def test_multiclass_fit_inside_pipeline(blobs, name):
     """A Pipeline's multi-class fit keeps the caller's attributes and equals the fit outside it
-    (bit for bit: the scaled inputs and the key are the same)."""
+    (bit for bit: the scaled inputs and the key are the same); refitting it gives the same fit, and
+    so does a pickled copy."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     X, y = blobs
     pipe = _fit_quiet(make_pipeline(StandardScaler(), META_CASES[name]()), X, y)
     assert not hasattr(pipe[-1], "_parent_callback_ctx")
+    decision = pipe.decision_function(X)
     Xs = StandardScaler().fit_transform(X)
     direct = _fit_quiet(META_CASES[name](), Xs, y)
-    np.testing.assert_array_equal(pipe.decision_function(X), direct.decision_function(Xs))
+    np.testing.assert_array_equal(decision, direct.decision_function(Xs))
     assert np.mean(pipe.predict(X) == y) > 0.9
+    # the fits' JAX arrays are pickled as NumPy arrays (unpickled, a JAX array takes JAX's default
+    # precision, float32): a pickled float64 fit predicts the same bits
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(pipe)).decision_function(X), decision)
+    np.testing.assert_array_equal(_fit_quiet(pipe, X, y).decision_function(X), decision)
 
 
 def test_multiclass_refit_keeps_caller_attributes(blobs):
@@ -277,7 +294,9 @@ def test_multiclass_refit_keeps_caller_attributes(blobs):
     del est._parent_callback_ctx
 
 
-@pytest.mark.parametrize("name", ["linear-em", "gp-ecm"])
+# gp-ecm compiles its fits for the folds' rows: with -m extended (the meta-estimators' calls are the
+# base class's, run by linear-em; the GP's one-vs-rest fit in a pipeline: test_multiclass_fit_inside_pipeline)
+@pytest.mark.parametrize("name", ["linear-em", pytest.param("gp-ecm", marks=pytest.mark.extended)])
 def test_multiclass_grid_search_and_cross_val_score(blobs, name):
     from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
     from sklearn.pipeline import make_pipeline

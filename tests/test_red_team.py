@@ -767,6 +767,11 @@ def test_a_second_fit_on_a_folder_in_use_is_refused(tmp_path):
 # ================================================================================================
 # Fits that hang for good
 # ================================================================================================
+#: The watched fits compile without XLA's expensive optimisation passes, as the test processes do
+#: (tests/conftest.py): the same fits and LAPACK calls, in less compilation time.
+_UNOPTIMISED = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
 def test_the_plain_jax_reproducer_finishes():
@@ -781,11 +786,12 @@ def test_the_plain_jax_reproducer_finishes():
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
 @pytest.mark.parametrize("fit", ["gp-digits", "linear-missing"])
-def test_the_fits_that_hung_finish_twice(fit):
+def test_the_fits_that_hung_finish_twice(fit, monkeypatch):
     """"10-class digits ``GPBSVM(inference="ecm")`` hung in 2 of 2 runs ...; ``LinearBSVM(prior="penalty",
     missing="model", inference="gibbs")`` finished once, then hung on an identical rerun": each fit
     twice in one process (in a subprocess watched for a stall; 20 times with ``-m extended`` in
     ``test_lapack_deadlock.py``)."""
+    monkeypatch.setenv(*_UNOPTIMISED)
     args = ["--fit", fit, "--repeats", "2", "--rows", "60" if fit == "gp-digits" else "80", "--max-iter", "2"]
     finished, out = run_until_done_or_hung(args, limit_s=1200.0)
     assert finished, out[-2000:]

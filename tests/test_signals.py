@@ -332,14 +332,31 @@ def _interrupt(proc: subprocess.Popen) -> tuple[float, str]:
     return time.perf_counter() - t0, err
 
 
+def _stop_after_first_checkpoint(proc: subprocess.Popen, folder: Path) -> None:
+    """Ctrl-C to a ``bmm`` job once its first checkpoint is in ``folder``: the job ends within PROMPT_S, with
+    SIGINT's status and one line saying where ``resume=`` continues."""
+    deadline = time.monotonic() + 300
+    while not (folder / "checkpoint.npz").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no checkpoint was written: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.1)
+    elapsed, err = _interrupt(proc)
+    print(f"bmm ended {elapsed:.2f} s after Ctrl-C")
+    assert proc.returncode == -signal.SIGINT, err[-2000:]
+    assert elapsed < PROMPT_S
+    last = err.splitlines()[-1]
+    assert last.startswith("bmm: interrupted: stopped by SIGINT; the checkpoint in ") and "continues from there" in last
+
+
 @pytest.mark.extended
 def test_ctrl_c_stops_a_gp_ecm_job_within_seconds(tmp_path):
     """`bmm model=gp inference=ecm data=susy_synthetic data.n=3000`: ECM with ML-II on 2100 rows is one
     compiled program of a minute or more (its ML-II steps alone 10-15 s each, without a progress
-    report); Ctrl-C while it computes ends the job within PROMPT_S, with SIGINT's status and one line.
-    (Before: 20-40 s, the rest of the program.)"""
+    report) without a checkpoint; Ctrl-C while it computes ends the job within PROMPT_S, with SIGINT's status
+    and one line. (Before: 20-40 s, the rest of the program.)"""
     out = tmp_path / "run"
-    proc = _bmm("model=gp", "inference=ecm", "data=susy_synthetic", "data.n=3000", "plots=false",
+    proc = _bmm("model=gp", "inference=ecm", "data=susy_synthetic", "data.n=3000", "plots=false", "checkpoint=false",
                 f"hydra.run.dir={out}", "compilation_cache=null", cwd=tmp_path)
     _wait_for(out / "cli.log", "GPBSVM(ecm): started", proc)
     time.sleep(8.0)  # into the program
@@ -360,18 +377,33 @@ def test_ctrl_c_stops_a_gibbs_job_that_reports_progress_and_it_resumes(tmp_path)
             "compilation_cache=null")
     proc = _bmm(*args, f"hydra.run.dir={out}", cwd=tmp_path)
     _wait_for(out / "cli.log", "LinearBSVM(gibbs): started", proc)
-    deadline = time.monotonic() + 300
-    while not (out / "checkpoint" / "checkpoint.npz").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    elapsed, err = _interrupt(proc)
-    print(f"bmm ended {elapsed:.2f} s after Ctrl-C")
-    assert proc.returncode == -signal.SIGINT, err[-2000:]
-    assert elapsed < PROMPT_S
-    last = err.splitlines()[-1]
-    assert last.startswith("bmm: interrupted: stopped by SIGINT; the checkpoint in ") and "continues from there" in last
+    _stop_after_first_checkpoint(proc, out / "checkpoint")
     done = read_checkpoint(out / "checkpoint").done
     assert 0 < done < 20100
     again = _bmm(*args, f"resume={out / 'checkpoint'}", f"hydra.run.dir={tmp_path / 'resumed'}", cwd=tmp_path)
     _, err = again.communicate(timeout=1200)
     assert again.returncode == 0, err[-2000:]
     assert az.from_netcdf(str(tmp_path / "resumed" / "idata.nc")).posterior["beta"].shape[:2] == (4, 20000)
+
+
+@pytest.mark.extended
+def test_ctrl_c_stops_a_gp_ecm_job_and_it_resumes_to_the_same_metrics(tmp_path):
+    """`bmm model=gp inference=ecm data=susy_synthetic data.n=1000` (ECM with ML-II rounds on 700 rows, tens of
+    seconds) stopped by Ctrl-C after its first checkpoint ends within PROMPT_S with one line saying where it
+    resumes; `resume=<run>/checkpoint` completes it with the metrics of the run that went through (the same
+    chunk program: the same bits)."""
+    import json
+
+    args = ("model=gp", "inference=ecm", "data=susy_synthetic", "data.n=1000", "plots=false", "compilation_cache=null")
+    proc = _bmm(*args, f"hydra.run.dir={tmp_path / 'stopped'}", cwd=tmp_path)
+    _stop_after_first_checkpoint(proc, tmp_path / "stopped" / "checkpoint")
+    assert not (tmp_path / "stopped" / "metrics.json").exists()
+    resumed = _bmm(*args, f"resume={tmp_path / 'stopped' / 'checkpoint'}", f"hydra.run.dir={tmp_path / 'resumed'}",
+                   cwd=tmp_path)
+    through = _bmm(*args, f"hydra.run.dir={tmp_path / 'through'}", cwd=tmp_path)
+    for job in (resumed, through):
+        _, err = job.communicate(timeout=1200)
+        assert job.returncode == 0, err[-2000:]
+    a, b = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("resumed", "through"))
+    for key in ("error", "brier", "log_loss", "auc", "kernel_lengthscale", "kernel_amplitude"):
+        assert a[key] == b[key], key

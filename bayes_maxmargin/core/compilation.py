@@ -42,12 +42,14 @@ same shapes skips most of the compilation.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import os
 import tempfile
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,7 @@ except ImportError:  # pragma: no cover - a JAX without it: tracers among the ar
     _outside_any_trace = None
 
 __all__ = ["BUCKET_STEPS", "COMPILATION_CACHE_MAX_BYTES", "COMPILER_OPTIONS", "CompilationCacheWarning",
-           "bucket_rows", "compiler_options", "jit", "use_compilation_cache"]
+           "bucket_rows", "compiler_options", "inlined", "jit", "use_compilation_cache"]
 
 _FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"
 _OPTIMISATION_LEVEL = "xla_backend_optimization_level"
@@ -145,6 +147,8 @@ class _Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         top = _top_level(args, kwargs)
+        if not top and getattr(_INLINE, "depth", 0):
+            return self._fun(*args, **kwargs)
         if self._no_callbacks:  # no progress callback in its program: the one compiled with a reporter
             # serves every later call, reporting or not (no second compilation)
             return (self.serving if top else self._reporting.nested)(*args, **kwargs)
@@ -177,6 +181,22 @@ class _Compiled:
                                               "_reporting", "_no_callbacks"):
             raise AttributeError(name)
         return getattr(self.serving, name)
+
+
+_INLINE = threading.local()
+
+
+@contextlib.contextmanager
+def inlined() -> Iterator[None]:
+    """While active in the calling thread, a function of :func:`jit` called inside a trace is traced in
+    place, as its plain Python function, instead of as a nested program (which JAX traces once and
+    caches): the trace of a program that rewrites some of its loops
+    (:mod:`bayes_maxmargin.engine.resumable`) then reaches the loops of the functions it calls."""
+    _INLINE.depth = getattr(_INLINE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _INLINE.depth -= 1
 
 
 def jit(

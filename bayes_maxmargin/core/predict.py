@@ -20,9 +20,9 @@ from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtr
 
-__all__ = ["LINK_SHIFT_LIMIT", "fit_probit_link", "gaussian_latent_moments", "group_rows", "group_sites",
-           "latent_moments_from_draws", "link_shift", "linked_moments", "loo_cavity", "probit_margin", "probit_predictive",
-           "tie_groups"]
+__all__ = ["LINK_SHIFT_LIMIT", "distinct_rows", "fit_probit_link", "gaussian_latent_moments", "group_rows",
+           "group_sites", "latent_moments_from_draws", "link_rows", "link_shift", "linked_moments", "loo_cavity",
+           "probit_margin", "probit_predictive", "tie_groups"]
 
 #: Rows of X processed at a time when predicting from draws (bounds memory to rows x draws).
 ROW_CHUNK = 4096
@@ -98,6 +98,52 @@ def tie_groups(X: np.ndarray) -> np.ndarray | None:
     """
     _, labels, counts = np.unique(np.asarray(X), axis=0, return_inverse=True, return_counts=True)
     return labels.ravel() if (counts > 1).any() else None
+
+
+def distinct_rows(X: np.ndarray) -> np.ndarray:
+    """Indices of the first row of each distinct input of ``X``, increasing: ``X[distinct_rows(X)]`` holds
+    every distinct row once, in the order in which they first appear.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> distinct_rows(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 0.0], [3.0, 0.0]]))
+    array([0, 1, 3])
+    """
+    _, first = np.unique(np.asarray(X), axis=0, return_index=True)
+    return np.sort(first)
+
+
+def link_rows(X: np.ndarray, limit: int, seed: int) -> np.ndarray | None:
+    """The training rows a link is learnt on: None (all of them) for at most ``limit`` rows, else the sorted
+    indices of a random subset of at most ``limit`` rows drawn from ``seed``, made of whole groups of
+    identical rows (:func:`tie_groups`), so that each row's twins are left out with it as in the fit on
+    all rows. Groups of more than ``limit`` rows are never drawn; where every group has more, a random
+    subset of rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0], [1.0], [0.0], [2.0], [1.0], [3.0]])
+    >>> rows = link_rows(X, 4, seed=0)
+    >>> bool(rows.size <= 4 and all(np.isin(np.flatnonzero((X == X[r]).all(1)), rows).all() for r in rows))
+    True
+    >>> link_rows(X, 6, seed=0) is None
+    True
+    """
+    n = X.shape[0]
+    if n <= limit:
+        return None
+    rng = np.random.default_rng(seed)
+    labels = tie_groups(X)
+    if labels is not None:
+        counts = np.bincount(labels)
+        order = rng.permutation(counts.size)
+        order = order[counts[order] <= limit]
+        keep = order[np.cumsum(counts[order]) <= limit]
+        if keep.size:
+            return np.flatnonzero(np.isin(labels, keep))
+    return np.sort(rng.choice(n, limit, replace=False))
 
 
 def group_rows(labels: np.ndarray) -> np.ndarray:

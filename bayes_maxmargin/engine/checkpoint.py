@@ -1,4 +1,5 @@
-"""Checkpoints of chunked runs (MCMC chains, SVI): interrupt, then resume the same run.
+"""Checkpoints of chunked runs (MCMC chains, SVI, the resumable loops of the compiled solvers): interrupt,
+then resume the same run.
 
 A checkpoint is a folder holding
 
@@ -28,7 +29,8 @@ once with the checkpoint of the last finished chunk, and a process that then exi
 for XLA to finish the abandoned chunk (:func:`_end_without_waiting`). A second signal acts at once,
 as without the run. A run without a checkpoint leaves the signal handlers alone; Ctrl-C then stops
 it at once, its running chunk abandoned, and so it does any fit's single compiled solver (ECM, FITC,
-VI, EM, VB, NUTS), which the estimators call through :func:`call_interruptibly`.
+VI, EM, VB, NUTS, VBEM) without a checkpoint, which the estimators call through :func:`call_interruptibly`
+(with one, its loops run in chunks: :mod:`bayes_maxmargin.engine.resumable`).
 
 Because iteration ``i`` of a chain draws from ``fold_in(chain_key, i)`` (see
 :mod:`bayes_maxmargin.engine.mcmc`), a run resumed from a checkpoint gives exactly the draws

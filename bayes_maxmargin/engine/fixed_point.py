@@ -2,7 +2,8 @@
 
 Each loop runs a model's update ``step`` under ``lax.while_loop`` until the relative change of its
 objective (a log posterior or an evidence lower bound) falls below ``tol``, and returns the objective
-trace, so that tests can check that it never decreases."""
+trace, so that tests can check that it never decreases. The loops are resumable
+(:func:`~bayes_maxmargin.engine.resumable.while_loop`): a fit with a checkpoint runs them in chunks."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import Array, lax
+from jax import Array
 
 from bayes_maxmargin.core.progress import loop_start, tick
+from bayes_maxmargin.engine import resumable
 
 __all__ = ["VBResult", "cavi_loop", "ecm_loop", "squarem_cycle"]
 
@@ -51,7 +53,7 @@ def ecm_loop(step, objective, x0: Any, gamma0: Array, aux0: Any, tol: Array, max
 
     init = (x0, gamma0, aux0, trace, jnp.asarray(0), jnp.asarray(jnp.inf, dtype))
     loop_start()
-    x, gamma, aux, trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
+    x, gamma, aux, trace, n_iter, _ = resumable.while_loop(cond_fn, body, init)
     return x, gamma, aux, trace, n_iter
 
 
@@ -160,5 +162,5 @@ def cavi_loop(step, bound, state0: Any, tol: Array, max_iter: int,
 
     init = (state, trace, jnp.asarray(1), jnp.asarray(jnp.inf, dtype))
     loop_start()
-    state, trace, n_iter, _ = lax.while_loop(cond_fn, body, init)
+    state, trace, n_iter, _ = resumable.while_loop(cond_fn, body, init)
     return VBResult(state, trace, n_iter)

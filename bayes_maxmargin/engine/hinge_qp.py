@@ -33,6 +33,7 @@ from jax import Array, lax
 from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin.core.progress import loop_start, tick
+from bayes_maxmargin.engine import resumable
 
 __all__ = ["HingeQPResult", "IPMState", "crossover", "duality_gap", "gap_rounding", "hinge_qp", "hinge_qp_objective",
            "ipm_step"]
@@ -267,5 +268,5 @@ def hinge_qp(z: Array, prec: Array, c: Array, tol: Array, max_iter: int,
     best = (state.w, jnp.clip(state.a, 0.0, c), inf, inf, jnp.asarray(False))
     init = (state, best, trace, jnp.asarray(0), jnp.asarray(False))
     loop_start()
-    _, (w, a, gap, _, converged), trace, n_iter, _ = jax.lax.while_loop(cond_fn, body, init)
+    _, (w, a, gap, _, converged), trace, n_iter, _ = resumable.while_loop(cond_fn, body, init)
     return HingeQPResult(w, a, gap, converged, trace, n_iter)

@@ -10,6 +10,7 @@ Draws are laid out (chain, draw, ...) like :func:`~bayes_maxmargin.engine.mcmc.r
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,8 @@ from numpyro.infer.util import initialize_model, log_density
 
 from bayes_maxmargin.core import progress
 from bayes_maxmargin.core.compilation import jit
+from bayes_maxmargin.engine import resumable
+from bayes_maxmargin.engine.checkpoint import INFO_PREFIX
 
 __all__ = ["DivergenceWarning", "DivergentSamplerError", "check_divergences", "nuts_chains", "run_nuts", "to_host"]
 
@@ -69,12 +72,19 @@ def nuts_chains(
     thin: int = 1,
     target_accept_prob: float = 0.8,
     max_tree_depth: int = 10,
+    checkpoint: str | os.PathLike | None = None,
+    resume: str | os.PathLike | None = None,
 ) -> tuple[dict[str, Array], dict[str, Array]]:
     """``num_chains`` NUTS chains of ``model(*model_args, **model_kwargs)`` (pure JAX, vmappable).
 
     Each chain starts from its own uniform draw in (-2, 2) of the unconstrained space, adapts its
     own step size and diagonal mass matrix during ``num_warmup`` iterations, then keeps every
     ``thin``-th of ``num_samples * thin`` iterations.
+
+    With ``checkpoint`` or ``resume`` (a folder) the run goes in chunks with a checkpoint after the
+    warm-up and after every chunk of draws, and the draws so far in ``idata.nc`` when it stops or ends
+    (:func:`~bayes_maxmargin.engine.resumable.run_resumable`; call it from the main thread, not vmapped):
+    a resumed run equals one that ran through with a checkpoint.
 
     Returns
     -------
@@ -93,9 +103,22 @@ def nuts_chains(
     bar = progress.active()
     if bar is not None:
         bar.restart(num_warmup + num_samples * thin)
-    return _nuts_program(model, rng_key, model_args, [v for t, v in zip(traced, leaves) if t],
-                         (treedef, traced, static), num_warmup, num_samples, num_chains, thin,
-                         float(target_accept_prob), int(max_tree_depth))
+    args = (model, rng_key, model_args, [v for t, v in zip(traced, leaves) if t], (treedef, traced, static),
+            num_warmup, num_samples, num_chains, thin, float(target_accept_prob), int(max_tree_depth))
+    if checkpoint is None and resume is None:
+        return _nuts_program(*args)
+    return resumable.run_resumable(_nuts_program, *args, checkpoint=checkpoint, resume=resume, draws=_draws_so_far)
+
+
+def _draws_so_far(carries: list) -> dict[str, np.ndarray]:
+    """The draws kept so far, (draw, chain, ...) per name, from the carry of the kept iterations'
+    loop (:func:`_resumable_chains`), the statistics as the Info of
+    :func:`~bayes_maxmargin.engine.mcmc.run_chains`."""
+    _, (samples, div, n, acc), b = carries[-1]
+    b = int(b)
+    stats = {"diverging": div, "n_steps": n, "acceptance_rate": acc}
+    named = {**samples, **{INFO_PREFIX + k: v for k, v in stats.items()}}
+    return {k: np.swapaxes(np.asarray(v)[:, :b], 0, 1) for k, v in named.items()}
 
 
 @functools.partial(jit, static_argnums=(0, 4, 5, 6, 7, 8, 9, 10))
@@ -135,14 +158,55 @@ def _nuts_program(model, rng_key, model_args, kwarg_values, kwarg_spec, num_warm
                                            length=num_samples)
         return jax.vmap(constrain)(z), div, n, acc
 
-    samples, div, n, acc = jax.vmap(chain)(info.param_info.z, jax.random.split(key_run, num_chains))
+    if resumable.tracing():  # the same iterations as resumable loops over all chains (in chunks)
+        def start(z0, key):
+            return init_kernel(z0, num_warmup, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
+                               model_args=model_args, model_kwargs=model_kwargs, rng_key=key)
+
+        states = jax.vmap(start)(info.param_info.z, jax.random.split(key_run, num_chains))
+        samples, div, n, acc = _resumable_chains(jax.vmap(lambda s: step(s, None)), jax.vmap(constrain), states,
+                                                 num_warmup, num_samples, thin, ticks)
+    else:
+        samples, div, n, acc = jax.vmap(chain)(info.param_info.z, jax.random.split(key_run, num_chains))
 
     def log_joint(params):
         return log_density(model, model_args, model_kwargs, params)[0]
 
-    flat = jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), samples)
-    lj = jax.lax.map(log_joint, flat, batch_size=256).reshape(n.shape)
+    def log_joints(samples):
+        flat = jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), samples)
+        return jax.lax.map(log_joint, flat, batch_size=256).reshape(n.shape)
+
+    lj = resumable.after_loops(log_joints, samples)
     return samples, {"log_joint": lj, "diverging": div, "n_steps": n, "acceptance_rate": acc}
+
+
+def _resumable_chains(step, constrain, states, num_warmup: int, num_samples: int, thin: int, ticks: bool):
+    """The warm-up and the kept iterations of :func:`_nuts_program` for all chains at once (``step`` and
+    ``constrain`` vectorised over them) as two resumable loops
+    (:func:`~bayes_maxmargin.engine.resumable.while_loop`), the draws kept in buffers of ``num_samples``
+    per chain: what a checkpointed run continues from."""
+
+    def warm(carry):
+        state, i = carry
+        if ticks:
+            progress.tick(i)
+        return step(state)[0], i + 1
+
+    state, _ = resumable.while_loop(lambda c: c[1] < num_warmup, warm, (states, jnp.asarray(0, jnp.int32)))
+
+    def kept(carry):
+        state, draws, b = carry
+        state, div = jax.lax.scan(lambda s, _: step(s), state, None, length=thin)
+        if ticks:
+            progress.tick(num_warmup + (b + 1) * thin - 1)
+        new = (constrain(state.z), div.any(axis=0), state.num_steps, state.accept_prob)
+        draws = jax.tree_util.tree_map(lambda buf, x: buf.at[:, b].set(x), draws, new)
+        return state, draws, b + 1
+
+    first = (constrain(state.z), state.diverging, state.num_steps, state.accept_prob)
+    buffers = jax.tree_util.tree_map(lambda x: jnp.zeros((x.shape[0], num_samples) + x.shape[1:], x.dtype), first)
+    _, draws, _ = resumable.while_loop(lambda c: c[2] < num_samples, kept, (state, buffers, jnp.asarray(0, jnp.int32)))
+    return draws
 
 
 def to_host(samples: dict[str, Array], extra: dict[str, Array]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -30,6 +30,7 @@ from bayes_maxmargin.data.validation import (
 from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
+from bayes_maxmargin.engine.resumable import run_resumable
 from bayes_maxmargin.estimators import multiclass as _mc
 
 if TYPE_CHECKING:
@@ -70,6 +71,18 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     ``_latent_moments(X) -> (mean, var)`` of the latent f.
     """
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state that ``pickle`` (and ``copy.deepcopy``, joblib) keeps, with the fit's JAX arrays as
+        NumPy arrays: JAX rebuilds an unpickled array at the precision of the moment (float32 unless
+        64-bit mode is on), which would turn a float64 fit into a float32 one; NumPy keeps the dtype,
+        and every prediction converts at the fit's precision (as for a loaded ``.bmm`` file)."""
+        def host(leaf: Any) -> Any:
+            if isinstance(leaf, jax.Array) and not jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+                return np.asarray(leaf)
+            return leaf
+
+        return jax.tree.map(host, super().__getstate__())
+
     # ------------------------------------------------------------------ fitting helpers
     def _fit_input(
         self, X: Any, y: Any, allow_nan: bool = False, nan_hint: str | None = None
@@ -108,10 +121,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
 
     def _nuts(self, model, key, model_args, model_kwargs, params):
         """NUTS draws of ``model`` (:func:`~bayes_maxmargin.engine.nuts.nuts_chains`, one
-        vmapped program over the classes of a one-vs-rest fit) as host arrays and statistics."""
-        samples, stats = to_host(*self._solve(
-            nuts_chains, model, key, model_args, model_kwargs, num_warmup=params["num_warmup"],
-            num_samples=params["num_samples"], num_chains=params["num_chains"], thin=params["thin"]))
+        vmapped program over the classes of a one-vs-rest fit; in chunks with a checkpoint folder in
+        ``params["run_io"]``) as host arrays and statistics."""
+        run = {k: params[k] for k in ("num_warmup", "num_samples", "num_chains", "thin")}
+        run_io = params.get("run_io", {})
+        if run_io.get("checkpoint") is None and run_io.get("resume") is None:
+            draws = self._solve(nuts_chains, model, key, model_args, model_kwargs, **run)
+        else:
+            draws = nuts_chains(model, key, model_args, model_kwargs, **run, **run_io)
+        samples, stats = to_host(*draws)
         self.num_divergences_, self.divergence_fraction_ = check_divergences(stats["diverging"], type(self).__name__)
         return samples, stats
 
@@ -250,22 +268,37 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         the class of the largest one-vs-rest margin (K > 2 classes)."""
         return self._labels(self.decision_function(X))
 
+    #: The inference methods whose solver runs in chunks with checkpoints besides the Gibbs samplers and
+    #: SVI (:func:`~bayes_maxmargin.engine.resumable.run_resumable`), for binary problems.
+    _RESUMABLE: tuple[str, ...] = ()
+
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
-        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains` and
-        :func:`~bayes_maxmargin.engine.svi.run_svi`, checked to apply: only the Gibbs samplers and
-        SVI run in chunks (SVI only for binary problems: its K one-vs-rest runs are sequential)."""
+        """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains`,
+        :func:`~bayes_maxmargin.engine.svi.run_svi` and :func:`~bayes_maxmargin.engine.resumable.run_resumable`,
+        checked to apply: the Gibbs samplers, SVI and the inference methods of ``_RESUMABLE`` (the last two
+        for binary problems only: a multi-class fit runs its K one-vs-rest problems together, in one program
+        or one minibatch loop)."""
         if checkpoint is not None or resume is not None:
-            if params["inference"] not in ("gibbs", "svi"):
+            inference, applies = params["inference"], ("gibbs", "svi", *self._RESUMABLE)
+            if inference not in applies:
                 raise InvalidParameterError(
-                    f"checkpoint / resume apply to inference='gibbs' and 'svi' (the chunked runs), not "
-                    f"inference={params['inference']!r}"
+                    f"checkpoint / resume apply to inference={', '.join(map(repr, applies))}, "
+                    f"not inference={inference!r}"
                 )
-            if params["inference"] == "svi" and "_class_key" in self.__dict__:
+            if inference != "gibbs" and "_ovr_recorder" in self.__dict__:
                 raise InvalidParameterError(
-                    "checkpoint / resume with inference='svi' apply to binary problems only (a multi-class "
-                    "fit runs its one-vs-rest SVI problems together, in one minibatch loop)"
+                    f"checkpoint / resume with inference={inference!r} apply to binary problems only (a "
+                    "multi-class fit runs its one-vs-rest problems together, in one program or minibatch loop)"
                 )
         return {"checkpoint": checkpoint, "resume": resume}
+
+    def _solve_resumable(self, run_io: dict[str, Any], fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` (a compiled solver) as :meth:`_solve`, or, with a checkpoint or resume
+        folder in ``run_io`` (:meth:`_run_io`), in chunks with checkpoints
+        (:func:`~bayes_maxmargin.engine.resumable.run_resumable`)."""
+        if run_io["checkpoint"] is None and run_io["resume"] is None:
+            return self._solve(fn, *args, **kwargs)
+        return run_resumable(fn, *args, **run_io, **kwargs)
 
     def _fitted_state(self) -> dict[str, Any]:
         """The attributes ``fit`` set: everything but the parameters and :data:`_CALLER_ATTRIBUTES`."""

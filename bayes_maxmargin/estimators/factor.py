@@ -269,8 +269,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         y : array-like of shape (n_samples,)
             Two or more classes; K > 2 classes are fitted one-vs-rest.
         checkpoint, resume : path, optional
-            ``inference="gibbs"``: checkpoint folder written after every chunk, and a checkpoint
-            of the same fit to continue from (see :func:`~bayes_maxmargin.engine.mcmc.run_chains`).
+            Checkpoint folder written after every chunk of iterations, and a checkpoint of the same fit
+            to continue from (see :func:`~bayes_maxmargin.engine.mcmc.run_chains` and
+            :func:`~bayes_maxmargin.engine.resumable.run_resumable`); VBEM for two classes only.
 
         Returns
         -------
@@ -296,7 +297,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             if self.inference == "gibbs":
                 self._fit_gibbs(Xc, y, run_io)
             else:
-                self._fit_vbem(Xc, y)
+                self._fit_vbem(Xc, y, run_io)
         self._check_mixing()
         self._stage2 = None
         stage2 = self.classifier if not self.joint else self.second_stage
@@ -353,7 +354,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.idata_ = to_inference_data(post, sample_stats=res.info,
                                         attrs={"model": "FactorBSVM", "inference": "gibbs"})
 
-    def _fit_vbem(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _fit_vbem(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = VBHyper(float(self.nu), float(self.psi_prior[0]), float(self.psi_prior[1]), float(a0), float(b0))
         kernel = self._vb_kernel()
@@ -363,8 +364,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         s0 = init_vb(Xj, yj, int(self.n_factors), theta, hyper, self.gamma)
         learn = {} if like is None else {"learn": tuple(  # the length-scales (the paper's SE has no amplitude)
             p for p in free_fields(like) if p.rpartition("__")[2] in ("lengthscale", "lengthscales"))}
-        state, trace = self._solve(run_vbem, Xj, yj, s0, get_kernel(kernel), like, hyper, n_iter=int(self.max_iter),
-                                   m_steps=int(self.m_steps), **learn)
+        vbem = dict(n_iter=int(self.max_iter), m_steps=int(self.m_steps), **learn)
+        if run_io["checkpoint"] is None and run_io["resume"] is None:
+            state, trace = self._solve(run_vbem, Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem)
+        else:  # in the main thread, in chunks (a checkpoint applies to a binary problem, not batched)
+            state, trace = run_vbem(Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem, **run_io)
         # host copies: a jax float64 array would come back as float32 outside x64 mode
         state, like = jax.tree.map(np.asarray, (state, like))
         self._posterior = VBPosterior(state, like, y, kernel)
@@ -431,6 +435,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
 
     #: What every binary fit sets (:meth:`_check_restored`).
     _FITTED = ("_posterior", "mean_", "loadings_")
+    _RESUMABLE = ("vbem",)
 
     def _check_restored(self) -> None:
         """As the base class; and the centring ``mean_`` has ``n_features_in_`` entries, ``loadings_`` as many

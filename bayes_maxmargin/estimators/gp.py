@@ -18,9 +18,23 @@ from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import ARD, Constant, Kernel, as_kernel, get_kernel, kernel_name, median_distance
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
-from bayes_maxmargin.core.memory import check_dense_memory, check_memory, matrix_bytes
+from bayes_maxmargin.core.memory import (
+    available_memory,
+    check_dense_memory,
+    check_memory,
+    dense_bytes,
+    largest_fitting,
+    matrix_bytes,
+)
 from bayes_maxmargin.core.parameters import field_values, free_fields, params_dict, replace_fields, trainable_fields
-from bayes_maxmargin.core.predict import LINK_SHIFT_LIMIT, fit_probit_link, link_shift, linked_moments, tie_groups
+from bayes_maxmargin.core.predict import (
+    LINK_SHIFT_LIMIT,
+    fit_probit_link,
+    link_rows,
+    link_shift,
+    linked_moments,
+    tie_groups,
+)
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,
@@ -210,7 +224,8 @@ DEFAULT_MLII_TOL = {"ecm": 1e-4}
 #: ``calibrate=None`` calibrates the inference methods with a Gaussian posterior, whose leave-one-out
 #: moments come from the fit itself (``loo_latent`` of their posteriors); MCMC fits keep Phi(f).
 CALIBRATED = ("ecm", "fitc", "vi", "svi")
-#: A calibrated svi fit learns its link on at most this many training rows (a seeded subset).
+#: A calibrated fit learns its link on at most this many training rows (a seeded subset of whole groups of
+#: repeated rows, :func:`~bayes_maxmargin.core.predict.link_rows`).
 LINK_ROWS = 20_000
 
 
@@ -244,6 +259,53 @@ def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> i
     """
     rows = {"nm": n, "mm": m, "bm": batch, "lm": min(n, LINK_ROWS)}
     return matrix_bytes([(count, rows[shape], m) for shape, count in INDUCING_MATRICES[inference].items()], dtype)
+
+
+def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, precision: str | None = None,
+                  num_inducing: int | None = None, batch_size: int | None = None) -> str:
+    """What fits a GPBSVM on ``n`` rows in ``available`` bytes, for the memory refusal of ``inference``.
+
+    From the estimates the guard itself uses (:data:`DENSE_BUFFERS` with
+    :func:`~bayes_maxmargin.core.memory.dense_bytes`, :func:`inducing_memory`), ``classes`` one-vs-rest
+    problems together: ECM where its dense matrices fit; FITC with the largest ``num_inducing`` that fits;
+    svi with the largest ``num_inducing`` at its ``batch_size`` (the refused svi fit's, else the default
+    min(100, N)) and, for a refused svi fit or where no num_inducing fits, the largest ``batch_size`` at its
+    ``num_inducing`` (else one inducing point). Each in ``precision``, or the method's default precision
+    where it is None. Where nothing fits, it says so and names the number of training points to lower.
+
+    Examples
+    --------
+    >>> for option in memory_advice("ecm", 30_000, 4 * 10**9).split(" or "):  # 4 GB; svi in its float32
+    ...     print(option)
+    inference='fitc' with num_inducing <= 893
+    inference='svi' with num_inducing <= 4469 (batch_size=100) fit in this memory
+    """
+    def dtype(method: str) -> str:
+        return precision or DEFAULT_PRECISION.get(method, "float64")
+
+    def fits(method: str, m: int, batch: int) -> bool:
+        return classes * inducing_memory(method, n, m, batch, dtype(method)) <= available
+
+    options = []
+    if inference != "ecm" and dense_bytes(n, dtype("ecm"), DENSE_BUFFERS["ecm"], classes) <= available:
+        options.append("inference='ecm'")
+    m = largest_fitting(lambda k: fits("fitc", k, 1), n)
+    if m:
+        options.append(f"inference='fitc' with num_inducing <= {m}")
+    svi_m = num_inducing if inference == "svi" and num_inducing else default_svi_inducing(n)
+    svi_batch = batch_size if inference == "svi" and batch_size else min(DEFAULT_BATCH, n)
+    m = largest_fitting(lambda k: fits("svi", k, svi_batch), n)
+    if m:
+        options.append(f"inference='svi' with num_inducing <= {m} (batch_size={svi_batch})")
+    if inference == "svi" or not m:  # smaller minibatches at its num_inducing, or at one inducing point
+        at = svi_m if m else 1
+        batch = largest_fitting(lambda k: fits("svi", at, k), svi_batch)
+        if batch:
+            options.append(f"inference='svi' with batch_size <= {batch} (num_inducing={at})")
+    if not options:
+        return (f"no inference method fits N = {n} points in this memory, not even inference='fitc' or 'svi' with "
+                "num_inducing=1 and batch_size=1: lower the number of training points")
+    return " or ".join(options) + (" fits" if len(options) == 1 else " fit") + " in this memory"
 
 
 def default_svi_inducing(n: int) -> int:
@@ -424,7 +486,10 @@ class GPBSVM(_BayesianSVMClassifier):
         FITC, min(64, N // 3) for svi, at least 1 (:func:`default_svi_inducing`).
     inducing : {"kmeans", "random"}
         FITC, svi: initial pseudo-inputs, k-means++ centres (scikit-learn ``KMeans``;
-        ``MiniBatchKMeans`` on a subsample above 50 000 rows) or a random subset of the rows.
+        ``MiniBatchKMeans`` on a subsample above 50 000 rows) or a random subset of the rows, chosen among
+        the distinct rows: where the training data have at most ``num_inducing`` distinct rows (repeated
+        inputs), the pseudo-inputs are all of them, each once, fewer than ``num_inducing``
+        (:func:`~bayes_maxmargin.models.gp.model.init_inducing`).
     optimize_inducing : bool or None, default=None
         FITC, svi: whether ML-II also moves the pseudo-inputs. None: FITC moves them; svi moves them
         from 2000 training rows on and keeps the k-means centres below (:func:`default_optimize_inducing`).
@@ -453,7 +518,7 @@ class GPBSVM(_BayesianSVMClassifier):
         that best predict each training label from the leave-one-out predictive of its f, which the
         Gaussian posterior of ECM, FITC, vi and svi gives without refitting (each point's Gaussian
         site divided out, :func:`~bayes_maxmargin.core.predict.loo_cavity`; (a, b) by
-        :func:`~bayes_maxmargin.core.predict.fit_probit_link`; svi on at most 20 000 rows). The
+        :func:`~bayes_maxmargin.core.predict.fit_probit_link`; on at most 20 000 rows, a seeded subset). The
         hinge sets the scale of f by the margin, not by the link, so the papers' Phi(f) can be
         over- or under-confident; the learnt link lowers the Brier score, log loss and calibration
         error on the sets of ``benchmarks/vs_peers.py``. b also moves the decision threshold
@@ -487,8 +552,9 @@ class GPBSVM(_BayesianSVMClassifier):
     dual_coef_ : ndarray of shape (1, n_SV)
         ``alpha_[support_]``: y_n gamma (1 + c) inside the margin, eq. (13) (exact for ECM with
         gamma0 = 0; a truncation otherwise).
-    inducing_points_ : ndarray of shape (num_inducing, n_features)
-        FITC, svi: the final pseudo-inputs.
+    inducing_points_ : ndarray of shape (M, n_features)
+        FITC, svi: the final pseudo-inputs; M = ``num_inducing``, or the number of distinct training rows
+        where that is smaller.
     variational_mean_, variational_cov_ : ndarray
         svi: mu and zeta of q(u) = N(mu, zeta) at the inducing points.
     elbo_ : ndarray
@@ -673,10 +739,12 @@ class GPBSVM(_BayesianSVMClassifier):
         y : array-like of shape (n_samples,)
             Two or more classes of any label type; K > 2 classes are fitted one-vs-rest.
         checkpoint, resume : path, optional
-            ``inference="gibbs"`` or ``"svi"``: checkpoint folder written after every chunk of
-            iterations, and a checkpoint of the same fit to continue from (as in
-            :meth:`~bayes_maxmargin.estimators.linear.LinearBSVM.fit`; see
-            :func:`~bayes_maxmargin.engine.mcmc.run_chains` and :func:`~bayes_maxmargin.engine.svi.run_svi`).
+            Checkpoint folder written after every chunk of iterations (ECM and FITC: after every
+            ECM + ML-II round and every chunk of the final ECM run), and a checkpoint of the same fit to
+            continue from (as in :meth:`~bayes_maxmargin.estimators.linear.LinearBSVM.fit`; see
+            :func:`~bayes_maxmargin.engine.mcmc.run_chains`, :func:`~bayes_maxmargin.engine.svi.run_svi`
+            and :func:`~bayes_maxmargin.engine.resumable.run_resumable`); every inference but Gibbs
+            for two classes only.
 
         Returns
         -------
@@ -707,11 +775,14 @@ class GPBSVM(_BayesianSVMClassifier):
                     f"training points N = {n})"
                 )
         classes = classes_together(self)
+        available = available_memory()
+        advice = memory_advice(params["inference"], n, available, classes=classes,
+                               precision=None if self.precision is None else params["precision"],
+                               num_inducing=params["num_inducing"], batch_size=params["batch_size"])
         if params["inference"] in DENSE_BUFFERS:
             check_dense_memory(
                 n, params["precision"], DENSE_BUFFERS[params["inference"]],
-                what=f"GPBSVM(inference={params['inference']!r})",
-                advice="use inference='fitc' or inference='svi' (inducing points, O(N M) memory)", classes=classes,
+                what=f"GPBSVM(inference={params['inference']!r})", advice=advice, classes=classes, available=available,
             )
         elif params["inference"] in INDUCING_MATRICES:
             m, batch = params["num_inducing"], params["batch_size"]
@@ -721,6 +792,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 + (f" for {classes} one-vs-rest classes, fitted together" if classes > 1 else ""),
                 sizes=[("num_inducing", m)]
                 + ([("batch_size", batch)] if params["inference"] == "svi" else [("the training points", n)]),
+                available=available, advice=advice,
             )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X, params["precision"])
         if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
@@ -752,7 +824,8 @@ class GPBSVM(_BayesianSVMClassifier):
     def _fit_vi(self, key, X, y, theta0, learn, hyper, params):
         """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
         K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
-        res = self._solve(batch_vi, K, y, hyper.gamma, tol=params["tol"], max_iter=params["max_iter"])
+        res = self._solve_resumable(params["run_io"], batch_vi, K, y, hyper.gamma, tol=params["tol"],
+                                    max_iter=params["max_iter"])
         elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
         if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
             raise NonFiniteStateError(
@@ -828,8 +901,8 @@ class GPBSVM(_BayesianSVMClassifier):
         estimate_gamma = params["gamma_prior"] is not None
         exact = params["solver"] == "interior_point" and not estimate_gamma and params["gamma0"] == 0.0
         tol = jnp.asarray(params["tol"], X.dtype)
-        res = self._solve(  # no kernel parameter to learn: gp_ecm_mlii's ECM run alone (mlii_steps=0)
-            gp_ecm_mlii,
+        res = self._solve_resumable(  # no kernel parameter to learn: gp_ecm_mlii's ECM run alone (mlii_steps=0)
+            params["run_io"], gp_ecm_mlii,
             X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
             mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"] if learn else 0,
             optimizer=params["optimizer"], learning_rate=params["learning_rate"],
@@ -849,8 +922,8 @@ class GPBSVM(_BayesianSVMClassifier):
         seed = int(_key_seed(key))
         V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
         learns = bool(learn) or params["optimize_inducing"]
-        res = self._solve(
-            gp_ecm_mlii,
+        res = self._solve_resumable(
+            params["run_io"], gp_ecm_mlii,
             X, y, theta0, hyper, jnp.asarray(params["tol"], X.dtype), V0=jnp.asarray(V0, X.dtype),
             kernel=params["kernel"], max_iter=params["max_iter"],
             mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
@@ -1003,8 +1076,10 @@ class GPBSVM(_BayesianSVMClassifier):
         )
 
     def _fit_link(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> None:
-        """``link_``: (a, b) fitted to the leave-one-out moments of f at the training inputs (svi: at
-        most :data:`LINK_ROWS` of them, a subset drawn from the fit's seed), or (1, 0).
+        """``link_``: (a, b) fitted to the leave-one-out moments of f at the training inputs (at most
+        :data:`LINK_ROWS` of them: a subset of whole groups of repeated rows drawn from the fit's seed,
+        :func:`~bayes_maxmargin.core.predict.link_rows`, whose moments alone are computed and whose labels
+        the link is fitted to), or (1, 0).
 
         Rows that repeat an input are left out with all their twins
         (:func:`~bayes_maxmargin.core.predict.tie_groups`). Where that moves the link by more than its
@@ -1014,14 +1089,14 @@ class GPBSVM(_BayesianSVMClassifier):
         self.link_ = np.array([1.0, 0.0])
         if not params["calibrate"]:
             return
-        if X.shape[0] > LINK_ROWS:
-            rows = np.sort(np.random.default_rng(self._fit_seed()).choice(X.shape[0], LINK_ROWS, replace=False))
+        rows = link_rows(X, LINK_ROWS, self._fit_seed())
+        if rows is not None:
             X, y = X[rows], y[rows]
         groups = tie_groups(X)
         dtype = jnp.float64 if self._x64 else jnp.float32
         with float_precision(self._x64):
-            moments = self._posterior.loo_latent(X, y, self.gamma_, dtype, groups=groups)
-            kept = None if groups is None else self._posterior.loo_latent(X, y, self.gamma_, dtype)
+            moments = self._posterior.loo_latent(X, y, self.gamma_, dtype, groups=groups, rows=rows)
+            kept = None if groups is None else self._posterior.loo_latent(X, y, self.gamma_, dtype, rows=rows)
         link = fit_probit_link(*moments, y)
         if kept is not None:
             with_twins = fit_probit_link(*kept, y)
@@ -1052,6 +1127,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     #: What every binary fit sets (:meth:`_check_restored`).
     _FITTED = ("_posterior", "gamma_", "kernel_", "kernel_params_")
+    _RESUMABLE = ("ecm", "fitc", "nuts", "vi")
 
     def _check_restored(self) -> None:
         """As the base class; and a binary fit's posterior agrees with its fitted attributes

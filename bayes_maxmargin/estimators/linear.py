@@ -399,9 +399,9 @@ class LinearBSVM(_BayesianSVMClassifier):
             Group labels: adds a random intercept per group (Luts & Ormerod 2014, Sec. 3.1,
             Example 2).
         checkpoint : path, optional
-            ``inference="gibbs"`` or ``"svi"``: folder that receives a checkpoint after every chunk
-            of iterations; Ctrl-C, SIGTERM or an error leave it (Gibbs: and the draws so far,
-            ``idata.nc``).
+            Folder that receives a checkpoint after every chunk of iterations (EM, VB and NUTS:
+            :func:`~bayes_maxmargin.engine.resumable.run_resumable`, two classes only); Ctrl-C, SIGTERM
+            or an error leave it (Gibbs and NUTS: and the draws so far, ``idata.nc``).
         resume : path, optional
             A checkpoint folder of the same fit (same data, parameters and ``random_state``) to
             continue from; on the CPU the result equals an uninterrupted fit.
@@ -566,10 +566,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         tol = jnp.asarray(params["tol"], coef0.dtype)
         exact = params["solver"] == "interior_point" and not estimate_gamma and params["gamma0"] == 0.0
         if exact:
-            res = self._solve(linear_map, data, hyper, tol, max_iter=params["max_iter"], wide=params["wide"])
+            res = self._solve_resumable(params["run_io"], linear_map, data, hyper, tol, max_iter=params["max_iter"],
+                                        wide=params["wide"])
         else:
-            res = self._solve(
-                linear_em, coef0, data, hyper, tol,
+            res = self._solve_resumable(
+                params["run_io"], linear_em, coef0, data, hyper, tol,
                 max_iter=params["max_iter"], estimate_gamma=estimate_gamma, wide=params["wide"],
             )
         n_iter = int(res.n_iter)
@@ -768,7 +769,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                       jnp.asarray(max(3.0, float(d)), dtype))
                 h = hyper(sb2_int)
                 if vb:
-                    res = self._solve(vb_missing, data, h, imp, tol, **vb_kw)
+                    res = self._solve_resumable(params["run_io"], vb_missing, data, h, imp, tol, **vb_kw)
                     st = res.state
                     nu_q = float(imp.nu) + n
                     out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
@@ -788,7 +789,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 h = hyper(sb2_int)
                 wide = _luts_wide_form(n, 1 + d)
                 if vb:
-                    res = self._solve(vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
+                    res = self._solve_resumable(params["run_io"], vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
                     st = res.state
                     out.update(posterior=_reordered(laplace_zero_posterior(st), order),
                                inclusion=np.asarray(st.mu_gamma),
@@ -817,7 +818,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 m = data.Z.shape[1]
                 wide = _luts_wide_form(n, data.X.shape[1] + m)
                 if vb:
-                    res = self._solve(vb_penalty, data, h, tol, wide=wide, **vb_kw)
+                    res = self._solve_resumable(params["run_io"], vb_penalty, data, h, tol, wide=wide, **vb_kw)
                     st = res.state
                     out.update(posterior=_reordered(q_posterior(st), perm),
                                sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
@@ -834,8 +835,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                 design = self._design(X)
                 prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
                 wide = use_wide_form(*design.shape, prec)
-                res = self._solve(vb_gaussian, LinearData(jnp.asarray(design, dtype), yj), jnp.asarray(prec, dtype), tol,
-                                  wide=wide, **vb_kw)
+                res = self._solve_resumable(params["run_io"], vb_gaussian, LinearData(jnp.asarray(design, dtype), yj),
+                                            jnp.asarray(prec, dtype), tol, wide=wide, **vb_kw)
                 out.update(posterior=q_posterior(res.state), res=res)  # wide: no p x p matrix
         self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
         return _luts_chain_coordinates(X, out) if out.get("wide") else None
@@ -973,6 +974,7 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     #: What every binary fit sets (:meth:`_check_restored`).
     _FITTED = ("_posterior", "coef_", "intercept_")
+    _RESUMABLE = ("em", "nuts", "vb")
 
     def _check_restored(self) -> None:
         """As the base class; and a binary fit's posterior (what predictions use) must have the width of

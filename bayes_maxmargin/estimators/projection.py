@@ -24,6 +24,7 @@ from bayes_maxmargin.core.kernels import PolyParams, SEParams
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.memory import check_memory, matrix_bytes
 from bayes_maxmargin.core.parameters import params_dict
+from bayes_maxmargin.core.predict import distinct_rows
 from bayes_maxmargin.data.parameters import (
     InvalidParameterError,
     check_kernel_params,
@@ -96,7 +97,9 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         [1, n_samples].
     basis : {"kmeans", "random"}
         Basis vectors: k-means centres of the training data (the paper's "local centers",
-        default) or a random subset of the training points.
+        default) or a random subset of the training points, chosen among the distinct rows: where the
+        training data have at most ``n_basis`` distinct rows, they are all of them, each once (fewer
+        basis vectors than ``n_basis``).
     spike_slab : bool
         Spike-and-slab prior on Theta (ssKMMDP, needs a kernel).
     dense_warmup : int or None
@@ -127,7 +130,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
     ----------
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    basis_vectors_ : ndarray of shape (n_basis, n_features) (kernel models)
+    basis_vectors_ : ndarray of shape (M, n_features) (kernel models)
+        M = ``n_basis``, or the number of distinct training rows where that is smaller.
     kernel_params_ : dict (kernel models)
         The kernel parameters used, ``kernel_params`` over the defaults.
     coef_ : ndarray of shape (n_problems, D)
@@ -353,8 +357,11 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     @staticmethod
     def _choose_basis(X: np.ndarray, M: int, basis: str, rng: np.random.RandomState) -> np.ndarray:
+        first = distinct_rows(X)
+        if first.size <= M:  # every distinct row, once (k-means would leave centres without a point)
+            return X[first].copy()
         if basis == "random":
-            return X[np.sort(rng.choice(X.shape[0], M, replace=False))].copy()
+            return X[first[np.sort(rng.choice(first.size, M, replace=False))]].copy()
         from sklearn.cluster import KMeans
 
         km = KMeans(n_clusters=M, n_init=1, max_iter=100, random_state=rng.randint(0, 2**31 - 1))

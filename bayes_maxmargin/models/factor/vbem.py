@@ -51,9 +51,10 @@ from jax.scipy.special import digamma, gammaln
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.core.parameters import from_unconstrained, hold_fixed
+from bayes_maxmargin.engine import resumable
 
 __all__ = ["VBState", "e_step", "factor_bound", "init_vb", "m_step", "mstep_bound", "mstep_grad_w_se",
-           "predict_f", "q_f", "run_vbem"]
+           "predict_f", "q_f", "run_vbem", "vbem_loop"]
 
 
 class VBState(NamedTuple):
@@ -295,17 +296,39 @@ def _vbem_iteration(state, X, y, like, hyper, *, kernel_fn, m_steps, learn, trac
     return state, jnp.stack([fe, fm])
 
 
+@functools.partial(jit, static_argnames=("kernel_fn", "n_iter", "m_steps", "learn", "track"))
+def vbem_loop(state, X, y, like, hyper, *, kernel_fn, n_iter, m_steps, learn, track):
+    """The iterations of :func:`run_vbem` as one resumable loop
+    (:func:`~bayes_maxmargin.engine.resumable.while_loop`), for a run with a checkpoint."""
+    trace0 = jnp.full((n_iter, 2), jnp.nan, X.dtype)
+
+    def body(carry):
+        state, trace, i = carry
+        state, f = _vbem_iteration(state, X, y, like, hyper, kernel_fn=kernel_fn, m_steps=m_steps, learn=learn,
+                                   track=track)
+        return state, trace.at[i].set(f.astype(X.dtype)), i + 1
+
+    state, trace, _ = resumable.while_loop(lambda c: c[2] < n_iter, body, (state, trace0, jnp.asarray(0, jnp.int32)))
+    return state, trace
+
+
 def run_vbem(X, y, state: VBState, kernel_fn, like, hyper: VBHyper, *, n_iter: int = 30, m_steps: int = 10,
-             learn: tuple = ("lengthscale", "lengthscales"), track: bool = True):
+             learn: tuple = ("lengthscale", "lengthscales"), track: bool = True, checkpoint=None, resume=None):
     """Alternate E- and M-steps; returns the final state and the bound after every E and M step
     (shape (n_iter, 2)) when ``track``. ``like`` (the kernel parameter container that ``theta``
-    unpacks into) and ``hyper`` are traced, so new values do not recompile."""
+    unpacks into) and ``hyper`` are traced, so new values do not recompile. With ``checkpoint`` or
+    ``resume`` (a folder) the iterations run as :func:`vbem_loop`, in chunks with a checkpoint after each
+    (:func:`~bayes_maxmargin.engine.resumable.run_resumable`)."""
     X = jnp.asarray(X)
     y = jnp.asarray(y, X.dtype)
     hyper = VBHyper(*(jnp.asarray(v, X.dtype) for v in hyper))
     like = None if like is None else jax.tree_util.tree_map(lambda v: jnp.asarray(v, X.dtype), like)
     # strong-typed leaves: a weakly typed initial theta would compile the iteration a second time
     state = jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.asarray(v).dtype), state)
+    if checkpoint is not None or resume is not None:
+        return resumable.run_resumable(vbem_loop, state, X, y, like, hyper, kernel_fn=kernel_fn, n_iter=n_iter,
+                                       m_steps=m_steps, learn=tuple(learn), track=track, checkpoint=checkpoint,
+                                       resume=resume)
     trace = []
     for _ in range(n_iter):
         state, f = _vbem_iteration(state, X, y, like, hyper, kernel_fn=kernel_fn, m_steps=m_steps,

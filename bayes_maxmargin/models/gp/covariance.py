@@ -242,9 +242,11 @@ def log_marginal(cov: Covariance, inv_lam: Array, gamma: Array) -> Array:
     return dense_log_marginal(cov.K, cov.y, inv_lam, gamma)
 
 
-def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array, groups: Array | None = None) -> tuple[Array, Array]:
-    """Leave-one-out mean and variance of every f_n at fixed lambda = 1 / ``inv_lam`` and gamma; with
-    ``groups``, leave-group-out ones for the rows of each group (:func:`leave_groups_out`).
+def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array, groups: Array | None = None,
+                rows: Array | None = None) -> tuple[Array, Array]:
+    """Leave-one-out mean and variance of every f_n (of the rows ``rows`` only, when given) at fixed
+    lambda = 1 / ``inv_lam`` and gamma; with ``groups``, leave-group-out ones for the rows of each group
+    (:func:`leave_groups_out`).
 
     Given lambda, the ECM posterior is GP regression on the pseudo-observations t = Y (1 + lambda)
     with noise variances lambda / gamma (eq. 7, 12). With B = K + Lambda / gamma and alpha = B^-1 t,
@@ -259,26 +261,38 @@ def loo_moments(cov: Covariance, inv_lam: Array, gamma: Array, groups: Array | N
     ``groups`` (shape (G, m), row indices, -1 padding) lists groups of rows whose inputs are identical:
     their f are one value, so leaving one of them out leaves its twins' information about it in, and
     the leave-one-out predictive is as sure of f_n as the fit itself.
+
+    ``rows`` (shape (S,), indices of training rows): the moments of those rows only, in their order, and
+    ``groups`` then index into ``rows`` (each group must lie within them, every twin included). The
+    factors of B are those of all N rows; only the diagonal of B^-1 is taken at the S rows (FITC: S
+    columns of the M x N factor; dense: L^-1 on S unit vectors, O(N^2 S) instead of O(N^3)).
     """
     t, noise = pseudo_obs(cov.y, inv_lam), 1.0 / (gamma * inv_lam)
+    take = (lambda v: v) if rows is None else (lambda v: jnp.take(v, rows, axis=-1))
     if isinstance(cov, FITCFactors):
         g = cov.dq + noise
         Ug = cov.U / g[:, None]
         half = solve_triangular(jnp.linalg.cholesky(_eye_like(cov.U) + cov.U.T @ Ug), Ug.T, lower=True)
-        diag = 1.0 / g - jnp.sum(half**2, axis=0)  # B^-1 = G^-1 - half' half
         a = t / g - half.T @ (half @ t)
+        g, half = take(g), take(half)
+        diag = 1.0 / g - jnp.sum(half**2, axis=0)  # B^-1 = G^-1 - half' half
 
         def block(idx):  # [B^-1]_GG
             return jnp.diag(1.0 / g[idx]) - half[:, idx].T @ half[:, idx]
     else:
         s, chol_b = scaled_factor(cov.K, inv_lam, gamma)
-        inv_chol = solve_triangular(chol_b, jnp.eye(s.shape[0], dtype=s.dtype), lower=True)
-        diag = s**2 * jnp.sum(inv_chol**2, axis=0)
+        n = s.shape[0]
+        unit = (jnp.eye(n, dtype=s.dtype) if rows is None  # the unit vectors of the rows
+                else jnp.zeros((n, rows.shape[0]), s.dtype).at[rows, jnp.arange(rows.shape[0])].set(1.0))
+        inv_chol = solve_triangular(chol_b, unit, lower=True)
         a = alpha_from_factor(s, chol_b, cov.y, inv_lam, gamma)
+        s = take(s)
+        diag = s**2 * jnp.sum(inv_chol**2, axis=0)
 
         def block(idx):  # [B^-1]_GG = (L^-1 S)_G' (L^-1 S)_G
             cols = inv_chol[:, idx] * s[idx]
             return cols.T @ cols
+    t, noise, a = take(t), take(noise), take(a)
     mean, var = t - a / diag, jnp.maximum(1.0 / diag - noise, 0.0)
     if groups is None:
         return mean, var

@@ -80,6 +80,7 @@ from bayes_maxmargin.core.parameters import (
     to_unconstrained,
 )
 from bayes_maxmargin.core.predict import probit_predictive
+from bayes_maxmargin.engine import resumable
 from bayes_maxmargin.engine.fixed_point import ecm_loop, squarem_cycle
 from bayes_maxmargin.engine.hinge_qp import hinge_qp
 from bayes_maxmargin.models.gp.covariance import (
@@ -502,6 +503,9 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array,
     ``stop_tol`` relative to log Z (log_z_after - log_z_before <= stop_tol max(``|log_z_after|``, 1)):
     theta is then (nearly) stationary for log Z at the current lambda, and further rounds only follow the
     ECM's slow drift of f. The rounds not run have NaN objective traces and log Z, and theta repeated.
+
+    The rounds and the final run are resumable loops (:mod:`bayes_maxmargin.engine.resumable`): a fit
+    with a checkpoint writes one after every round and every chunk of the final run.
     """
 
     def round_fn(carry, _):
@@ -510,24 +514,25 @@ def alternate_ecm_mlii(run_ecm, mlii, theta0: Any, f0: Array, gamma_init: Array,
         theta, before, after = mlii(theta, inv_mean_lambda(res.inv_lam, res.gamma, gamma0), res.gamma)
         return (theta, res.f, res.gamma), (res.objective, jnp.stack([before, after]), theta)
 
-    if stop_tol is None:
+    if stop_tol is None and not resumable.tracing():
         (theta, f, gamma), (traces, log_z, theta_trace) = jax.lax.scan(
             round_fn, (theta0, f0, gamma_init), None, length=n_rounds
         )
     else:
+        stop = None if stop_tol is None else jnp.asarray(stop_tol, f0.dtype)
         theta, f, gamma, traces, log_z, theta_trace = _rounds_until_stationary(
-            round_fn, (theta0, f0, gamma_init), n_rounds, every, jnp.asarray(stop_tol, f0.dtype)
-        )
+            round_fn, (theta0, f0, gamma_init), n_rounds, every, stop)
     last = (run_final or run_ecm)(theta, f, gamma, final)
     width = max(final, every) + 1
     pad = lambda t: jnp.pad(t, [(0, 0)] * (t.ndim - 1) + [(0, width - t.shape[-1])], constant_values=jnp.nan)  # noqa: E731
     return last, theta, jnp.concatenate([pad(traces), pad(last.objective[None])], axis=0), log_z, theta_trace
 
 
-def _rounds_until_stationary(round_fn, carry0: tuple, n_rounds: int, every: int, stop_tol: Array):
+def _rounds_until_stationary(round_fn, carry0: tuple, n_rounds: int, every: int, stop_tol: Array | None):
     """At most ``n_rounds`` of ``round_fn`` (a ``lax.scan`` body of :func:`alternate_ecm_mlii`) in a
-    ``lax.while_loop`` that stops after the first round whose ML-II gain is at most ``stop_tol``
-    relative to log Z; the outputs of the rounds not run are NaN (theta: the last one repeated)."""
+    resumable ``while_loop`` that stops after the first round whose ML-II gain is at most ``stop_tol``
+    relative to log Z (None: all rounds run); the outputs of the rounds not run are NaN (theta: the
+    last one repeated)."""
     dtype = carry0[1].dtype
     traces = jnp.full((n_rounds, every + 1), jnp.nan, dtype)
     log_z = jnp.full((n_rounds, 2), jnp.nan, dtype)
@@ -544,11 +549,11 @@ def _rounds_until_stationary(round_fn, carry0: tuple, n_rounds: int, every: int,
         theta_trace = jax.tree.map(lambda t, a: jnp.where(later.reshape((-1,) + (1,) * a.ndim), a, t),
                                    theta_trace, theta)
         gain = lz[1] - lz[0]
-        stop = gain <= stop_tol * jnp.maximum(jnp.abs(lz[1]), 1.0)
+        stop = jnp.asarray(False) if stop_tol is None else gain <= stop_tol * jnp.maximum(jnp.abs(lz[1]), 1.0)
         return carry, traces.at[i, : trace.shape[0]].set(trace), log_z.at[i].set(lz), theta_trace, i + 1, stop
 
     state = (carry0, traces, log_z, theta_trace, jnp.asarray(0), jnp.asarray(False))
-    (theta, f, gamma), traces, log_z, theta_trace, _, _ = jax.lax.while_loop(cond_fn, body, state)
+    (theta, f, gamma), traces, log_z, theta_trace, _, _ = resumable.while_loop(cond_fn, body, state)
     return theta, f, gamma, traces, log_z, theta_trace
 
 

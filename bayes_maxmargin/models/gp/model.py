@@ -56,6 +56,7 @@ from bayes_maxmargin.core.kernels import (
 )
 from bayes_maxmargin.core.linalg import limit_threads
 from bayes_maxmargin.core.parameters import field_values, free_fields, replace_fields
+from bayes_maxmargin.core.predict import distinct_rows
 from bayes_maxmargin.models.common import max_margin_likelihood
 
 __all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
@@ -296,7 +297,11 @@ _KMEANS_FULL = 50_000
 def init_inducing(
     X: ArrayLike, num_inducing: int, method: str = "kmeans", random_state: int = 0
 ) -> np.ndarray:
-    """Initial pseudo-inputs V (M x d) for FITC (eq. 10).
+    """Initial pseudo-inputs V (M x d) for FITC (eq. 10) and svi, chosen among the distinct rows of X.
+
+    Where X has at most M distinct rows (repeated inputs), V is all of them, each once, fewer than M
+    points: k-means would leave centres without a point and ML-II would face a singular K_mm with
+    repeated pseudo-inputs.
 
     Parameters
     ----------
@@ -308,13 +313,13 @@ def init_inducing(
         k-means++ centres (scikit-learn ``KMeans(n_clusters=M, random_state=random_state)``, with one
         OpenMP thread: beside XLA's threads on a loaded 2-core machine its own made the k-means of
         1400 rows 10-20 times slower; above 50 000 rows ``MiniBatchKMeans`` on a random subsample of
-        10^6 rows) or a random subset of the rows of X without replacement.
+        10^6 rows) or a random subset of the distinct rows of X without replacement.
     random_state : int
         Seed.
 
     Returns
     -------
-    numpy.ndarray, shape (M, d)
+    numpy.ndarray, shape (min(M, number of distinct rows), d)
 
     Raises
     ------
@@ -331,15 +336,22 @@ def init_inducing(
     if method == "kmeans":
         from sklearn.cluster import KMeans, MiniBatchKMeans
 
+        if X.shape[0] > _KMEANS_FULL:
+            rows = np.random.default_rng(random_state).choice(X.shape[0], size=min(X.shape[0], 20 * _KMEANS_FULL),
+                                                              replace=False)
+            X = X[np.sort(rows)]
+        first = distinct_rows(X)  # of the rows k-means sees
+        if first.size <= M:
+            return np.asarray(X[first], dtype=float)
         if X.shape[0] <= _KMEANS_FULL:
             km = KMeans(n_clusters=M, random_state=random_state, n_init=1, init="k-means++")
             with limit_threads(1, "openmp"):
                 return np.asarray(km.fit(X).cluster_centers_, dtype=float)
-        rows = np.random.default_rng(random_state).choice(X.shape[0], size=min(X.shape[0], 20 * _KMEANS_FULL),
-                                                          replace=False)
         km = MiniBatchKMeans(n_clusters=M, random_state=random_state, n_init=1, batch_size=4096)
-        return np.asarray(km.fit(np.asarray(X[np.sort(rows)], dtype=float)).cluster_centers_, dtype=float)
+        return np.asarray(km.fit(np.asarray(X, dtype=float)).cluster_centers_, dtype=float)
     if method == "random":
-        idx = np.random.default_rng(random_state).choice(X.shape[0], size=M, replace=False)
-        return np.asarray(X[np.sort(idx)], dtype=float)
+        first = distinct_rows(X)
+        if first.size > M:
+            first = first[np.sort(np.random.default_rng(random_state).choice(first.size, size=M, replace=False))]
+        return np.asarray(X[first], dtype=float)
     raise ValueError(f"method must be 'kmeans' or 'random', got {method!r}")

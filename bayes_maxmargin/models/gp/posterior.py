@@ -84,24 +84,28 @@ class ModePosterior(NamedTuple):
         return gp_predict(jnp.asarray(self.X, dtype), jnp.asarray(X, dtype), jnp.asarray(self.y, dtype),
                           self.inv_lam, self.gamma, self.theta, V=self.V, kernel=self.kernel, jitter=self.jitter)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None,
+                   rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out mean and variance of f_n at the training inputs given omega
         (:func:`~bayes_maxmargin.models.gp.covariance.loo_moments`); ``X``, ``y`` and ``gamma`` are
-        the fit's own, which this posterior holds. ``groups``: labels of groups of identical rows
-        (:func:`~bayes_maxmargin.core.predict.tie_groups`), whose rows get leave-group-out moments."""
+        the fit's own (of the rows ``rows``), which this posterior holds. ``groups``: labels of groups of
+        identical rows (:func:`~bayes_maxmargin.core.predict.tie_groups`; of the rows ``rows``, which must
+        hold every twin of each), whose rows get leave-group-out moments. ``rows``: indices of the training
+        rows whose moments are returned (None: all), computed for those rows only."""
         V = None if self.V is None else jnp.asarray(self.V, dtype)
-        rows = None if groups is None else jnp.asarray(group_rows(groups))
+        groups = None if groups is None else jnp.asarray(group_rows(groups))
+        rows = None if rows is None else jnp.asarray(rows)
         out = _mode_loo(jnp.asarray(self.X, dtype), jnp.asarray(self.y, dtype), jnp.asarray(self.inv_lam, dtype),
-                        jnp.asarray(self.gamma, dtype), self.theta, V, rows, kernel=self.kernel, jitter=self.jitter)
+                        jnp.asarray(self.gamma, dtype), self.theta, V, groups, rows, kernel=self.kernel,
+                        jitter=self.jitter)
         return tuple(np.asarray(a, np.float64) for a in out)
 
 
 @partial(jit, static_argnames=("kernel", "jitter"))
-def _mode_loo(X, y, inv_lam, gamma, theta, V, groups, *, kernel, jitter):
+def _mode_loo(X, y, inv_lam, gamma, theta, V, groups, rows, *, kernel, jitter):
     cov = (GPData(prior_covariance(X, kernel, theta, jitter), y, None) if V is None
            else fitc_factors(theta, X, V, y, kernel, jitter))
-    return loo_moments(cov, inv_lam, gamma, groups)
+    return loo_moments(cov, inv_lam, gamma, groups, rows)
 
 
 class VIPosterior(NamedTuple):
@@ -137,15 +141,17 @@ class VIPosterior(NamedTuple):
         half = jax.scipy.linalg.solve_triangular(self.LB, self.sw[:, None] * Ks, lower=True)
         return Ks.T @ jnp.asarray(self.alpha, dtype), kernel_diag(kfn, self.theta, X) - jnp.sum(half**2, axis=0)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any, groups: np.ndarray | None = None,
+                   rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-out mean and variance of f_n at the training inputs ``X`` (the fit's, labels ``y``
-        coded +-1): the site of point n in q(f), precision W_n = gamma alpha_n^-1/2 and mean
-        y_n (1 + gamma / W_n) (Sec. 4.1), divided out (:func:`~bayes_maxmargin.core.predict.loo_cavity`);
-        with ``groups`` (labels of groups of identical rows), the sites of its whole group
+        coded +-1; the training rows ``rows`` of them when given, None: all): the site of point n in q(f),
+        precision W_n = gamma alpha_n^-1/2 and mean y_n (1 + gamma / W_n) (Sec. 4.1), divided out
+        (:func:`~bayes_maxmargin.core.predict.loo_cavity`); with ``groups`` (labels of groups of identical
+        rows, every twin among ``X``), the sites of its whole group
         (:func:`~bayes_maxmargin.core.predict.group_sites`)."""
         mean, var = (np.asarray(a, np.float64) for a in self.latent_moments(X, dtype))
-        omega = np.asarray(self.sw, np.float64) ** 2 / float(gamma)  # E[1 / lambda_n] = alpha_n^-1/2
+        sw = np.asarray(self.sw, np.float64)
+        omega = (sw if rows is None else sw[rows]) ** 2 / float(gamma)  # E[1 / lambda_n] = alpha_n^-1/2
         return _cavity(mean, var, float(gamma) * omega, pseudo_obs(np.asarray(y, np.float64), omega), groups)
 
 
@@ -205,9 +211,10 @@ class SVIPosterior(NamedTuple):
         state's precision (``dtype`` is not used: the data stay on the host, chunk by chunk)."""
         return predict_moments(self.state, self.problem, X)
 
-    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any = None, groups: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Leave-one-out mean and variance of f_n at training inputs ``X`` (labels ``y`` coded +-1): q(v)
+    def loo_latent(self, X: Any, y: Any, gamma: Any, dtype: Any = None, groups: np.ndarray | None = None,
+                   rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Leave-one-out mean and variance of f_n at training inputs ``X`` (labels ``y`` coded +-1; ``rows``,
+        their indices among the training rows, is not needed: q(u) holds no per-row state): q(v)
         takes point n through the site on phi_n' v of eq. (9)-(10), precision gamma alpha_n^-1/2 and
         mean y_n (1 + alpha_n^1/2) at the alpha_n of Alg. 1, line 7; that site divided out
         (:func:`~bayes_maxmargin.core.predict.loo_cavity`), Ktilde_nn added back; with ``groups`` (labels
