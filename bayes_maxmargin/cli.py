@@ -480,7 +480,7 @@ def _run_io(cfg: DictConfig, clf: Any, y: Any, output_dir: Path) -> dict[str, An
     import numpy as np
 
     inference = cfg.inference.name
-    checkpointed = ("gibbs", "svi", *type(clf)._RESUMABLE)
+    checkpointed = type(clf)._checkpointed()
     binary = len(np.unique(np.asarray(y))) <= 2
     resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
     if inference not in checkpointed or not (binary or inference == "gibbs"):

@@ -25,7 +25,7 @@ from numpyro.infer.util import initialize_model, log_density
 from bayes_maxmargin.core import progress
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.engine import resumable
-from bayes_maxmargin.engine.checkpoint import INFO_PREFIX
+from bayes_maxmargin.engine.checkpoint import INFO_PREFIX, checkpoint_folder
 
 __all__ = ["DivergenceWarning", "DivergentSamplerError", "check_divergences", "nuts_chains", "run_nuts", "to_host"]
 
@@ -105,7 +105,7 @@ def nuts_chains(
         bar.restart(num_warmup + num_samples * thin)
     args = (model, rng_key, model_args, [v for t, v in zip(traced, leaves) if t], (treedef, traced, static),
             num_warmup, num_samples, num_chains, thin, float(target_accept_prob), int(max_tree_depth))
-    if checkpoint is None and resume is None:
+    if checkpoint_folder(checkpoint, resume) is None:
         return _nuts_program(*args)
     return resumable.run_resumable(_nuts_program, *args, checkpoint=checkpoint, resume=resume, draws=_draws_so_far)
 

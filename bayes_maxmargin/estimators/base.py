@@ -28,6 +28,7 @@ from bayes_maxmargin.data.validation import (
     check_X_y,
 )
 from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
+from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.engine.resumable import run_resumable
@@ -125,7 +126,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         ``params["run_io"]``) as host arrays and statistics."""
         run = {k: params[k] for k in ("num_warmup", "num_samples", "num_chains", "thin")}
         run_io = params.get("run_io", {})
-        if run_io.get("checkpoint") is None and run_io.get("resume") is None:
+        if checkpoint_folder(run_io.get("checkpoint"), run_io.get("resume")) is None:
             draws = self._solve(nuts_chains, model, key, model_args, model_kwargs, **run)
         else:
             draws = nuts_chains(model, key, model_args, model_kwargs, **run, **run_io)
@@ -272,6 +273,12 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     #: SVI (:func:`~bayes_maxmargin.engine.resumable.run_resumable`), for binary problems.
     _RESUMABLE: tuple[str, ...] = ()
 
+    @classmethod
+    def _checkpointed(cls) -> tuple[str, ...]:
+        """The inference methods that take ``checkpoint`` / ``resume``: the Gibbs samplers, SVI and
+        ``_RESUMABLE``."""
+        return ("gibbs", "svi", *cls._RESUMABLE)
+
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains`,
         :func:`~bayes_maxmargin.engine.svi.run_svi` and :func:`~bayes_maxmargin.engine.resumable.run_resumable`,
@@ -279,7 +286,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         for binary problems only: a multi-class fit runs its K one-vs-rest problems together, in one program
         or one minibatch loop)."""
         if checkpoint is not None or resume is not None:
-            inference, applies = params["inference"], ("gibbs", "svi", *self._RESUMABLE)
+            inference, applies = params["inference"], self._checkpointed()
             if inference not in applies:
                 raise InvalidParameterError(
                     f"checkpoint / resume apply to inference={', '.join(map(repr, applies))}, "
@@ -296,7 +303,7 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """``fn(*args, **kwargs)`` (a compiled solver) as :meth:`_solve`, or, with a checkpoint or resume
         folder in ``run_io`` (:meth:`_run_io`), in chunks with checkpoints
         (:func:`~bayes_maxmargin.engine.resumable.run_resumable`)."""
-        if run_io["checkpoint"] is None and run_io["resume"] is None:
+        if checkpoint_folder(**run_io) is None:
             return self._solve(fn, *args, **kwargs)
         return run_resumable(fn, *args, **run_io, **kwargs)
 

@@ -38,6 +38,7 @@ from bayes_maxmargin.data.parameters import (
 )
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
+from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import run_chains
 from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, _sub_restored, _sub_saved, reports_progress
 from bayes_maxmargin.estimators.gp import GPBSVM
@@ -365,7 +366,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         learn = {} if like is None else {"learn": tuple(  # the length-scales (the paper's SE has no amplitude)
             p for p in free_fields(like) if p.rpartition("__")[2] in ("lengthscale", "lengthscales"))}
         vbem = dict(n_iter=int(self.max_iter), m_steps=int(self.m_steps), **learn)
-        if run_io["checkpoint"] is None and run_io["resume"] is None:
+        if checkpoint_folder(**run_io) is None:
             state, trace = self._solve(run_vbem, Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem)
         else:  # in the main thread, in chunks (a checkpoint applies to a binary problem, not batched)
             state, trace = run_vbem(Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem, **run_io)

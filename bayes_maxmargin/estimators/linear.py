@@ -21,6 +21,7 @@ from bayes_maxmargin.data.parameters import InvalidParameterError, check_option,
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine import svi as _svi
+from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
@@ -496,7 +497,7 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_gibbs(self, key, data, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
-        if not params["wide"] and params["run_io"]["checkpoint"] is None and params["run_io"]["resume"] is None:
+        if not params["wide"] and checkpoint_folder(**params["run_io"]) is None:
             data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
         k_run, coef0 = _chain_starts(key, params["num_chains"], (data.design.shape[1],), data.design.dtype, 0.5)
         state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma)
