@@ -43,8 +43,8 @@ ECM + ML-II round and chunk of the final ECM run, NUTS its warm-up and every chu
 SIGTERM stop the run at the end of its chunk, or 2 s after the signal, and leave the checkpoint and the
 draws so far (exit status 130 after Ctrl-C, 143 after SIGTERM, as for a process the signal ended; one line
 ``bmm: interrupted: ...`` says where ``resume=<run folder>/checkpoint`` continues, with the same options).
-A multi-class problem is checkpointed with Gibbs only; its other fits run the one-vs-rest problems as one
-compiled program, which Ctrl-C stops at once.
+A multi-class problem is checkpointed the same way: its one-vs-rest problems run together, in one
+checkpoint.
 
 Every argument of the estimators is an option: ``model.<name>``, ``inference.<name>`` (a dict or a list
 given whole, ``model.kernel_params={lengthscale:2.0}``), or the top-level ``precision``, ``seed`` and
@@ -425,7 +425,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     grouped = ds.groups is not None and cfg.data.use_groups and cfg.model.name == "linear"
     fit_groups, test_groups = ({"groups": ds.groups[train]}, {"groups": ds.groups[test]}) if grouped else ({}, {})
     t0 = time.perf_counter()
-    fit_groups.update(_run_io(cfg, clf, y_tr, output_dir))
+    fit_groups.update(_run_io(cfg, clf, output_dir))
     clf.fit(X_tr, y_tr, **fit_groups)
     wall = time.perf_counter() - t0
     log.info("fitted in %.1f s", wall)
@@ -473,19 +473,15 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     return metrics
 
 
-def _run_io(cfg: DictConfig, clf: Any, y: Any, output_dir: Path) -> dict[str, Any]:
+def _run_io(cfg: DictConfig, clf: Any, output_dir: Path) -> dict[str, Any]:
     """``checkpoint`` / ``resume`` of the fit: ``<run folder>/checkpoint`` (unless ``checkpoint=false``),
-    written after every chunk; ``resume=<folder>`` continues there. Every inference of a binary problem
-    has them; a multi-class fit (its one-vs-rest problems run together) only with Gibbs."""
-    import numpy as np
-
+    written after every chunk; ``resume=<folder>`` continues there. Every checkpointed inference
+    (``_checkpointed``) has them, for binary and multi-class problems."""
     inference = cfg.inference.name
     checkpointed = type(clf)._checkpointed()
-    binary = len(np.unique(np.asarray(y))) <= 2
     resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
-    if inference not in checkpointed or not (binary or inference == "gibbs"):
-        why = (f"runs without checkpoints (checkpointed: {', '.join(checkpointed)})" if inference not in checkpointed
-               else f"is checkpointed for two classes only ({len(np.unique(y))} here, fitted together)")
+    if inference not in checkpointed:
+        why = f"runs without checkpoints (checkpointed: {', '.join(checkpointed)})"
         if resume is not None:
             raise ValueError(f"resume={cfg.resume}: inference={inference} {why}")
         if cfg.checkpoint:

@@ -16,8 +16,9 @@ scaling per class, LogisticRegression's multinomial; GPJax's SVGP here is binary
 when ``BMM_DATA_DIR`` holds every set (``--list`` prints them). ``--suite all`` runs 20 splits per
 task, 10 above 3000 training rows (``--splits``, ``--splits-large``), the models ``gpbsvm gpjax gpc
 svc_platt logreg``, GPC only up to ``--gpc-max-train`` (2000) training rows (its ML-II costs
-O(N^3) per step), and fits the scikit-learn models once (``--refit jax``: they compile nothing, so
-their second fit time is their first's); the rest is as for ``nine``.
+O(N^3) per step; so do our full-GP fits ``ecm``, ``ecm_ard``, ``vi`` and ``gibbs``, which run on the
+same tasks), and fits the scikit-learn models once (``--refit jax``: they compile nothing, so their
+second fit time is their first's); the rest is as for ``nine``.
 
 Each set is split ``--splits`` times (seeds 0, 1, ...) into stratified 70 % / 30 % parts
 (:func:`bayes_maxmargin.data.splits.train_test_split_stratified`), missing cells (acath's
@@ -151,6 +152,8 @@ from _suite import NINE as DATASETS  # noqa: E402
 GP_INFERENCES = ("ecm", "fitc", "svi", "vi", "gibbs")
 #: GPBSVM with the ARD kernel (one length-scale per feature, learnt by ML-II), by ECM and by svi
 GP_ARD = {"ecm_ard": "ecm", "svi_ard": "svi"}
+#: Our full-GP fits (O(N^3) per step like GPC), run only where GPC runs.
+FULL_GP = ("ecm", "ecm_ard", "vi", "gibbs")
 MODELS = ("gpbsvm", "gpbsvm_phi", *GP_INFERENCES, *GP_ARD, "linear", "gpjax", "gpc", "svc_platt", "logreg")
 METRICS = ("error", "brier", "log_loss", "ece", "first_fit_s", "second_fit_s")
 GPJAX_INDUCING = 64
@@ -533,7 +536,8 @@ def skip_reason(model: str, kind: str, n_train: int, gpc_max_train: int | None) 
         return "not available (--gpjax-python)"
     if model == "gpjax" and kind == "multiclass":
         return "binary only"
-    if model == "gpc" and gpc_max_train is not None and n_train > gpc_max_train:
+    full_gp = model in ("gpc", *FULL_GP)
+    if full_gp and gpc_max_train is not None and n_train > gpc_max_train:
         return f"n_train {n_train} > --gpc-max-train {gpc_max_train}"
     return None
 

@@ -131,16 +131,22 @@ def test_estimator_fit_resumes(make, tmp_path, monkeypatch):
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
 
 
-@pytest.mark.parametrize("make", [
-    lambda: LinearBSVM(inference="svi", batch_size=5, max_iter=200, random_state=2),
-    pytest.param(lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=5, max_iter=200, random_state=2),
+#: Three classes: the one-vs-rest problems of a multi-class fit run in one loop with one checkpoint.
+Y3 = np.where(X[:, 1] > 0.5, 2, (Y > 0).astype(int))
+
+
+@pytest.mark.parametrize("make, y", [
+    (lambda: LinearBSVM(inference="svi", batch_size=5, max_iter=200, random_state=2), Y),
+    (lambda: LinearBSVM(inference="svi", batch_size=5, max_iter=200, random_state=2), Y3),
+    pytest.param(lambda: GPBSVM(inference="svi", num_inducing=5, batch_size=5, max_iter=200, random_state=2), Y,
                  marks=pytest.mark.extended, id="gp"),
-], ids=["linear", "gp"])
-def test_svi_fit_resumes(make, tmp_path, monkeypatch):
-    """SVI interrupted after its first chunk and resumed: the same state, ELBO trace and predictions."""
+], ids=["linear", "linear-3-classes", "gp"])
+def test_svi_fit_resumes(make, y, tmp_path, monkeypatch):
+    """SVI interrupted after its first chunk and resumed: the same state, ELBO trace and predictions; with
+    three classes, every class's state and minibatch stream."""
 
     monkeypatch.setitem(svi.run_svi.__kwdefaults__, "rounds_per_chunk", 4)  # several chunks
-    full = make().fit(X, Y)
+    full = make().fit(X, y)
     real_write = svi.write_progress
 
     def write_then_stop(*args):  # Ctrl-C right after the first checkpoint
@@ -149,9 +155,9 @@ def test_svi_fit_resumes(make, tmp_path, monkeypatch):
 
     monkeypatch.setattr(svi, "write_progress", write_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        make().fit(X, Y, checkpoint=tmp_path)
+        make().fit(X, y, checkpoint=tmp_path)
     monkeypatch.setattr(svi, "write_progress", real_write)
-    resumed = make().fit(X, Y, resume=tmp_path)
+    resumed = make().fit(X, y, resume=tmp_path)
     np.testing.assert_array_equal(resumed.elbo_, full.elbo_)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
 

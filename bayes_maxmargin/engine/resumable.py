@@ -27,13 +27,19 @@ SIGINT / SIGTERM stop the run between chunks or, after
 (:func:`~bayes_maxmargin.engine.checkpoint.checkpoint_session`), and ``resume=folder`` continues
 from the last chunk written. A solver with draws (``draws``) also writes them so far as ``idata.nc``
 when the run stops and when it completes.
+
+:func:`run_resumable_batched` runs K calls of one solver (the one-vs-rest problems of a multi-class fit,
+collected through :func:`intercepted`) as one such run: the chunk program ``vmap``-ed over the
+arguments that differ between the problems, with one checkpoint of all their carries.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -52,7 +58,8 @@ from bayes_maxmargin.engine.checkpoint import (
 )
 from bayes_maxmargin.engine.chunks import CHUNK_SECONDS, Stopwatch
 
-__all__ = ["after_loops", "resumable_settings", "run_resumable", "tracing", "while_loop"]
+__all__ = ["BATCH_AXIS", "after_loops", "intercepted", "resumable_settings", "run_resumable", "run_resumable_batched",
+           "solver_call", "stack_differing", "tracing", "while_loop"]
 
 #: Most growth of a chunk's length over the previous one's (the first chunk of a loop runs one iteration).
 GROWTH = 4
@@ -65,10 +72,11 @@ _ACTIVE = threading.local()
 class _Loops:
     """The resumable loops of a chunk program being traced: per loop, the carry to start from, whether
     to use it (else the loop's own start) and the most iterations to run; ``given`` None to record
-    the loops' starts only (their shapes, :func:`jax.eval_shape`)."""
+    the loops' starts only (their shapes, :func:`jax.eval_shape`); ``batched`` when the program is
+    ``vmap``-ed over :data:`BATCH_AXIS`."""
 
-    def __init__(self, given: list | None, use: Any = None, length: Any = None) -> None:
-        self.given, self.use, self.length = given, use, length
+    def __init__(self, given: list | None, use: Any = None, length: Any = None, batched: bool = False) -> None:
+        self.given, self.use, self.length, self.batched = given, use, length, batched
         self.starts: list = []
         self.out: list = []
         self.more: list = []
@@ -114,13 +122,17 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
 
 def after_loops(fn: Callable[..., Any], *operands: Any) -> Any:
     """``fn(*operands)``, the work a solver does once its loops are done; traced for a chunk program
-    (:func:`tracing`), computed only in the chunk where every loop has ended (``lax.cond``; zeros
-    otherwise), so that costly post-processing (NUTS' log densities of every draw) runs once."""
+    (:func:`tracing`), computed only in the chunk where every loop (of every problem of a batched run)
+    has ended (``lax.cond``; zeros otherwise), so that costly post-processing (NUTS' log densities of
+    every draw) runs once."""
     loops = getattr(_ACTIVE, "loops", None)
     if loops is None or loops.given is None or not loops.more:
         return fn(*operands)
     shapes = jax.eval_shape(fn, *operands)
-    return lax.cond(~jnp.any(jnp.stack(loops.more)), fn,
+    running = jnp.any(jnp.stack(loops.more))
+    if loops.batched:  # the loops of every problem of the batch have ended
+        running = lax.psum(running.astype(jnp.int32), BATCH_AXIS) > 0
+    return lax.cond(~running, fn,
                     lambda *_: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes), *operands)
 
 
@@ -145,16 +157,68 @@ def _starts(fn: Callable, static: tuple, args: tuple, kwargs: dict) -> Any:
     return loops.starts
 
 
-def _chunk_program(fn: Callable, static: tuple, given: list, use: Any, length: Any, args: tuple, kwargs: dict):
-    loops = _Loops(given, use, length)
+def _one_chunk(fn: Callable, static: tuple, batched: bool, given: list, use: Any, length: Any, args: tuple,
+               kwargs: dict):
+    loops = _Loops(given, use, length, batched)
     out = _traced(fn, static, loops, args, kwargs)
     if len(loops.out) != len(given):
         raise RuntimeError(f"{fn.__name__} ran {len(loops.out)} resumable loops in a chunk, {len(given)} before")
     return out, loops.out, jnp.stack(loops.more), jnp.stack(loops.ran)
 
 
+#: The name of the batch axis of a batched run (:func:`run_resumable_batched`).
+BATCH_AXIS = "problems"
+
+
+def _in_axes(axes: Any) -> Any:
+    """``vmap``'s ``in_axes`` of (args, kwargs) from their (treedef, mask) (:func:`stack_differing`)."""
+    treedef, mask = axes
+    return jax.tree_util.tree_unflatten(treedef, [0 if m else None for m in mask])
+
+
+def _chunk_program(fn: Callable, static: tuple, axes: Any, given: list, use: Any, length: Any, args: tuple,
+                   kwargs: dict):
+    """One chunk of ``fn``'s loops (module docstring); with ``axes`` (:func:`stack_differing`), of every
+    problem of a batch at once (``vmap`` over the stacked arguments and the carries)."""
+    if axes is None:
+        return _one_chunk(fn, static, False, given, use, length, args, kwargs)
+    one = functools.partial(_one_chunk, fn, static, True)
+    return jax.vmap(one, in_axes=(0, None, None, *_in_axes(axes)), axis_name=BATCH_AXIS)(
+        given, use, length, args, kwargs)
+
+
 #: The chunk program of a solver (one compilation per solver, static settings and shapes).
-_run_chunk = jit(_chunk_program, static_argnums=(0, 1))
+_run_chunk = jit(_chunk_program, static_argnums=(0, 1, 2))
+
+
+def _loop_starts(fn: Callable, static: tuple, axes: Any, args: tuple, kwargs: dict) -> list:
+    """The shapes of the loops' starting carries (leading batch axis with ``axes``)."""
+    if axes is None:
+        return jax.eval_shape(lambda a, k: _starts(fn, static, a, k), args, kwargs)
+    starts = jax.vmap(functools.partial(_starts, fn, static), in_axes=_in_axes(axes), axis_name=BATCH_AXIS)
+    return jax.eval_shape(starts, args, kwargs)
+
+
+def stack_differing(per_problem: list[Any]) -> tuple[Any, Any]:
+    """Pytrees of one structure as one: each leaf that differs between them stacked along a new
+    leading axis, the others taken once; with ``(treedef, mask)``, which leaves were stacked.
+
+    Raises ValueError where the structures differ."""
+    flat = [jax.tree_util.tree_flatten(p) for p in per_problem]
+    treedef = flat[0][1]
+    if any(t != treedef for _, t in flat):
+        raise ValueError("the problems' arguments differ in structure")
+    leaves = [lv for lv, _ in flat]
+    mask = tuple(not all(_same(lv[i], leaves[0][i]) for lv in leaves[1:]) for i in range(len(leaves[0])))
+    merged = [np.stack([np.asarray(lv[i]) for lv in leaves]) if m else leaves[0][i] for i, m in enumerate(mask)]
+    return jax.tree_util.tree_unflatten(treedef, merged), (treedef, mask)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
 
 
 def _split(solver: Any, args: tuple, kwargs: dict) -> tuple[Callable, tuple, tuple, dict]:
@@ -242,16 +306,86 @@ def run_resumable(
         ``resume`` holds no readable checkpoint, or one of another run; another run uses the folder.
     KeyboardInterrupt, Terminated
         A checkpointed run received SIGINT or SIGTERM (after writing its checkpoint).
+
+    Notes
+    -----
+    Inside :func:`intercepted` the call goes to the interceptor instead (a one-vs-rest fit collects its
+    problems' calls to run them together, :func:`run_resumable_batched`).
     """
+    options = {"checkpoint": checkpoint, "resume": resume, "settings": settings, "after_chunk": after_chunk,
+               "draws": draws}
+    hook = getattr(_INTERCEPT, "hook", None)
+    if hook is not None:
+        return hook(solver_call, solver, args, kwargs, **options)
     fn, static, dyn_args, dynamic = _split(solver, args, kwargs)
-    starts = jax.eval_shape(lambda a, k: _starts(fn, static, a, k), dyn_args, dynamic)
+    return _run(fn, static, None, dyn_args, dynamic, resumable_settings(solver, args, kwargs), **options)
+
+
+def solver_call(solver: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+    """``run_resumable(solver, *args, **options, **kwargs)``: the form in which :func:`intercepted` hands
+    the call over."""
+    return run_resumable(solver, *args, **options, **kwargs)
+
+
+def run_resumable_batched(solver: Any, per_problem: list[tuple[tuple, dict]], *, checkpoint=None, resume=None,
+                          settings=None, after_chunk=None, draws=None) -> list[Any]:
+    """``[solver(*args, **kwargs) for args, kwargs in per_problem]`` as one :func:`run_resumable` run: one
+    chunk program ``vmap``-ed over the arguments that differ between the problems
+    (:func:`stack_differing`), one checkpoint of every problem's carries, a loop's phase ending when
+    every problem's loop has ended (a problem whose loop ended sooner keeps its carry, as ``vmap`` of
+    ``lax.while_loop`` does). ``draws`` is applied to each problem's carries and the draws joined
+    along the chain axis (problem k's chain c is chain ``k * num_chains + c`` of ``idata.nc``). The
+    other options are those of :func:`run_resumable`; the results are each problem's, in order.
+
+    Raises ValueError where the problems' static arguments or argument structures differ.
+    """
+    parts = [_split(solver, args, kwargs) for args, kwargs in per_problem]
+    fn, static = parts[0][:2]
+    if any(p[1] != static for p in parts[1:]):
+        raise ValueError(f"the problems' static arguments of {fn.__name__} differ: they cannot run as one program")
+    (dyn_args, dynamic), axes = stack_differing([(p[2], p[3]) for p in parts])
+    K = len(per_problem)
+    run_settings = {**resumable_settings(solver, *per_problem[0]), "problems": K,
+                    "fingerprint": fingerprint(dyn_args, dynamic)}
+
+    def joined_draws(given: list) -> dict[str, np.ndarray]:
+        each = [draws(_problem(given, k)) for k in range(K)]
+        return {name: np.concatenate([d[name] for d in each], axis=1) for name in each[0]}
+
+    out = _run(fn, static, axes, dyn_args, dynamic, run_settings, checkpoint=checkpoint, resume=resume,
+               settings=settings, after_chunk=after_chunk, draws=None if draws is None else joined_draws)
+    return [_problem(out, k) for k in range(K)]
+
+
+def _problem(tree: Any, k: int) -> Any:
+    return jax.tree_util.tree_map(lambda a: a[k], tree)
+
+
+_INTERCEPT = threading.local()
+
+
+@contextlib.contextmanager
+def intercepted(hook: Callable[..., Any]) -> Iterator[None]:
+    """Within the block, calls ``run_resumable(solver, *args, **options, **kwargs)`` in this thread return
+    ``hook(solver_call, solver, args, kwargs, **options)``."""
+    previous = getattr(_INTERCEPT, "hook", None)
+    _INTERCEPT.hook = hook
+    try:
+        yield
+    finally:
+        _INTERCEPT.hook = previous
+
+
+def _run(fn: Callable, static: tuple, axes: Any, dyn_args: tuple, dynamic: dict, run_settings: dict[str, Any], *,
+         checkpoint, resume, settings, after_chunk, draws) -> Any:
+    """:func:`run_resumable` of ``fn`` split by :func:`_split` (batched with ``axes``, :func:`stack_differing`)."""
+    starts = _loop_starts(fn, static, axes, dyn_args, dynamic)
     given = [jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), start) for start in starts]
     n_loops = len(given)
     use = np.zeros(n_loops, bool)
     folder = checkpoint_folder(checkpoint, resume)
-    run_settings = None
     if folder is not None:
-        run_settings = {**resumable_settings(solver, args, kwargs), **(settings or {})}
+        run_settings = {**run_settings, **(settings or {})}
         if draws is not None:
             import arviz  # noqa: F401  (idata.nc is written when the run stops: its import not after a signal)
     done, phase = 0, 0
@@ -266,14 +400,17 @@ def run_resumable(
             while True:
                 lengths = np.asarray([length if k == phase else 0 for k in range(n_loops)], np.int32)
                 watch = Stopwatch()
-                out, carries, more, ran = stop.call(_run_chunk, fn, static, given, use, lengths, dyn_args, dynamic)
-                more, ran = np.asarray(more), np.asarray(ran)
+                out, carries, more, ran = stop.call(_run_chunk, fn, static, axes, given, use, lengths, dyn_args,
+                                                    dynamic)
+                # per loop: whether any problem's loop goes on, and the most iterations one ran
+                more = np.asarray(more).reshape(-1, n_loops).any(axis=0)
+                ran = int(np.asarray(ran).reshape(-1, n_loops).max(axis=0).sum())
                 carries = jax.device_get(carries)
-                done += int(ran.sum())
+                done += ran
                 new_phase = next((k for k in range(n_loops) if more[k]), n_loops)
                 given = [carries[k] if k <= new_phase else given[k] for k in range(n_loops)]
                 use = np.arange(n_loops) <= new_phase
-                length = 1 if new_phase != phase else _next_length(length, int(ran.sum()), watch.seconds)
+                length = 1 if new_phase != phase else _next_length(length, ran, watch.seconds)
                 phase = new_phase
                 if folder is not None:
                     write_progress(folder, run_settings, done, (given, use), {}, {"phase": phase})

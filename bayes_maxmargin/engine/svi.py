@@ -500,6 +500,28 @@ def _stack(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *a: np.stack(a), *trees)
 
 
+def _stream_arrays(streams: list, kept: dict, classes: bool) -> tuple[dict, dict]:
+    """A checkpoint's arrays and JSON values with the minibatch streams (per class the generator's state,
+    the epoch's permutation and position): for one binary problem ``rng``, ``pool`` and ``pool_pos``,
+    for a class axis the lists ``rng`` and ``pool_pos`` and the arrays ``pool_<class>``."""
+    kept = dict(kept)
+    for c, (_, pool) in enumerate(streams):
+        if pool is not None:
+            kept[f"pool_{c}" if classes else "pool"] = pool[0]
+    rng = [r for r, _ in streams]
+    pos = [pool[1] if pool is not None else 0 for _, pool in streams]
+    return kept, {"rng": rng if classes else rng[0], "pool_pos": pos if classes else pos[0]}
+
+
+def _streams_of(ckpt: Any, K: int, classes: bool) -> list[tuple[dict, list]]:
+    """Per class, the generator's state and the epoch pool (:func:`_batch_indices`) that a checkpoint
+    holds (:func:`_stream_arrays`)."""
+    rng = ckpt.extra["rng"] if classes else [ckpt.extra["rng"]]
+    pos = ckpt.extra["pool_pos"] if classes else [ckpt.extra["pool_pos"]]
+    names = [f"pool_{c}" if classes else "pool" for c in range(K)]
+    return [(rng[c], [[ckpt.kept[names[c]], int(pos[c])]] if names[c] in ckpt.kept else []) for c in range(K)]
+
+
 def _batch_indices(n: int, count: int, rng: np.random.Generator, pool: list) -> np.ndarray:
     """The next ``count`` indices of a stream of random permutations of range(n) (epochs)."""
     out, need = [], count
@@ -587,8 +609,8 @@ def run_svi(
         trace) every ``rounds_per_chunk`` rounds and when the run stops, atomically; Ctrl-C, SIGTERM
         or an error leave the checkpoint of the last chunk. The run locks the folder and acts upon
         Ctrl-C and SIGTERM at the end of a chunk, or within seconds without a long one
-        (``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`). One binary
-        problem only.
+        (``KeyboardInterrupt``, :class:`~bayes_maxmargin.engine.checkpoint.Terminated`). With a class
+        axis on ``y``, one checkpoint holds every class's state and minibatch stream.
     resume : path, optional
         Checkpoint folder of the same run to continue from (also the checkpoint folder unless
         ``checkpoint`` is given); on the CPU the result equals an uninterrupted run.
@@ -603,9 +625,6 @@ def run_svi(
     K = Y.shape[0]
     states = state if classes else _stack([state])
     seeds = [int(s) for s in np.broadcast_to(np.asarray(seed), (K,))]
-    if classes and (checkpoint is not None or resume is not None):
-        raise ValueError("checkpoint / resume apply to one binary problem (y of shape (N,)), not to "
-                         f"{K} classes run together")
     k = int(hyper_every)
     n_rounds = max(1, math.ceil(num_steps / k))
     if rounds_per_chunk is None:
@@ -636,17 +655,18 @@ def run_svi(
     if folder is not None:
         sample = slice(None, None, max(1, n // 1000))  # the data by a strided sample of rows
         settings = {"n": n, "d": d, "batch_size": int(batch_size), "num_steps": int(num_steps), "hyper_every": k,
-                    "rounds_per_chunk": R, "seed": seeds[0], "learn_hyper": bool(learn_hyper),
-                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(Y[0][sample]), consts))}
+                    "rounds_per_chunk": R, "seed": seeds if classes else seeds[0], "learn_hyper": bool(learn_hyper),
+                    "fingerprint": fingerprint(np.asarray(X[sample]), (np.asarray(y[..., sample]), consts))}
     # the per-step factorisations are m x m: more BLAS threads only contend with XLA's own
     with limit_blas_threads(1), checkpoint_session(folder, unit="step") as stop:
         if resume is not None:
             ckpt, restored = resume_run(resume, settings, state)
-            carry, done = (_stack([restored]), np.zeros(1, bool)), ckpt.done
-            rngs[0].bit_generator.state = ckpt.extra["rng"]
-            if "pool" in ckpt.kept:
-                pools[0] = [[ckpt.kept["pool"], int(ckpt.extra["pool_pos"])]]
-            elbos, steps, times = [[ckpt.kept["elbo"]]], [ckpt.kept["steps"]], [ckpt.kept["times"]]
+            carry, done = (restored if classes else _stack([restored]), np.zeros(K, bool)), ckpt.done
+            for c, (rng_state, pool) in enumerate(_streams_of(ckpt, K, classes)):
+                rngs[c].bit_generator.state = rng_state
+                pools[c] = pool
+            elbo = ckpt.kept["elbo"] if classes else ckpt.kept["elbo"][None]
+            elbos, steps, times = [[e] for e in elbo], [ckpt.kept["steps"]], [ckpt.kept["times"]]
             stop.resume_at = done * k
         bar = active_progress()
         if bar is not None:
@@ -654,15 +674,14 @@ def run_svi(
 
         def checkpoint_of(at: tuple) -> tuple:
             """The last arguments of write_progress for a point of the run after a chunk: rounds
-            done, state, chunks of the traces, stream (the generator's state, the epoch's permutation
-            and position)."""
-            at_done, at_state, chunks, rng_state, pool = at
-            kept = {"elbo": np.concatenate(elbos[0][:chunks]), "steps": np.concatenate(steps[:chunks]),
+            done, state, chunks of the traces, per class the stream (the generator's state, the epoch's
+            permutation and position)."""
+            at_done, at_state, chunks, streams = at
+            elbo = np.stack([np.concatenate(e[:chunks]) for e in elbos])
+            kept = {"elbo": elbo if classes else elbo[0], "steps": np.concatenate(steps[:chunks]),
                     "times": np.concatenate(times[:chunks])}
-            if pool is not None:
-                kept["pool"] = pool[0]
-            extra = {"rng": rng_state, "pool_pos": pool[1] if pool is not None else 0}
-            return at_done, _class(jax.device_get(at_state), 0), kept, extra
+            at_state = jax.device_get(at_state)
+            return at_done, at_state if classes else _class(at_state, 0), *_stream_arrays(streams, kept, classes)
 
         # chunks (of ``length`` rounds, shortened when slow) never cross a multiple of R rounds past
         # where this run started: there the checkpoint is written, progress printed and the
@@ -695,8 +714,9 @@ def run_svi(
                     bar.report(done * k)
                 stopping = bool(np.all(carry[1]))
                 if folder is not None:  # this point, for a checkpoint now or when the run stops
-                    progress_at = (done, carry[0], len(steps), rngs[0].bit_generator.state,
-                                   (pools[0][0][0], int(pools[0][0][1])) if pools[0] else None)
+                    progress_at = (done, carry[0], len(steps),
+                                   [(r.bit_generator.state, (p[0][0], int(p[0][1])) if p else None)
+                                    for r, p in zip(rngs, pools)])
                     stop.resume_at = done * k
                 if (done - origin) % R == 0 or done >= n_rounds or stopping:
                     if progress:

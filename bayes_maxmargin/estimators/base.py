@@ -282,20 +282,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains`,
         :func:`~bayes_maxmargin.engine.svi.run_svi` and :func:`~bayes_maxmargin.engine.resumable.run_resumable`,
-        checked to apply: the Gibbs samplers, SVI and the inference methods of ``_RESUMABLE`` (the last two
-        for binary problems only: a multi-class fit runs its K one-vs-rest problems together, in one program
-        or one minibatch loop)."""
+        checked to apply: the Gibbs samplers, SVI and the inference methods of ``_RESUMABLE``. A multi-class
+        fit runs its K one-vs-rest problems together with one checkpoint (stacked chains, one minibatch
+        loop or :func:`~bayes_maxmargin.engine.resumable.run_resumable_batched`)."""
         if checkpoint is not None or resume is not None:
             inference, applies = params["inference"], self._checkpointed()
             if inference not in applies:
                 raise InvalidParameterError(
                     f"checkpoint / resume apply to inference={', '.join(map(repr, applies))}, "
                     f"not inference={inference!r}"
-                )
-            if inference != "gibbs" and "_ovr_recorder" in self.__dict__:
-                raise InvalidParameterError(
-                    f"checkpoint / resume with inference={inference!r} apply to binary problems only (a "
-                    "multi-class fit runs its one-vs-rest problems together, in one program or minibatch loop)"
                 )
         return {"checkpoint": checkpoint, "resume": resume}
 

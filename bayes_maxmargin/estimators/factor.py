@@ -272,7 +272,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         checkpoint, resume : path, optional
             Checkpoint folder written after every chunk of iterations, and a checkpoint of the same fit
             to continue from (see :func:`~bayes_maxmargin.engine.mcmc.run_chains` and
-            :func:`~bayes_maxmargin.engine.resumable.run_resumable`); VBEM for two classes only.
+            :func:`~bayes_maxmargin.engine.resumable.run_resumable`); K > 2 classes in one checkpoint.
 
         Returns
         -------

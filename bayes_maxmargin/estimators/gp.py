@@ -743,8 +743,8 @@ class GPBSVM(_BayesianSVMClassifier):
             ECM + ML-II round and every chunk of the final ECM run), and a checkpoint of the same fit to
             continue from (as in :meth:`~bayes_maxmargin.estimators.linear.LinearBSVM.fit`; see
             :func:`~bayes_maxmargin.engine.mcmc.run_chains`, :func:`~bayes_maxmargin.engine.svi.run_svi`
-            and :func:`~bayes_maxmargin.engine.resumable.run_resumable`); every inference but Gibbs
-            for two classes only.
+            and :func:`~bayes_maxmargin.engine.resumable.run_resumable`); K > 2 classes in one
+            checkpoint.
 
         Returns
         -------

@@ -401,7 +401,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             Example 2).
         checkpoint : path, optional
             Folder that receives a checkpoint after every chunk of iterations (EM, VB and NUTS:
-            :func:`~bayes_maxmargin.engine.resumable.run_resumable`, two classes only); Ctrl-C, SIGTERM
+            :func:`~bayes_maxmargin.engine.resumable.run_resumable`; K > 2 classes in one); Ctrl-C, SIGTERM
             or an error leave it (Gibbs and NUTS: and the draws so far, ``idata.nc``).
         resume : path, optional
             A checkpoint folder of the same fit (same data, parameters and ``random_state``) to

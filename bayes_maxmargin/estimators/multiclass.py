@@ -51,6 +51,7 @@ from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.engine.checkpoint import call_interruptibly
 from bayes_maxmargin.engine.mcmc import ChainResult, run_chains
+from bayes_maxmargin.engine.resumable import intercepted, run_resumable_batched, solver_call, stack_differing
 from bayes_maxmargin.models.gp.svi import svi_gp
 from bayes_maxmargin.models.linear.svi import svi_linear
 
@@ -86,7 +87,7 @@ def classes_together(owner: Any) -> int:
 #: Solvers that wait for their compiled chunks themselves, with the signal handling of their checkpoints,
 #: in the calling thread; every other solver is one compiled program (or a loop of them), called
 #: through :func:`~bayes_maxmargin.engine.checkpoint.call_interruptibly` so that Ctrl-C stops it at once.
-_CHUNKED = (run_chains, svi_gp, svi_linear)
+_CHUNKED = (run_chains, svi_gp, svi_linear, solver_call)
 
 
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -120,7 +121,8 @@ def fit_one_vs_rest(subs: Sequence[Any], fit_one: Callable[[int], Any]) -> None:
             for k in pending:
                 recs[k].calls = 0
                 try:
-                    fit_one(k)
+                    with intercepted(functools.partial(solve, subs[k])):
+                        fit_one(k)
                 except BatchRequest as req:
                     requests[k] = req
             pending = list(requests)
@@ -176,6 +178,9 @@ def _dispatch(requests: list[BatchRequest]) -> list[Any]:
             out = batched(*args) if first.fn in _CHUNKED else call_interruptibly(batched, *args)
         if out is not None:
             return out
+    if first.fn is solver_call and len(requests) > 1:  # K runs cannot share one checkpoint folder
+        raise ValueError(f"the one-vs-rest problems' runs of {first.args[0].__name__} differ in their options: "
+                         "they cannot run together with one checkpoint")
     results = []
     for r in requests:  # different calls per class: one by one
         with float_precision(r.x64):
@@ -188,14 +193,13 @@ class _Split:
     (stacked along a new leading class axis)."""
 
     def __init__(self, per_class: Sequence[Any]) -> None:
-        flat = [jax.tree_util.tree_flatten(a) for a in per_class]
-        self.treedef = flat[0][1]
-        if any(t != self.treedef for _, t in flat):
-            raise _Unbatchable
-        leaves = [lv for lv, _ in flat]
-        self.mask = tuple(not all(_equal(lv[i], leaves[0][i]) for lv in leaves[1:]) for i in range(len(leaves[0])))
-        self.shared = [leaves[0][i] for i, m in enumerate(self.mask) if not m]
-        self.batched = [jnp.stack([jnp.asarray(lv[i]) for lv in leaves]) for i, m in enumerate(self.mask) if m]
+        try:
+            merged, (self.treedef, self.mask) = stack_differing(per_class)
+        except ValueError:
+            raise _Unbatchable from None
+        leaves = self.treedef.flatten_up_to(merged)
+        self.shared = [lv for lv, m in zip(leaves, self.mask) if not m]
+        self.batched = [jnp.asarray(lv) for lv, m in zip(leaves, self.mask) if m]
 
     def merge(self, shared: Sequence[Any], batched: Sequence[Any]) -> Any:
         s, b = iter(shared), iter(batched)
@@ -322,6 +326,19 @@ def _svi_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> list[Any
 
 register_batched(svi_gp, _svi_batched)
 register_batched(svi_linear, _svi_batched)
+
+
+# ------------------------------------------------------------------------------ checkpointed solvers
+def _resumable_batched(fn: Callable, per_class: list[tuple], options: dict) -> list[Any] | None:
+    """K checkpointed runs of one solver (:func:`~bayes_maxmargin.engine.resumable.solver_call`) as one run
+    with one checkpoint (:func:`~bayes_maxmargin.engine.resumable.run_resumable_batched`)."""
+    solver = per_class[0][0]
+    if any(a[0] is not solver for a in per_class):
+        return None
+    return run_resumable_batched(solver, [(a[1], a[2]) for a in per_class], **options)
+
+
+register_batched(solver_call, _resumable_batched)
 
 
 # ------------------------------------------------------------------------------ results
