@@ -411,7 +411,8 @@ OPTION_VALUES = {
     "calibrate": ("false", False), "num_samples": ("123", 123), "num_warmup": ("45", 45), "num_chains": ("3", 3),
     "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
     "solver": ("fixed_point", "fixed_point"), "accelerate": ("false", False), "mlii_every": ("5", 5),
-    "mlii_steps": ("3", 3), "mlii_tol": ("null", None), "optimizer": ("adam", "adam"), "learning_rate": ("0.1", 0.1),
+    "mlii_steps": ("3", 3), "mlii_tol": ("null", None), "mlii_criterion": ("loo", "loo"),
+    "optimizer": ("adam", "adam"), "learning_rate": ("0.1", 0.1),
     "num_inducing": ("30", 30), "inducing": ("random", "random"), "optimize_inducing": ("false", False),
     "batch_size": ("50", 50), "step_size": ("adaptive", "adaptive"), "devices": ("1", 1),
 }

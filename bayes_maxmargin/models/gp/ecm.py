@@ -93,6 +93,7 @@ from bayes_maxmargin.models.gp.covariance import (
     fitc_factors,
     gp_data,
     log_marginal,
+    loo_moments,
     log_prior,
     prior_matvec,
     pseudo_obs,
@@ -100,8 +101,9 @@ from bayes_maxmargin.models.gp.covariance import (
 )
 from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_covariance
 
-__all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLIIResult", "SQUAREM_STEPS", "alternate_ecm_mlii",
-           "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii", "gp_log_marginal", "gp_map", "gp_objective", "gp_predict",
+__all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLII_CRITERIA", "MLIIResult", "SQUAREM_STEPS",
+           "alternate_ecm_mlii", "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii", "gp_log_marginal",
+           "gp_loo_log_predictive", "gp_map", "gp_objective", "gp_predict",
            "gp_predict_from_draws", "gp_predict_from_theta_draws", "gp_predict_proba", "map_row_chunks",
            "marginal_log_posterior", "ml2_ascent", "mlii_update", "support_vector_mask", "support_vectors"]
 
@@ -365,6 +367,42 @@ def gp_log_marginal(
     return log_marginal(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
 
 
+#: The criteria ML-II can maximise over the kernel parameters (:func:`mlii_update`).
+MLII_CRITERIA = ("evidence", "loo")
+
+
+def gp_loo_log_predictive(
+    params: Any,
+    X: ArrayLike,
+    y: ArrayLike,
+    inv_lam: ArrayLike,
+    gamma: ArrayLike,
+    *,
+    V: ArrayLike | None = None,
+    kernel: str | KernelFn = "rbf",
+    jitter: float = 1e-6,
+) -> Array:
+    """Leave-one-out log predictive probability ``sum_n log Phi(y_n m_n / sqrt(1 + s_n))`` at fixed
+    lambda = 1 / ``inv_lam`` and gamma: the papers' predictive Phi(f) (Henao et al. 2014, eq. 11-12)
+    of each training point from the others, with the leave-one-out mean and variance ``(m_n, s_n)`` of f_n
+    (:func:`~bayes_maxmargin.models.gp.covariance.loo_moments`; Rasmussen & Williams 2006, eq. 5.12),
+    the predictive criterion of Sundararajan & Keerthi (2001) for choosing the kernel parameters.
+    Differentiable in ``params`` and ``V``; arguments as :func:`gp_log_marginal`.
+    """
+    X = as_2d(X)
+    if V is None:
+        K = prior_covariance(X, kernel, params, jitter)
+        cov = GPData(K, jnp.asarray(y, K.dtype), None)
+    else:
+        cov = fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+    mean, var = loo_moments(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
+    return jnp.sum(jax.scipy.special.log_ndtr(cov.y * mean / jnp.sqrt(1.0 + jnp.maximum(var, 0.0))))
+
+
+def _criterion(name: str):
+    return {"evidence": gp_log_marginal, "loo": gp_loo_log_predictive}[name]
+
+
 class MLIIResult(NamedTuple):
     """Output of :func:`mlii_update`.
 
@@ -387,7 +425,7 @@ class MLIIResult(NamedTuple):
 @partial(
     jit,
     static_argnames=("kernel", "steps", "optimizer", "learning_rate", "optimize_inducing", "jitter", "trainable",
-                     "tol"),
+                     "tol", "criterion"),
 )
 def mlii_update(
     params: Any,
@@ -405,9 +443,10 @@ def mlii_update(
     jitter: float = 1e-6,
     trainable: tuple[str, ...] | None = None,
     tol: float | None = None,
+    criterion: str = "evidence",
 ) -> MLIIResult:
     """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
-    (:func:`gp_log_marginal`) at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
+    (:func:`gp_log_marginal`), or on another ``criterion``, at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
     omega = 1 / E[lambda]).
 
     At most ``steps`` Optax iterations (:func:`ml2_ascent`) on log theta
@@ -448,15 +487,20 @@ def mlii_update(
     tol : float, optional
         Stop the iterations once one raises log Z by at most ``tol`` relative to it (:func:`ml2_ascent`);
         None: all ``steps`` run.
+    criterion : {"evidence", "loo"}
+        What is maximised (:data:`MLII_CRITERIA`): log Z of eq. (9) / (10) (:func:`gp_log_marginal`), or
+        the leave-one-out log predictive probability of the same Gaussian (:func:`gp_loo_log_predictive`);
+        ``log_z_before`` / ``log_z_after`` of the result are its values.
     """
     trainable = free_fields(params) if trainable is None else trainable
 
     def theta_of(raw):
         return from_unconstrained(hold_fixed(raw, trainable), params, LOG)
 
+    objective = _criterion(criterion)
     if V is None:
         def log_z(raw):
-            return gp_log_marginal(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
+            return objective(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
 
         best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params, LOG), steps, optimizer, learning_rate,
                                              tol)
@@ -466,7 +510,7 @@ def mlii_update(
 
     def log_z_sparse(raw):
         Vr = raw["V"] * scale if optimize_inducing else jax.lax.stop_gradient(V)
-        return gp_log_marginal(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
+        return objective(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
 
     raw0 = {"theta": to_unconstrained(params, LOG), "V": V / scale}
     best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate, tol)
@@ -669,6 +713,7 @@ class GPECMMLIIResult(NamedTuple):
         "mlii_tol",
         "accelerate",
         "exact",
+        "criterion",
     ),
 )
 def gp_ecm_mlii(
@@ -692,6 +737,7 @@ def gp_ecm_mlii(
     mlii_tol: float | None = None,
     accelerate: bool = False,
     exact: bool = False,
+    criterion: str = "evidence",
 ) -> GPECMMLIIResult:
     """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3),
     under the dense prior or, given pseudo-inputs ``V0``, its FITC form (eq. 10).
@@ -754,6 +800,9 @@ def gp_ecm_mlii(
         Dense prior, hinge (gamma0 = 0) with gamma fixed only: the final run solves the f-step's fixed
         point exactly (:func:`gp_map`, at most ``max_iter`` interior-point steps, ``tol`` on the
         duality gap) instead of iterating ECM towards it; the rounds stay ECM's.
+    criterion : {"evidence", "loo"}
+        What the ML-II steps maximise (:func:`mlii_update`): eq. (9) / (10), the paper's, or the
+        leave-one-out log predictive probability.
     """
     if exact and (V0 is not None or estimate_gamma):
         raise ValueError("exact=True needs the dense prior and gamma fixed (the hinge with gamma0 = 0)")
@@ -798,7 +847,7 @@ def gp_ecm_mlii(
         ml = mlii_update(
             params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
             learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, trainable=trainable,
-            tol=mlii_tol,
+            tol=mlii_tol, criterion=criterion,
         )
         return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
 
