@@ -18,12 +18,25 @@ from sklearn.utils.estimator_checks import (
 from bayes_maxmargin import LinearBSVM
 
 
-@parametrize_with_checks([LinearBSVM(inference="em", max_iter=200, tol=1e-6)])
+#: EM's settings in this file. The fixed-point solver: the tests fit a dozen data shapes, each compiled anew,
+#: and its programs compile in about a third of the time of the interior-point solver's (the default); they
+#: test the estimator's API and input handling, one code path for both solvers. tests/test_linear_map.py
+#: fits, predicts and checks the interior-point solver through the estimator.
+EM = dict(solver="fixed_point", max_iter=200, tol=1e-6)
+
+
+@parametrize_with_checks([LinearBSVM(inference="em", **EM)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("check", [check_fit_idempotent, check_estimators_nan_inf, check_dont_overwrite_parameters])
+# check_estimators_nan_inf: extended; every inference method validates its input in one place before it
+# runs (LinearBSVM._fit_input), which the check runs on the EM estimator above. check_fit_idempotent:
+# extended; the seeded draws of a refit are the first fit's in tests/test_determinism.py::
+# test_chains_do_not_depend_on_how_many_run[linear], and a refit's API state in the EM estimator's check
+@pytest.mark.parametrize("check", [pytest.param(check_fit_idempotent, marks=pytest.mark.extended),
+                                   pytest.param(check_estimators_nan_inf, marks=pytest.mark.extended),
+                                   check_dont_overwrite_parameters])
 def test_sklearn_checks_of_the_sampler(check):
     """The checks where sampling differs from EM (seeded draws, input validation before the chains,
     parameters untouched); every other API check is shared and runs on the EM estimator above."""
@@ -33,7 +46,8 @@ def test_sklearn_checks_of_the_sampler(check):
 def test_cross_val_score_and_pipeline(synthetic_binary):
     X, y = synthetic_binary
     pipe = make_pipeline(StandardScaler(), LinearBSVM(num_samples=100, num_warmup=50, num_chains=2, random_state=0))
-    scores = cross_val_score(pipe, X, y, cv=3)
+    # 198 rows: every training fold has 132 (one data shape, one compiled sampler)
+    scores = cross_val_score(pipe, X[:198], y[:198], cv=3)
     assert scores.shape == (3,) and scores.min() > 0.7
 
 
@@ -41,7 +55,7 @@ def test_cross_val_score_and_pipeline(synthetic_binary):
 def test_labels_of_any_two_values(synthetic_binary, labels):
     X, y = synthetic_binary
     y_any = np.where(y > 0, labels[1], labels[0])
-    clf = LinearBSVM("em").fit(X, y_any)
+    clf = LinearBSVM("em", **EM).fit(X, y_any)
     assert list(clf.classes_) == sorted(labels)
     pred = clf.predict(X)
     assert set(pred) <= set(labels)
@@ -52,8 +66,9 @@ def test_labels_of_any_two_values(synthetic_binary, labels):
 
 def test_dataframe_feature_names(synthetic_binary):
     X, y = synthetic_binary
-    df = pd.DataFrame(X, columns=["age", "dose", "weight"])
-    clf = LinearBSVM(num_samples=50, num_warmup=20, num_chains=2).fit(df, y)
+    # the rows and run lengths of a training fold of test_cross_val_score_and_pipeline: its program serves
+    df = pd.DataFrame(X[:132], columns=["age", "dose", "weight"])
+    clf = LinearBSVM(num_samples=100, num_warmup=50, num_chains=2).fit(df, y[:132])
     assert list(clf.feature_names_in_) == ["age", "dose", "weight"]
     assert list(clf.idata_.posterior["feature"].values) == ["age", "dose", "weight"]
 
@@ -87,7 +102,7 @@ def test_three_classes(synthetic_binary):
     X, y = synthetic_binary
     y3 = y.copy()
     y3[:10] = 2
-    clf = LinearBSVM("em", max_iter=50, tol=1e-6).fit(X, y3)
+    clf = LinearBSVM("em", **EM).fit(X, y3)
     assert list(clf.classes_) == [-1, 1, 2] and clf.coef_.shape == (3, X.shape[1])
     assert clf.predict_proba(X).shape == (X.shape[0], 3)
 
@@ -105,7 +120,7 @@ def test_empty_input():
 
 def test_wrong_number_of_features_at_predict(synthetic_binary):
     X, y = synthetic_binary
-    clf = LinearBSVM("em").fit(X, y)
+    clf = LinearBSVM("em", **EM).fit(X, y)
     with pytest.raises(ValueError, match="X has 2 features, but LinearBSVM is expecting 3 features"):
         clf.predict(X[:, :2])
 
@@ -161,5 +176,7 @@ def test_em_warns_when_it_runs_out_of_iterations(synthetic_binary):
     from sklearn.exceptions import ConvergenceWarning
 
     X, y = synthetic_binary
-    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
-        LinearBSVM("em", max_iter=3).fit(X, y)
+    # the fixed-point solver's warning (the interior-point solver's, with its duality gap: test_linear_map.py::
+    # test_max_iter_too_small_warns_with_the_gap)
+    with pytest.warns(ConvergenceWarning, match="EM stopped at max_iter=3 with a relative change"):
+        LinearBSVM("em", solver="fixed_point", max_iter=3).fit(X, y)

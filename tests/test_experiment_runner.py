@@ -14,6 +14,8 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,8 +24,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from bayes_maxmargin.experiments import EXPERIMENTS, FIGURES, FOLD_COLUMNS, SMOKE_BANNER, run
-
-from .conftest import run_bmm
 
 #: Experiments whose records carry no error (spam: inclusion probabilities; chen_table4: times).
 NO_ERROR = {"luts_spam", "chen_table4"}
@@ -238,20 +238,33 @@ def test_run_rejects_quick_and_unknown_names(tmp_path):
         run({"experiment": {"name": "luts_simulation", "quick": True}}, tmp_path)
 
 
+#: ``bmm``'s entry called once per command line, in one interpreter (as Hydra's multirun runs the jobs
+#: of a sweep one after another in one process): the package and JAX are imported once for both sweeps.
+_BMM_COMMANDS = """
+import json, sys
+from bayes_maxmargin.cli import main
+for args in json.loads(sys.argv[1]):
+    sys.argv = ["bmm", *args]
+    main()
+"""
+
+
 def test_multirun_sweeps_an_experiment_and_a_model_job(tmp_path):
     """`bmm --multirun`: one folder per job, for an experiment sweep and for the plain model job."""
-    def bmm(*args: str, sweep: Path) -> None:
-        res = run_bmm("--multirun", *args, f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600)
-        assert res.returncode == 0, res.stderr[-3000:]
-
-    bmm("+experiment=luts_simulation", "smoke=true", "seed=0,1", "experiment.methods=[svm]",
-        "experiment.verbose=false", sweep=tmp_path / "exp")
+    commands = [
+        ["--multirun", "+experiment=luts_simulation", "smoke=true", "seed=0,1", "experiment.methods=[svm]",
+         "experiment.verbose=false", f"hydra.sweep.dir={tmp_path / 'exp'}"],
+        ["--multirun", "inference=gibbs,em", "smoke=true", "plots=false", f"hydra.sweep.dir={tmp_path / 'model'}"],
+    ]
+    res = subprocess.run([sys.executable, "-c", _BMM_COMMANDS, json.dumps(commands)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, JAX_DISABLE_MOST_OPTIMIZATIONS="1"))  # as run_bmm
+    assert res.returncode == 0, res.stderr[-3000:]
     for job, seed in (("0", 0), ("1", 1)):
         folder = tmp_path / "exp" / job
         assert OmegaConf.load(folder / "config.yaml").seed == seed
         assert (folder / "bers.png").exists() and (folder / "folds.csv").exists()
         assert json.loads((folder / "results.json").read_text())["settings"]["seed"] == seed
-    bmm("inference=gibbs,em", "smoke=true", "plots=false", sweep=tmp_path / "model")
     for job, inference in (("0", "gibbs"), ("1", "em")):
         metrics = json.loads((tmp_path / "model" / job / "metrics.json").read_text())
         assert metrics["inference"] == inference and metrics["error"] < 0.15

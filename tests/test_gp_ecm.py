@@ -25,6 +25,9 @@ from bayes_maxmargin.models.gp.model import prior_covariance
 
 from ._gp_problems import KP, finite, make_hyper
 
+#: gp_log_marginal as one compiled program (run op by op it compiles a few dozen small programs per call shape)
+log_marginal = jax.jit(gp_log_marginal)
+
 
 @pytest.mark.parametrize("gamma0", [0.0, 0.3])
 @pytest.mark.parametrize("estimate_gamma", [False, True])
@@ -32,7 +35,9 @@ def test_objective_monotone(sine, gamma0, estimate_gamma):
     X, y = sine
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(gamma0), 1e-12, max_iter=400, estimate_gamma=estimate_gamma)
+        # max_iter of test_accelerated_ecm_... (static: one compiled program for both; every run here
+        # stops at tol within 1000 iterations)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(gamma0), 1e-12, max_iter=20000, estimate_gamma=estimate_gamma)
         trace = finite(res.objective)
         assert len(trace) == int(res.n_iter) + 1 > 5
         assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
@@ -52,7 +57,7 @@ def test_linear_kernel_matches_linear_em():
         f_lin = X @ np.asarray(est.coef_)[0] + np.asarray(est.intercept_)[0]
         K = sigma**2 * X @ X.T + s_b**2 + 1e-9 * np.eye(n)
         data = gp_data(jnp.asarray(K), y.astype(float))
-        res = gp_ecm(jnp.zeros(n), data, make_hyper(0.0), 1e-14, max_iter=5000, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(n), data, make_hyper(0.0), 1e-14, max_iter=20000, estimate_gamma=False)  # as above
         f_gp = np.asarray(res.f)
     np.testing.assert_allclose(f_gp, f_lin, rtol=1e-4, atol=1e-4 * np.abs(f_lin).max())
 
@@ -63,7 +68,7 @@ def test_alpha_support_vector_structure(sine):
     gamma = 0.7
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0, gamma), 1e-15, max_iter=3000, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0, gamma), 1e-15, max_iter=20000, estimate_gamma=False)
         alpha = np.asarray(gp_alpha(data, res.inv_lam, res.gamma))
         f = np.asarray(res.f)
         np.testing.assert_allclose(np.asarray(data.K) @ alpha, f, atol=1e-5)
@@ -91,8 +96,8 @@ def test_mlii_step_increases_log_z(sine):
         data = gp_data(prior_covariance(X, "rbf", SEParams(3.0, 1.0)), y)
         res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-10, max_iter=20, estimate_gamma=False)
         ml = mlii_update(SEParams(3.0, 1.0), jnp.asarray(X), jnp.asarray(y), res.inv_lam, res.gamma, kernel="rbf")
-        before = gp_log_marginal(SEParams(3.0, 1.0), X, y, res.inv_lam, res.gamma)
-        after = gp_log_marginal(ml.params, X, y, res.inv_lam, res.gamma)
+        before = log_marginal(SEParams(3.0, 1.0), X, y, res.inv_lam, res.gamma)
+        after = log_marginal(ml.params, X, y, res.inv_lam, res.gamma)
     assert float(ml.log_z_after) > float(ml.log_z_before) + 1e-3
     np.testing.assert_allclose(float(before), float(ml.log_z_before), rtol=1e-12)
     np.testing.assert_allclose(float(after), float(ml.log_z_after), rtol=1e-12)
@@ -104,7 +109,7 @@ def test_log_marginal_matches_dense(sine):
     inv_lam = rng.uniform(0.2, 50.0, len(y))
     gamma = 0.8
     with jax.enable_x64(True):
-        log_z = float(gp_log_marginal(KP, X, y, inv_lam, gamma))
+        log_z = float(log_marginal(KP, X, y, inv_lam, gamma))
         K = np.asarray(prior_covariance(X, "rbf", KP))
     B = K + np.diag(1.0 / (gamma * inv_lam))
     t = y * (1.0 + 1.0 / inv_lam)
@@ -141,7 +146,7 @@ def test_predictions_match_dense(sine):
     X_test = rng.uniform(-3.5, 3.5, (37, 1))
     with jax.enable_x64(True):
         data = gp_data(prior_covariance(X, "rbf", KP), y)
-        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-12, max_iter=300, estimate_gamma=False)
+        res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-12, max_iter=20000, estimate_gamma=False)
         inv_lam, gamma = np.asarray(res.inv_lam), float(res.gamma)
         mean, var = gp_predict(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=8)
         proba = gp_predict_proba(X, X_test, y, inv_lam, gamma, KP, kernel="rbf", chunk=16)
@@ -169,8 +174,8 @@ def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
 
     X, y = sine
     p0 = SEParams(3.0, 1.0)
-    hyper = make_hyper(0.3)
     with jax.enable_x64(True):
+        hyper = make_hyper(0.3)  # float64 as test_ecm_mlii's: made outside enable_x64 it is float32, a new program
         # the static settings of test_ecm_mlii and the first ECM run of test_mlii_step_increases_log_z
         # (their compiled programs serve)
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(y), p0, hyper, 1e-12, kernel="rbf", max_iter=120,
@@ -179,8 +184,8 @@ def test_mlii_evaluates_eq9_at_the_mean_lambda(sine):
                        estimate_gamma=False)
         u = 1.0 - jnp.asarray(y) * first.f
         mean_lam = expected_lambda(u, first.gamma, hyper.gamma0)
-        at_mean = gp_log_marginal(p0, X, y, 1.0 / mean_lam, first.gamma)
-        at_inverse = gp_log_marginal(p0, X, y, first.inv_lam, first.gamma)
+        at_mean = log_marginal(p0, X, y, 1.0 / mean_lam, first.gamma)
+        at_inverse = log_marginal(p0, X, y, first.inv_lam, first.gamma)
     np.testing.assert_allclose(float(res.log_z[0, 0]), float(at_mean), rtol=1e-10)
     assert abs(float(at_mean) - float(at_inverse)) > 1e-3
 
@@ -192,8 +197,12 @@ def _plain_and_accelerated(cov, hyper, estimate_gamma, tol=1e-14, max_iter=20000
     return plain, fast
 
 
-@pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize(("gamma0", "estimate_gamma"), [(0.0, False), (0.3, False), (0.3, True)])
+@pytest.mark.parametrize(("gamma0", "estimate_gamma", "sparse"), [
+    (0.0, False, False), (0.3, False, False), (0.3, True, False), (0.0, False, True), (0.3, False, True),
+    # FITC with gamma estimated: each of the two by default ([0.3-False-True], [0.3-True-False]), through the
+    # one gp_ecm code for both priors
+    pytest.param(0.3, True, True, marks=pytest.mark.extended),
+])
 def test_accelerated_ecm_reaches_the_ecm_fixed_point(sine, sparse, gamma0, estimate_gamma):
     """SQUAREM cycles of ECM iterations (accelerate=True) end at the fixed point that plain ECM converges
     to, dense and FITC: the same f, gamma and predictions (within 1e-4), a never-decreasing objective,
@@ -208,7 +217,7 @@ def test_accelerated_ecm_reaches_the_ecm_fixed_point(sine, sparse, gamma0, estim
     X, y = sine
     with jax.enable_x64(True):
         V = jnp.asarray(init_inducing(X, 12, "kmeans", random_state=0)) if sparse else None
-        cov = fitc_factors(KP, jnp.asarray(X), V, jnp.asarray(y)) if sparse else gp_data(
+        cov = jax.jit(fitc_factors)(KP, jnp.asarray(X), V, jnp.asarray(y)) if sparse else gp_data(  # one program
             prior_covariance(X, "rbf", KP), y)
         hyper = make_hyper(gamma0)
         plain, fast = _plain_and_accelerated(cov, hyper, estimate_gamma)
@@ -310,7 +319,7 @@ def test_dense_log_marginal_gradient_is_the_autodiff_gradient():
         auto = [np.asarray(g) for g in
                 jax.jit(jax.grad(lambda *a: _dense_log_marginal(*a)[0], argnums=(0, 1, 2, 3)))(*args)]
         written = [np.asarray(g) for g in jax.jit(jax.grad(dense_log_marginal, argnums=(0, 1, 2, 3)))(*args)]
-        assert float(dense_log_marginal(*args)) == float(_dense_log_marginal(*args)[0])
+        assert float(jax.jit(dense_log_marginal)(*args)) == float(jax.jit(lambda *a: _dense_log_marginal(*a)[0])(*args))
     np.testing.assert_allclose(written[0], 0.5 * (auto[0] + auto[0].T), rtol=1e-10, atol=1e-12)
     for got, want in zip(written[1:], auto[1:]):
         assert got.shape == want.shape

@@ -138,8 +138,16 @@ def test_mlii_gradient_of_a_sum_matches_the_hand_written_marginal_likelihood() -
 # the product's matrix and test_sum_params_is_a_saved_type that a product fit's parameters are saved.
 # The sum under svi: extended; test_gp_estimator.py::test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows
 # fits the sum ARD() + Constant() with svi by default (ML-II moves both parts; saved and loaded).
+# The sum under ecm: extended; test_learn_kernel_names_paths_of_a_composed_kernel fits the sum with ECM,
+# learning a path of each part, and checks the same (ML-II moves both parts and never lowers log Z; the
+# fit scored, saved and loaded).
+# The sum under fitc: extended; FITC reads a kernel only through its matrix and diagonal
+# (models.gp.covariance.fitc_factors: kernel(params, X, Z) and kernel_diag, checked for composed kernels
+# by test_composed_matrix_and_diagonal_are_the_algebra_of_the_parts) and learns it by the ML-II of ECM's
+# parameter mechanism (the ecm fit); tests/test_fitc.py fits FITC itself.
 _FITS = [pytest.param(kernel, inference, id=f"{name}-{inference}",
-                      marks=[pytest.mark.extended] if name == "rbf*poly" or inference == "svi" else [])
+                      marks=[pytest.mark.extended] if name == "rbf*poly" or inference in ("ecm", "fitc", "svi")
+                      else [])
          for name, kernel in (("rbf+linear", RBF_LINEAR), ("rbf*poly", RBF_TIMES_POLY))
          for inference in ("ecm", "fitc", "gibbs", "svi")]
 
@@ -148,7 +156,7 @@ _FITS = [pytest.param(kernel, inference, id=f"{name}-{inference}",
 def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) -> None:
     X, y = _data()
     kw = {"ecm": {}, "fitc": {"num_inducing": 15},
-          "gibbs": {"num_samples": 60, "num_warmup": 40, "num_chains": 1},
+          "gibbs": {"num_samples": 30, "num_warmup": 20, "num_chains": 1},
           "svi": {"num_inducing": 15, "batch_size": 30, "max_iter": 300}}[inference]
     clf = bmm.GPBSVM(kernel=kernel, inference=inference, random_state=0, precision="float64", **kw).fit(X, y)
     theta0 = P.params_dict(kernel.init_params(X))
@@ -160,7 +168,7 @@ def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) 
         assert {k.split("__")[0] for k in moved} == {"k1", "k2"}
     if inference == "gibbs":  # theta sampled: every composed field in the posterior and its slice statistics
         for name in P.free_fields(kernel.init_params(X)):
-            assert clf.idata_.posterior[name].shape == (1, 60)
+            assert clf.idata_.posterior[name].shape == (1, 30)
         assert float(clf.idata_.sample_stats["slice_evaluations"].min()) > 0
     path = bmm.save(clf, tmp_path / "fit.bmm")
     np.testing.assert_array_equal(bmm.load(path).predict_proba(X), clf.predict_proba(X))
@@ -174,19 +182,42 @@ def test_rbf_object_is_the_rbf_name_and_a_scaled_kernel_its_amplitude() -> None:
     by_object = bmm.GPBSVM(kernel=RBF(lengthscale=1.3, amplitude=2.0), **fixed).fit(X, y)
     np.testing.assert_array_equal(by_object.predict_proba(X), by_name.predict_proba(X))
     assert by_object.kernel_params_ == by_name.kernel_params_ == {"lengthscale": 1.3, "amplitude": 2.0}
+    # a scaled kernel is its amplitude: the same matrix and diagonal, through which a fit reads its kernel
+    # (the fits compared: test_a_scaled_kernel_fits_as_its_amplitude, -m extended)
+    scaled, amplitude = 2.0 * RBF(lengthscale=1.3), RBF(lengthscale=1.3, amplitude=2.0)
+    ps, pa = scaled.init_params(X), amplitude.init_params(X)
+    np.testing.assert_allclose(scaled(ps, X, X), amplitude(pa, X, X), rtol=1e-12)
+    np.testing.assert_allclose(kernel_diag(scaled, ps, X), kernel_diag(amplitude, pa, X), rtol=1e-12)
+
+
+@pytest.mark.extended
+def test_a_scaled_kernel_fits_as_its_amplitude() -> None:
+    X, y = _data()
+    fixed = dict(inference="ecm", learn_kernel=False, precision="float64", solver="fixed_point")
+    by_object = bmm.GPBSVM(kernel=RBF(lengthscale=1.3, amplitude=2.0), **fixed).fit(X, y)
     scaled = bmm.GPBSVM(kernel=2.0 * RBF(lengthscale=1.3), **fixed).fit(X, y)
     np.testing.assert_allclose(scaled.predict_proba(X), by_object.predict_proba(X), rtol=1e-10)
 
 
-def test_learn_kernel_names_paths_of_a_composed_kernel() -> None:
+def test_learn_kernel_names_paths_of_a_composed_kernel(tmp_path) -> None:
     X, y = _data()
-    # one fit: a path learnt, a path set by kernel_params and held, a path held at the kernel's value
-    clf = bmm.GPBSVM(inference="ecm", kernel=RBF_LINEAR, learn_kernel=["k1__lengthscale"],
-                     kernel_params={"k2__variance": 0.01}, precision="float64").fit(X, y)
-    theta0 = {**P.params_dict(RBF_LINEAR.init_params(X)), "k2__variance": 0.01}
-    assert clf.kernel_params_["k1__lengthscale"] != theta0["k1__lengthscale"]
-    for k in ("k1__amplitude", "k2__variance"):  # held (up to the rounding of softplus and its inverse)
-        np.testing.assert_allclose(clf.kernel_params_[k], theta0[k], rtol=1e-14)
+    # one ECM fit, also the default run's ECM fit of a composed kernel (test_composed_kernel_fits_with_every_inference
+    # runs it under -m extended): a path of each part learnt, a path set by kernel_params and held (paths held
+    # at the kernel's own values: the fits of test_rbf_object_is_the_rbf_name_and_a_scaled_kernel_its_amplitude);
+    # solver="fixed_point" as there (ECM's iterations to the end; the interior-point f-step: tests/test_gp_ecm.py)
+    clf = bmm.GPBSVM(inference="ecm", kernel=RBF_LINEAR, learn_kernel=["k1__lengthscale", "k2__variance"],
+                     kernel_params={"k1__amplitude": 0.5}, random_state=0, precision="float64",
+                     solver="fixed_point").fit(X, y)
+    theta0 = {**P.params_dict(RBF_LINEAR.init_params(X)), "k1__amplitude": 0.5}
+    assert set(clf.kernel_params_) == set(theta0)
+    assert clf.score(X, y) >= 0.85
+    assert np.all(clf.log_z_[:, 1] >= clf.log_z_[:, 0] - 1e-9)  # ML-II never lowered log Z
+    for k in ("k1__lengthscale", "k2__variance"):  # ML-II moved the learnt path of each part
+        assert clf.kernel_params_[k] != theta0[k], k
+    # held (up to the rounding of softplus and its inverse)
+    np.testing.assert_allclose(clf.kernel_params_["k1__amplitude"], theta0["k1__amplitude"], rtol=1e-14)
+    path = bmm.save(clf, tmp_path / "fit.bmm")
+    np.testing.assert_array_equal(bmm.load(path).predict_proba(X), clf.predict_proba(X))
 
 
 @pytest.mark.parametrize(("kernel", "kernel_params", "match"), [
@@ -232,7 +263,7 @@ def test_factor_model_takes_a_composed_kernel(inference, tmp_path) -> None:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 6))
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
-    kw = dict(num_samples=30, num_warmup=20, num_chains=1) if inference == "gibbs" else dict(max_iter=8)
+    kw = dict(num_samples=30, num_warmup=20, num_chains=1) if inference == "gibbs" else dict(max_iter=4)
     common = dict(n_factors=2, classifier="gp", inference=inference, random_state=0, **kw)
     clf = bmm.FactorBSVM(kernel=RBF() + Linear(variance=0.5), **common).fit(X, y)
     assert set(clf.kernel_params_) == {"k1__lengthscale", "k1__amplitude", "k2__variance"}

@@ -50,7 +50,7 @@ from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper
 from bayes_maxmargin.models.linear.posterior import LowRankPosterior
 
-from . import _saved_files
+from . import _hangs, _saved_files
 from ._hangs import run_until_done_or_hung
 from ._saved_files import (
     edit_array,
@@ -772,27 +772,30 @@ def test_a_second_fit_on_a_folder_in_use_is_refused(tmp_path):
 _UNOPTIMISED = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
-def test_the_plain_jax_reproducer_finishes():
-    """"A plain-JAX reproducer: one jitted function with two independent batched Cholesky +
-    ``solve_triangular`` calls on 8 x 64 x 64 arrays hung 3 of 3 times within 20 s on the 2-core
-    machine" (jax 0.10): with ``jax.jit`` under the jax the package requires (500 iterations, in a
-    subprocess watched for a stall; 20 processes with ``-m extended`` in ``test_lapack_deadlock.py``)."""
-    finished, out = run_until_done_or_hung(["--iterations", "500"])
-    assert finished, out[-2000:]
+#: The three runs of ``benchmarks/lapack_deadlock.py`` below, in one interpreter (the package and JAX
+#: imported once): each fit twice, then the plain-JAX reproducer, last as it turns on float64.
+_HANG_RUNS = """
+import runpy, sys
+main = runpy.run_path(sys.argv[1])["main"]
+main(["--fit", "gp-digits", "--repeats", "2", "--rows", "60", "--max-iter", "2"])
+main(["--fit", "linear-missing", "--repeats", "2", "--rows", "80", "--max-iter", "2"])
+main(["--iterations", "500"])
+"""
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hang detection reads /proc")
-@pytest.mark.parametrize("fit", ["gp-digits", "linear-missing"])
-def test_the_fits_that_hung_finish_twice(fit, monkeypatch):
+def test_the_fits_that_hung_and_the_plain_jax_reproducer_finish(monkeypatch):
     """"10-class digits ``GPBSVM(inference="ecm")`` hung in 2 of 2 runs ...; ``LinearBSVM(prior="penalty",
     missing="model", inference="gibbs")`` finished once, then hung on an identical rerun": each fit
-    twice in one process (in a subprocess watched for a stall; 20 times with ``-m extended`` in
+    twice in one process. "A plain-JAX reproducer: one jitted function with two independent batched
+    Cholesky + ``solve_triangular`` calls on 8 x 64 x 64 arrays hung 3 of 3 times within 20 s on the
+    2-core machine" (jax 0.10): with ``jax.jit`` under the jax the package requires (500 iterations).
+    All in one subprocess watched for a stall (20 processes of each with ``-m extended`` in
     ``test_lapack_deadlock.py``)."""
     monkeypatch.setenv(*_UNOPTIMISED)
-    args = ["--fit", fit, "--repeats", "2", "--rows", "60" if fit == "gp-digits" else "80", "--max-iter", "2"]
-    finished, out = run_until_done_or_hung(args, limit_s=1200.0)
+    script = str(_hangs.SCRIPT)
+    monkeypatch.setattr(_hangs, "SCRIPT", "-c")  # the runner's `python SCRIPT ARGS` as `python -c CODE SCRIPT`
+    finished, out = run_until_done_or_hung([_HANG_RUNS, script], limit_s=1200.0)
     assert finished, out[-2000:]
-    assert out.count("fit ") == 2
+    assert out.count("fit ") == 4 and out.count("done ") == 3, out[-2000:]

@@ -139,7 +139,9 @@ def _run(X, y, *, steps=600, batch=20, step_size="robbins_monro", learn=(), devi
 def test_svi_on_minibatches_approaches_the_batch_optimum():
     with jax.enable_x64(True):
         X, y = _moons(100, seed=3)
-        res, problem = _run(X, y, steps=2000, batch=30, Z=X)
+        # 500 steps: 3e-4 nats below the optimum and the means within 0.004 of it at 300 steps already
+        # (3e-5 and 0.001 at 2000), three orders of magnitude inside the bounds below
+        res, problem = _run(X, y, steps=500, batch=30, Z=X)
         chol, _ = gp_svi.gp_factors(res.state.hyper, problem.features.spec)
         K = np.asarray(chol @ chol.T)
         batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=1e-10, max_iter=500)
@@ -438,7 +440,8 @@ def test_robbins_monro_parameters_are_checked():
 def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
     X, y = _moons(400, seed=8)
     Xt, yt = _moons(400, seed=9)
-    clf = GPBSVM(inference="svi", num_inducing=20, batch_size=20, max_iter=1500, kernel_params={"lengthscale": 0.7},
+    # 400 steps: test error 0.100 (0.1025 after 1500), half the bound below
+    clf = GPBSVM(inference="svi", num_inducing=20, batch_size=20, max_iter=400, kernel_params={"lengthscale": 0.7},
                  learn_kernel=False, optimize_inducing=False, calibrate=False, random_state=0).fit(X, y)
     vi = GPBSVM(inference="vi", kernel_params={"lengthscale": 0.7}, max_iter=100, calibrate=False).fit(X[:150], y[:150])
     for model in (clf, vi):
@@ -448,7 +451,7 @@ def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
         assert np.mean(model.predict(Xt) != yt) < 0.2
     assert clf.inducing_points_.shape == (20, 2) and clf.variational_cov_.shape == (20, 20)
     assert np.all(np.linalg.eigvalsh(clf.variational_cov_) > 0)
-    assert clf.n_iter_ == 1500 and clf.elbo_steps_[-1] == 1500
+    assert clf.n_iter_ == 400 and clf.elbo_steps_[-1] == 400
     assert np.all(np.diff(vi.elbo_) >= -1e-8 * np.abs(vi.elbo_[1:]))
     import arviz as az
 
