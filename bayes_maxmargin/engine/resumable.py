@@ -237,9 +237,14 @@ def _split(solver: Any, args: tuple, kwargs: dict) -> tuple[Callable, tuple, tup
 def resumable_settings(solver: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """What a checkpoint of ``solver(*args, **kwargs)`` must agree on: the solver, each static argument
     (:func:`_json_value`) and the fingerprint of the array arguments."""
-    fn, (positional, named), dyn_args, dyn_kwargs = _split(solver, args, kwargs)
+    return _settings(*_split(solver, args, kwargs))
+
+
+def _settings(fn: Callable, static: tuple, dyn_args: tuple, dynamic: dict) -> dict[str, Any]:
+    """:func:`resumable_settings` of a solver split by :func:`_split`."""
+    positional, named = static
     return {"solver": _json_value(fn), **{f"argument {i}": _json_value(v) for i, v in positional},
-            **{k: _json_value(v) for k, v in named}, "fingerprint": fingerprint(dyn_args, dyn_kwargs)}
+            **{k: _json_value(v) for k, v in named}, "fingerprint": fingerprint(dyn_args, dynamic)}
 
 
 def _json_value(value: Any) -> Any:
@@ -318,7 +323,7 @@ def run_resumable(
     if hook is not None:
         return hook(solver_call, solver, args, kwargs, **options)
     fn, static, dyn_args, dynamic = _split(solver, args, kwargs)
-    return _run(fn, static, None, dyn_args, dynamic, resumable_settings(solver, args, kwargs), **options)
+    return _run(fn, static, None, dyn_args, dynamic, _settings(fn, static, dyn_args, dynamic), **options)
 
 
 def solver_call(solver: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
@@ -345,8 +350,7 @@ def run_resumable_batched(solver: Any, per_problem: list[tuple[tuple, dict]], *,
         raise ValueError(f"the problems' static arguments of {fn.__name__} differ: they cannot run as one program")
     (dyn_args, dynamic), axes = stack_differing([(p[2], p[3]) for p in parts])
     K = len(per_problem)
-    run_settings = {**resumable_settings(solver, *per_problem[0]), "problems": K,
-                    "fingerprint": fingerprint(dyn_args, dynamic)}
+    run_settings = {**_settings(fn, static, dyn_args, dynamic), "problems": K}
 
     def joined_draws(given: list) -> dict[str, np.ndarray]:
         each = [draws(_problem(given, k)) for k in range(K)]

@@ -102,8 +102,8 @@ from bayes_maxmargin.models.gp.covariance import (
 from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_covariance
 
 __all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLII_CRITERIA", "MLIIResult", "SQUAREM_STEPS",
-           "alternate_ecm_mlii", "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii", "gp_log_marginal",
-           "gp_loo_log_predictive", "gp_map", "gp_objective", "gp_predict",
+           "alternate_ecm_mlii", "criterion_covariance", "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii",
+           "gp_log_marginal", "gp_loo_log_predictive", "gp_map", "gp_objective", "gp_predict",
            "gp_predict_from_draws", "gp_predict_from_theta_draws", "gp_predict_proba", "map_row_chunks",
            "marginal_log_posterior", "ml2_ascent", "mlii_update", "support_vector_mask", "support_vectors"]
 
@@ -322,6 +322,18 @@ def gp_map(cov: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int) -> GPE
 
 
 # --------------------------------------------------------------------------- ML-II, eq. (9)
+def criterion_covariance(params: Any, X: ArrayLike, y: ArrayLike, V: ArrayLike | None, kernel: str | KernelFn,
+                         jitter: float) -> Covariance:
+    """The prior covariance at theta (and V) as the ML-II criteria and the leave-one-out moments read it:
+    the dense K_theta without a factor of its own (they factorise K + Lambda / gamma), or the FITC
+    factors on the pseudo-inputs ``V`` (eq. 10)."""
+    X = as_2d(X)
+    if V is None:
+        K = prior_covariance(X, kernel, params, jitter)
+        return GPData(K, jnp.asarray(y, K.dtype), None)
+    return fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+
+
 def gp_log_marginal(
     params: Any,
     X: ArrayLike,
@@ -358,12 +370,7 @@ def gp_log_marginal(
         :func:`~bayes_maxmargin.models.gp.model.prior_covariance`; absolute jitter of K_mm and K_nn
         under FITC).
     """
-    X = as_2d(X)
-    if V is None:
-        K = prior_covariance(X, kernel, params, jitter)
-        cov = GPData(K, jnp.asarray(y, K.dtype), None)  # log Z needs no factor of K itself
-    else:
-        cov = fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+    cov = criterion_covariance(params, X, y, V, kernel, jitter)
     return log_marginal(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
 
 
@@ -389,12 +396,7 @@ def gp_loo_log_predictive(
     the predictive criterion of Sundararajan & Keerthi (2001) for choosing the kernel parameters.
     Differentiable in ``params`` and ``V``; arguments as :func:`gp_log_marginal`.
     """
-    X = as_2d(X)
-    if V is None:
-        K = prior_covariance(X, kernel, params, jitter)
-        cov = GPData(K, jnp.asarray(y, K.dtype), None)
-    else:
-        cov = fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+    cov = criterion_covariance(params, X, y, V, kernel, jitter)
     mean, var = loo_moments(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
     return jnp.sum(jax.scipy.special.log_ndtr(cov.y * mean / jnp.sqrt(1.0 + jnp.maximum(var, 0.0))))
 
@@ -446,8 +448,8 @@ def mlii_update(
     criterion: str = "evidence",
 ) -> MLIIResult:
     """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
-    (:func:`gp_log_marginal`), or on another ``criterion``, at fixed lambda = 1 / omega and gamma (:func:`gp_ecm_mlii` passes
-    omega = 1 / E[lambda]).
+    (:func:`gp_log_marginal`), or on another ``criterion``, at fixed lambda = 1 / omega and gamma
+    (:func:`gp_ecm_mlii` passes omega = 1 / E[lambda]).
 
     At most ``steps`` Optax iterations (:func:`ml2_ascent`) on log theta
     (:func:`~bayes_maxmargin.core.parameters.to_unconstrained` with

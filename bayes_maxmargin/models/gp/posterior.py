@@ -44,9 +44,13 @@ from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.predict import group_rows, group_sites, loo_cavity
 from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, local_alpha, predict_moments
-from bayes_maxmargin.models.gp.covariance import GPData, fitc_factors, loo_moments, pseudo_obs
-from bayes_maxmargin.models.gp.ecm import gp_predict, gp_predict_from_draws, gp_predict_from_theta_draws
-from bayes_maxmargin.models.gp.model import prior_covariance
+from bayes_maxmargin.models.gp.covariance import loo_moments, pseudo_obs
+from bayes_maxmargin.models.gp.ecm import (
+    criterion_covariance,
+    gp_predict,
+    gp_predict_from_draws,
+    gp_predict_from_theta_draws,
+)
 
 __all__ = ["DrawsPosterior", "ModePosterior", "SVIPosterior", "VIPosterior"]
 
@@ -103,9 +107,7 @@ class ModePosterior(NamedTuple):
 
 @partial(jit, static_argnames=("kernel", "jitter"))
 def _mode_loo(X, y, inv_lam, gamma, theta, V, groups, rows, *, kernel, jitter):
-    cov = (GPData(prior_covariance(X, kernel, theta, jitter), y, None) if V is None
-           else fitc_factors(theta, X, V, y, kernel, jitter))
-    return loo_moments(cov, inv_lam, gamma, groups, rows)
+    return loo_moments(criterion_covariance(theta, X, y, V, kernel, jitter), inv_lam, gamma, groups, rows)
 
 
 class VIPosterior(NamedTuple):
