@@ -99,7 +99,13 @@ from bayes_maxmargin.models.gp.covariance import (
     pseudo_obs,
     scaled_factor,
 )
-from bayes_maxmargin.models.gp.model import GPHyper, check_num_inducing, prior_covariance
+from bayes_maxmargin.models.gp.model import (
+    GPHyper,
+    KernelPrior,
+    check_num_inducing,
+    kernel_log_prior,
+    prior_covariance,
+)
 
 __all__ = ["GPECMMLIIResult", "GPECMResult", "ML2_OPTIMIZERS", "MLII_CRITERIA", "MLIIResult", "SQUAREM_STEPS",
            "alternate_ecm_mlii", "criterion_covariance", "ecm_runs", "f_update", "gp_ecm", "gp_ecm_mlii",
@@ -446,6 +452,7 @@ def mlii_update(
     trainable: tuple[str, ...] | None = None,
     tol: float | None = None,
     criterion: str = "evidence",
+    theta_prior: KernelPrior | None = None,
 ) -> MLIIResult:
     """One ML-II step: move theta (and the FITC pseudo-inputs V) uphill on log Z of eq. (9) / (10)
     (:func:`gp_log_marginal`), or on another ``criterion``, at fixed lambda = 1 / omega and gamma
@@ -493,16 +500,25 @@ def mlii_update(
         What is maximised (:data:`MLII_CRITERIA`): log Z of eq. (9) / (10) (:func:`gp_log_marginal`), or
         the leave-one-out log predictive probability of the same Gaussian (:func:`gp_loo_log_predictive`);
         ``log_z_before`` / ``log_z_after`` of the result are its values.
+    theta_prior : KernelPrior, optional
+        A log-normal prior on theta whose log density (:func:`~bayes_maxmargin.models.gp.model.kernel_log_prior`)
+        is added to the criterion (MAP-II; ``log_z_before`` / ``log_z_after`` include it); None: the
+        criterion alone.
     """
     trainable = free_fields(params) if trainable is None else trainable
 
     def theta_of(raw):
         return from_unconstrained(hold_fixed(raw, trainable), params, LOG)
 
-    objective = _criterion(criterion)
+    criterion_fn = _criterion(criterion)
+
+    def objective(theta_raw, *args, **kwargs):
+        value = criterion_fn(theta_of(theta_raw), *args, **kwargs)
+        return value if theta_prior is None else value + kernel_log_prior(theta_raw, theta_prior)
+
     if V is None:
         def log_z(raw):
-            return objective(theta_of(raw), X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
+            return objective(raw, X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
 
         best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params, LOG), steps, optimizer, learning_rate,
                                              tol)
@@ -512,7 +528,7 @@ def mlii_update(
 
     def log_z_sparse(raw):
         Vr = raw["V"] * scale if optimize_inducing else jax.lax.stop_gradient(V)
-        return objective(theta_of(raw["theta"]), X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
+        return objective(raw["theta"], X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
 
     raw0 = {"theta": to_unconstrained(params, LOG), "V": V / scale}
     best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate, tol)
@@ -740,6 +756,7 @@ def gp_ecm_mlii(
     accelerate: bool = False,
     exact: bool = False,
     criterion: str = "evidence",
+    theta_prior: KernelPrior | None = None,
 ) -> GPECMMLIIResult:
     """ECM with ML-II kernel learning every ``mlii_every`` iterations (Henao et al. 2014, Sec. 3),
     under the dense prior or, given pseudo-inputs ``V0``, its FITC form (eq. 10).
@@ -805,6 +822,8 @@ def gp_ecm_mlii(
     criterion : {"evidence", "loo"}
         What the ML-II steps maximise (:func:`mlii_update`): eq. (9) / (10), the paper's, or the
         leave-one-out log predictive probability.
+    theta_prior : KernelPrior, optional
+        A log-normal prior on theta added to the criterion (:func:`mlii_update`); None: none.
     """
     if exact and (V0 is not None or estimate_gamma):
         raise ValueError("exact=True needs the dense prior and gamma fixed (the hinge with gamma0 = 0)")
@@ -849,7 +868,7 @@ def gp_ecm_mlii(
         ml = mlii_update(
             params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
             learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, trainable=trainable,
-            tol=mlii_tol, criterion=criterion,
+            tol=mlii_tol, criterion=criterion, theta_prior=theta_prior,
         )
         return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
 

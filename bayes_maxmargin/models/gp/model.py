@@ -28,6 +28,7 @@ Two forms of the same program, as for :func:`~bayes_maxmargin.models.linear.mode
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -36,6 +37,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax import Array
+from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.compilation import jit
@@ -60,7 +62,7 @@ from bayes_maxmargin.core.predict import distinct_rows
 from bayes_maxmargin.models.common import max_margin_likelihood
 
 __all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
-           "gp_bsvm", "init_inducing", "kernel_prior", "prior_covariance",
+           "gp_bsvm", "init_inducing", "kernel_log_prior", "kernel_prior", "prior_covariance",
            "sample_kernel_params"]
 
 
@@ -160,6 +162,22 @@ def default_kernel_prior(kernel: str | KernelFn, n_features: int, scale: float =
     elif isinstance(params, ARDParams):
         params = params._replace(lengthscales=jnp.full((n_features,), root_d))
     return kernel_prior(params, scale)
+
+
+def kernel_log_prior(log_theta: Mapping[str, ArrayLike], prior: KernelPrior) -> Array:
+    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2) of ``log_theta`` given by path
+    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained` with the log bijection), over the fields
+    ``prior`` covers.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin.core.kernels import SEParams
+    >>> prior = kernel_prior(SEParams(jnp.asarray(2.0), jnp.asarray(1.0)), scale=1.0)
+    >>> round(float(kernel_log_prior({"lengthscale": jnp.log(2.0), "amplitude": jnp.asarray(1.0)}, prior)), 4)
+    -2.3379
+    """
+    return sum(jnp.sum(norm.logpdf(log_theta[name], prior.loc[name], prior.scale[name]))
+               for name in prior.loc)
 
 
 def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
