@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_maxmargin import FactorBSVM
+from bayes_maxmargin import FactorBSVM, GPBSVM, LinearBSVM
 
 SMALL = dict(num_warmup=20, num_samples=10, thin=2, n_blocks=2, max_iter=4, m_steps=3, random_state=0)
 
@@ -24,10 +24,12 @@ def data():
 @pytest.mark.parametrize(
     "kw",
     [
-        pytest.param(dict(classifier="gp"), marks=pytest.mark.extended),
+        pytest.param(dict(classifier="gp"), marks=pytest.mark.extended),  # NDFM (default suite: 24 rows below)
         pytest.param(dict(classifier="gp", n_blocks=None), marks=pytest.mark.extended),
-        dict(classifier="linear", inference="vbem"),
+        dict(classifier="linear", inference="vbem"),  # VLDFM
+        dict(classifier="gp", inference="vbem"),  # VNDFM
     ],
+    ids=["NDFM", "NDFM-one-score-blocks", "VLDFM", "VNDFM"],
 )
 def test_fit_predict_transform(data, kw):
     X, y = data
@@ -43,8 +45,10 @@ def test_fit_predict_transform(data, kw):
         assert clf.n_iter_ == SMALL["max_iter"] and clf.bound_.shape == (2 * clf.n_iter_,)
     else:
         assert clf.n_iter_ == SMALL["num_warmup"] + SMALL["num_samples"] * SMALL["thin"]
-    if clf.classifier == "gp":  # the default kernel: lengthscale sqrt(2 K), unit amplitude
+    if clf.classifier == "gp" and clf.inference == "gibbs":  # the default kernel: lengthscale sqrt(2 K), unit amplitude
         assert clf.kernel_params_ == {"lengthscale": 2.0, "amplitude": 1.0}
+    elif clf.classifier == "gp":  # VB-EM's M-steps move the length-scale from there, not the amplitude
+        assert clf.kernel_params_["lengthscale"] != 2.0 and clf.kernel_params_["amplitude"] == 1.0
     else:
         assert not hasattr(clf, "kernel_params_")
     lists = clf.factor_lists(threshold=0.1)
@@ -62,11 +66,28 @@ def test_float32_fit_is_close_to_float64(data):
     np.testing.assert_allclose(fits["float32"].predict_proba(X), fits["float64"].predict_proba(X), atol=1e-3)
 
 
-@pytest.mark.extended
-def test_two_step(data):
+@pytest.mark.parametrize(
+    "kw,stage2",
+    [
+        (dict(joint=False, classifier="linear"), LinearBSVM),
+        (dict(joint=False, classifier="gp"), GPBSVM),
+        (dict(classifier="linear", second_stage="gp"), GPBSVM),
+        (dict(classifier="linear", inference="vbem", second_stage="gp"), GPBSVM),
+    ],
+    ids=["FM+L", "FM+N", "LDFM+N", "VLDFM+N"],
+)
+def test_two_step(data, kw, stage2):
+    """Table 3's two-step variants: the second-stage classifier is fitted to the factor scores and predicts
+    from them. On the data's labels, the sign of the first factor, every variant is right on more than 80% of
+    the training rows (chance: 50%; measured 98%). The fits share the shapes of test_fit_predict_transform,
+    and the second stages one ECM program on the (60, 2) scores."""
     X, y = data
-    clf = FactorBSVM(n_factors=2, joint=False, classifier="linear", **SMALL).fit(X, y)
-    assert clf._stage2 is not None and np.mean(clf.predict(X) == y) > 0.8
+    clf = FactorBSVM(n_factors=2, **{**SMALL, **kw}).fit(X, y)
+    assert isinstance(clf._stage2, stage2) and clf._stage2.n_features_in_ == 2
+    p = clf.predict_proba(X)
+    assert p.shape == (60, 2) and np.all(np.isfinite(p)) and np.allclose(p.sum(1), 1)
+    assert np.mean(clf.predict(X) == y) > 0.8
+    assert clf.transform(X[:5]).shape == (5, 2)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +133,9 @@ def test_constant_column_and_nan(data):
 @pytest.mark.parametrize("n_blocks", [2, None])
 def test_elliptical_slice_subiterations_reach_sample_stats(data, n_blocks):
     """The GP classifier's score update reports its elliptical slice sub-iterations per draw: at least
-    one per block (or per score with n_blocks=None), and a whole number."""
+    one per block (or per score with n_blocks=None), and a whole number. These are the default suite's NDFM
+    fits: already after 4 + 4 sweeps they are right on more than 80% of the training rows (measured 92% and
+    96%; the larger class is 58% of the 24 rows)."""
     X, y = data
     X, y = X[:24], y[:24]
     clf = FactorBSVM(n_factors=2, classifier="gp", **{**SMALL, "num_warmup": 4, "num_samples": 4, "thin": 1,
@@ -120,3 +143,7 @@ def test_elliptical_slice_subiterations_reach_sample_stats(data, n_blocks):
     sub = clf.idata_.sample_stats["ess_subiterations"].values
     assert sub.shape == (clf.num_chains, 4)
     assert np.all(sub >= (n_blocks or len(X))) and np.issubdtype(sub.dtype, np.integer)
+    p = clf.predict_proba(X)
+    assert p.shape == (24, 2) and np.all(np.isfinite(p)) and np.allclose(p.sum(1), 1)
+    assert np.mean(clf.predict(X) == y) > 0.8
+    assert clf.transform(X[:5]).shape == (5, 2) and clf.loadings_.shape == (8, 2)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
 import jax
 import numpy as np
 import pytest
 
 from bayes_maxmargin import MaxMarginProjection
 from bayes_maxmargin.core.kernels import PolyParams, SEParams, get_kernel
+from bayes_maxmargin.engine.mcmc import run_chains
+from bayes_maxmargin.models.projection.gibbs import record_projection
 from bayes_maxmargin.models.projection.model import kernel_features
 
 
@@ -60,11 +64,24 @@ def test_kernel_features_are_the_library_kernels(kernel, params):
     np.testing.assert_allclose(kernel_features(X, V, kernel, params), expected, rtol=1e-12)
 
 
+def _record_with_projection(state):
+    """What the estimator keeps per draw, and the draw's projection A (Theta), which it does not keep."""
+    return {**record_projection(state), "A": state.A}
+
+
 @pytest.mark.parametrize("spike_slab", [pytest.param(False, marks=pytest.mark.extended), True])
-def test_multiclass_kernel_model(spike_slab):
-    """KMMDP / ssKMMDP one-vs-all on three blobs: accurate, outputs of the documented shapes."""
+def test_multiclass_kernel_model(spike_slab, monkeypatch):
+    """KMMDP / ssKMMDP one-vs-all on three blobs: accurate, outputs of the documented shapes, and the
+    averaged outputs of eq. (23) over the kept draws."""
     X, y = _three_blobs()
     M, K = 12, 2
+    runs = []
+
+    def run_keeping_projections(kernel, record, *args, **kwargs):  # the same chains, Theta kept per draw too
+        runs.append(run_chains(kernel, _record_with_projection, *args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(sys.modules[MaxMarginProjection.__module__], "run_chains", run_keeping_projections)
     clf = MaxMarginProjection(K, kernel="rbf", kernel_params={"lengthscale": 2**0.5}, n_basis=M,
                               spike_slab=spike_slab, num_warmup=100, num_samples=100, random_state=0).fit(X, y)
     assert clf.score(X, y) > 0.9
@@ -83,9 +100,19 @@ def test_multiclass_kernel_model(spike_slab):
         assert used.mean() < M  # the spike and slab switches basis vectors off
     else:
         assert np.all(clf.basis_usage_ == 1.0)
-    # eq. (23): U is the average over the kept draws of w' A' k(x) + b, linear in the features
+    # eq. (23) from the kept draws: U_l(x) = mean_t (w_t' z_t + b_t) with z_t = Theta_t' k(V, x), from the
+    # stored draws of w and b and the same run's Theta_t; coef_ and intercept_ the means of Theta_t w_t and b_t
+    Theta = np.asarray(runs[0].samples["A"])  # (chain, draw, problem, M, K)
+    w, b = clf.idata_.posterior["w"].values, clf.idata_.posterior["b"].values
+    assert Theta.shape == (1, 100, 3, M, K)
+    Theta_w = np.einsum("cdlmk,cdlk->cdlm", Theta, w)
     F = clf._features(X)
-    np.testing.assert_allclose(U, F @ clf.coef_.T + clf.intercept_)
+    U_draws = np.einsum("nm,cdlm->cdnl", F, Theta_w) + b[:, :, None, :]
+    # float64 sums of 100 draws (and of the M = 12 features) in another order: each within (100 + 12) eps of
+    # the largest term, 2.5e-14 of it; 1e-12 of it leaves a factor 40 (measured: below 1e-15)
+    np.testing.assert_allclose(clf.coef_, Theta_w.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(Theta_w).max())
+    np.testing.assert_allclose(clf.intercept_, b.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(b).max())
+    np.testing.assert_allclose(U, U_draws.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(U_draws).max())
 
 
 def test_binary_linear_model():
