@@ -195,7 +195,7 @@ class ECMConfig:
     mlii_every: int = 20
     mlii_steps: int = 10
     mlii_tol: Any = "auto"  # "auto": GPBSVM's default (1e-4 for ECM, null for FITC); null: every round and step
-    mlii_criterion: str = "evidence"  # eq. (9) / (10); "loo": the leave-one-out log predictive probability
+    mlii_criterion: Optional[str] = None  # None: GPBSVM's default ("loo" for ECM, eq. (10) "evidence" for FITC)
     accelerate: bool = True  # SQUAREM cycles of three ECM iterations; false: the paper's plain iterations
     solver: str = "interior_point"  # the last f-step solved exactly (hinge, gamma fixed); fixed_point: ECM's
     optimizer: str = "lbfgs"

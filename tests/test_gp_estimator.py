@@ -17,7 +17,7 @@ from bayes_maxmargin.kernels import RBF, Linear
 from bayes_maxmargin.core.predict import linked_moments, probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
-from bayes_maxmargin.models.gp.model import GPHyper
+from bayes_maxmargin.models.gp.model import GPHyper, kernel_prior
 
 from ._compilations import compilation_log
 
@@ -61,14 +61,17 @@ def moons150() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, GPBSVM]:
 
 def test_ecm_is_gp_ecm_mlii(moons):
     """The estimator's ECM fit and predictions are those of gp_ecm_mlii (at mlii_tol="auto" = 1e-4, with
-    accelerate and the exact last f-step) and gp_predict (through the learnt link)."""
+    accelerate, the exact last f-step and ECM's default criterion, the leave-one-out one with the log-normal
+    prior of kernel_prior_scale = 1 around the initial kernel parameters) and gp_predict (through the learnt
+    link)."""
     X, y = moons
     clf = GPBSVM(inference="ecm", kernel_params={"lengthscale": 1.0}, max_iter=40, mlii_every=10, **QUIET).fit(X, y)
     ypm = np.where(y == 1, 1.0, -1.0)
     with jax.enable_x64(True):
         res = gp_ecm_mlii(jnp.asarray(X), jnp.asarray(ypm), SEParams(jnp.asarray(1.0), jnp.asarray(1.0)),
                           GPHyper(*map(jnp.asarray, (1.0, 2.0, 1.0, 0.0))), 1e-10, max_iter=40, mlii_every=10,
-                          mlii_tol=1e-4, accelerate=True, exact=True)
+                          mlii_tol=1e-4, accelerate=True, exact=True, criterion="loo",
+                          theta_prior=kernel_prior(SEParams(jnp.asarray(1.0), jnp.asarray(1.0)), 1.0))
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
                                res.params)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)

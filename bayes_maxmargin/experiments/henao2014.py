@@ -123,6 +123,7 @@ BSVM_TABLE1: dict[str, Any] = {
     "calibrate": False,
     "solver": "fixed_point",
     "learn_kernel": ("lengthscale",),
+    "mlii_criterion": "evidence",
     "gamma": 1.0,
 }
 

@@ -231,11 +231,11 @@ def case_record(case: dict[str, Any]) -> dict[str, Any]:
 #: value that reproduces how those fits were made (LinearBSVM's EM fits iterated the fixed point,
 #: GPBSVM's default inference was ECM, its kernel "rbf", its ML-II step every 20 iterations, each of
 #: mlii_steps iterations, its ECM iterations plain to the end, its predictive Phi(f), its precision float64,
-#: its svi inducing points moved by ML-II at every size).
+#: its svi inducing points moved by ML-II at every size, its ML-II criterion eq. (9) / (10) for ECM).
 ADDED_DEFAULTS = {"LinearBSVM": {"solver": "fixed_point"},
                   "GPBSVM": {"inference": "ecm", "kernel": "rbf", "mlii_every": 20, "mlii_tol": None,
                              "accelerate": False, "calibrate": False, "solver": "fixed_point",
-                             "precision": "float64", "optimize_inducing": True}}
+                             "precision": "float64", "optimize_inducing": True, "mlii_criterion": "evidence"}}
 
 
 def make_estimator(record: dict[str, Any]) -> Any:
