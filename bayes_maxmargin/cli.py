@@ -127,7 +127,7 @@ class GPModelConfig:
     """Schema of ``model=gp``: the arguments of :class:`GPBSVM` that define the model."""
 
     name: str = "gp"
-    kernel: Optional[str] = None  # None: GPBSVM's default ("ard" for svi on >= 2000 rows, else "rbf")
+    kernel: Optional[str] = None  # None: GPBSVM's default (ARD + Constant for svi on >= 600 rows, else "rbf")
     # Any, not dict | None: OmegaConf cannot merge a dict into a None of a typed Optional[Dict]; the estimator
     # checks the value (model.kernel_params={lengthscale:2.0})
     kernel_params: Any = None
@@ -241,7 +241,7 @@ class SVIConfig:
     step_size: Any = "robbins_monro"
     num_inducing: Optional[int] = None  # None: GPBSVM's default, min(64, N // 3)
     inducing: str = "kmeans"
-    optimize_inducing: Optional[bool] = None  # None: GPBSVM's default (moved from 2000 rows on)
+    optimize_inducing: Optional[bool] = None  # None: GPBSVM's default (moved from 600 rows on)
     mlii_every: Optional[int] = None  # None: GPBSVM's default (5)
     learning_rate: float = 0.05
     devices: Optional[int] = None

@@ -43,8 +43,8 @@ Models (``--models``, all by default):
   kernel as GPBSVM's start), zero mean, 64 inducing points initialised by k-means,
   ``WhitenedVariationalGaussian``, the negative ``gpx.objectives.elbo`` minimised by ``gpx.fit`` with
   Adam (``--gpjax-lr``), the same number of steps and batch size as ``GPBSVM()`` (20 epochs of
-  minibatches of 100, at least 250 steps with its RBF kernel below 2000 rows and 1000 with its ARD
-  kernel from 2000 rows, at most 100 000; :func:`svi_default_steps`); float64, the fit jitted once per
+  minibatches of 100, at least 250 steps with its RBF kernel below 600 rows and 1000 with its ARD
+  kernel from 600 rows, at most 100 000; :func:`svi_default_steps`); float64, the fit jitted once per
   shape (``equinox.filter_jit``) in the worker, which lives for the whole run, so that a second fit
   reuses the program; the times are the worker's own (k-means and the fit) plus the median distance.
 * ``gpc``: ``GaussianProcessClassifier(ConstantKernel() * RBF())`` (amplitude and length-scale by ML-II).
@@ -185,7 +185,7 @@ QUICK_LINEAR = dict(num_samples=50, num_warmup=50, num_chains=1)
 def svi_default_steps(n: int, d: int, batch_size: int = 100) -> int:
     """The number of steps of ``GPBSVM()`` (svi at ``max_iter=None``) on ``n`` rows of ``d`` features:
     :func:`~bayes_maxmargin.estimators.gp.default_svi_steps` with the numbers ML-II learns in its default
-    kernel (RBF: 2, ARD + Constant from 2000 rows: d + 2)."""
+    kernel (RBF: 2, ARD + Constant from 600 rows: d + 2)."""
     from bayes_maxmargin.core.kernels import as_kernel
     from bayes_maxmargin.core.parameters import to_unconstrained
     from bayes_maxmargin.estimators.gp import default_kernel, default_svi_steps

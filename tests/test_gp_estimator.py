@@ -306,7 +306,7 @@ def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path,
 
     assert gp.default_kernel("svi", gp.ARD_MIN_ROWS) == ARD() + Constant()
     assert gp.default_kernel("svi", gp.ARD_MIN_ROWS - 1) == "rbf"
-    # the threshold lowered to 300 rows: the same code paths as on 2000 rows in a fraction of the time (on
+    # the threshold lowered to 300 rows: the same code paths as on 600 rows in a fraction of the time (on
     # 300 rows the relevant length-scale is 0.98 against 3.4 and 4.1, 500 rows: 0.88, 3.8 and 5.0)
     monkeypatch.setattr(gp, "ARD_MIN_ROWS", 300)
     rng = np.random.default_rng(0)

@@ -225,7 +225,7 @@ def test_every_inference_method_fits_three_classes(blobs, make):
 
 def test_a_kernel_object_stays_one_kernel_of_the_classes(gp_multi):
     """kernel_ of a one-vs-rest fit is the classes' common kernel, a string or a kernel object (the
-    default kernel from 2000 rows on is ARD() + Constant()); kernel_params_ one dict per class."""
+    default kernel from 600 rows on is ARD() + Constant()); kernel_params_ one dict per class."""
     est = gp_multi
     assert est.kernel_ == RBF() + Constant()
     assert len(est.kernel_params_) == 3

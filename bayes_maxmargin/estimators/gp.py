@@ -207,12 +207,19 @@ ROWS_PER_INDUCING = 3
 #: (0.208). Its natural-gradient steps keep q(u)'s precision a convex combination of positive-definite
 #: matrices, and each Cholesky factor adds jitter when float32 needs it.
 DEFAULT_PRECISION = {"svi": "float32"}
-#: ``kernel=None``: svi fits of at least this many rows use the ARD kernel, all other fits "rbf". Measured with
-#: ``benchmarks/vs_peers.py`` (5 splits, ML-II every 5 steps): ARD lowers svi's test error on splice
-#: (2093 rows) from 0.113 to 0.051, leaves it within the split-to-split spread on waveform, ringnorm,
-#: the moons, german and diabetis, and raises it on heart (189 rows) from 0.185 to 0.207, where ML-II
-#: of one length-scale per feature fits the few training rows.
-ARD_MIN_ROWS = 2000
+#: ``kernel=None``, ``optimize_inducing=None``: svi fits of at least this many rows use the ARD kernel with a
+#: constant and move their inducing points by ML-II, all other fits "rbf" (svi: at the k-means centres).
+#: Measured with ``benchmarks/vs_peers.py``'s splits (5 each, error / Brier score): from 700 rows on, against
+#: the RBF kernel at the centres, xor 0.113 / 0.106 -> 0.062 / 0.066, classif_sparse 0.222 / 0.161 -> 0.097 /
+#: 0.075, digits_odd_even 0.053 / 0.038 -> 0.028 / 0.020, classif_imbalanced 0.033 / 0.031 -> 0.026 / 0.023,
+#: german 0.251 -> 0.238, usps_3vs5 0.044 / 0.035 -> 0.041 / 0.031, the moons and toenail the same, circles
+#: 0.117 -> 0.124; splice (2093 rows) 0.113 -> 0.051. Below it they do not pay: diabetis (537 rows) the same,
+#: wisconsin (478) 0.035 -> 0.037, wdbc (398) 0.033 -> 0.050, heart (189) 0.185 -> 0.207, where ML-II of one
+#: length-scale per feature and of the points' coordinates fits the few training rows. Second fits take
+#: 2-3 times longer (at least 1000 steps, :data:`SVI_MIN_STEPS`): 0.35-0.45 s on 700-1400 rows of up to
+#: 64 features at load 2-5, against GPC's 0.9-25 s there; the first fit on 1000 rows of 20 features
+#: 0.6 s longer (3.9 s against 3.3 s at load 2.4).
+ARD_MIN_ROWS = 600
 #: ``mlii_every=None``: svi steps between ML-II steps; ECM / FITC iterations otherwise (Henao et al.: 20).
 DEFAULT_MLII_EVERY = {"svi": 5}
 #: ``mlii_tol="auto"``: ECM stops its ML-II iterations and rounds once they gain at most this (relative); FITC
@@ -377,9 +384,9 @@ def default_optimize_inducing(inference: str, n: int) -> bool:
     lower or equal on all five (breast_cancer error 0.265 -> 0.256), on the moons (1400 rows, 5 splits)
     Brier 0.069 -> 0.066, second fits 15-20 % shorter. On 150 half-moon rows moving them let ML-II
     shrink the amplitude to 0.2-0.5 and the test error vary from 0.14 to 0.22 over three seeds, against
-    0.102 on each seed with the centres kept (GPC: 0.102). From 2000 rows, with the ARD kernel, the
-    moved points matter: kept centres raise the error on splice from 0.056 to 0.091 and on ringnorm
-    from 0.017 to 0.058.
+    0.102 on each seed with the centres kept (GPC: 0.102). From :data:`ARD_MIN_ROWS` rows, with the ARD
+    kernel, the moved points matter: kept centres raise the error on splice from 0.056 to 0.091 and on
+    ringnorm from 0.017 to 0.058.
 
     Examples
     --------
@@ -398,8 +405,8 @@ def default_kernel(inference: str, n: int) -> str | Kernel:
     ringnorm 0.0170 -> 0.0162 and Brier score 0.0138 -> 0.0120 (its decision function is a quadric
     plus a constant), on splice 0.056 -> 0.054 and 0.045 -> 0.043, on waveform the same (0.082 and
     0.060); on 200 000 SUSY-like rows the same final error (0.208), ML-II taking the constant's
-    variance to 0.001. With the RBF kernel below 2000 rows it changed nothing beyond the
-    split-to-split spread (heart, breast_cancer, flare_solar, diabetis, german: 20 splits; the moons).
+    variance to 0.001. With the RBF kernel it changed nothing beyond the split-to-split spread (heart,
+    breast_cancer, flare_solar, diabetis, german: 20 splits; the moons).
 
     Examples
     --------
@@ -432,11 +439,12 @@ class GPBSVM(_BayesianSVMClassifier):
         Covariance function: the paper's squared exponential amplitude * exp(-||x - x'||^2 /
         lengthscale^2), its ARD version (one length-scale per feature), polynomial, linear, or a
         :class:`~bayes_maxmargin.core.kernels.Kernel` (:mod:`bayes_maxmargin.core.kernels`). None:
-        ``ARD() + Constant()`` for svi on at least :data:`ARD_MIN_ROWS` (2000) rows, where learning a
-        length-scale per feature pays (on splice it halves the test error) and the constant is a
-        learnt intercept, and "rbf" for smaller data and the other inference methods
-        (:func:`default_kernel`); ``kernel_`` holds the choice. Set it explicitly when fits on both sides
-        of 2000 rows are compared (e.g. cross-validation folds of a 2500-row set).
+        ``ARD() + Constant()`` for svi on at least :data:`ARD_MIN_ROWS` (600) rows, where learning a
+        length-scale per feature pays (on splice, xor and a 50-feature set with 5 informative ones it
+        halves the test error) and the constant is a learnt intercept, and "rbf" for smaller data and
+        the other inference methods (:func:`default_kernel`); ``kernel_`` holds the choice. Set it
+        explicitly when fits on both sides of 600 rows are compared (e.g. cross-validation folds of an
+        800-row set).
     inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}, default="svi"
         ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
         the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
@@ -540,7 +548,7 @@ class GPBSVM(_BayesianSVMClassifier):
         (:func:`~bayes_maxmargin.models.gp.model.init_inducing`).
     optimize_inducing : bool or None, default=None
         FITC, svi: whether ML-II also moves the pseudo-inputs. None: FITC moves them; svi moves them
-        from 2000 training rows on and keeps the k-means centres below (:func:`default_optimize_inducing`).
+        from 600 training rows on and keeps the k-means centres below (:func:`default_optimize_inducing`).
     batch_size : int or None
         svi: minibatch size ``|S|``, 1 <= ``|S|`` <= N (the paper: 10 on its benchmark sets, 100 on
         SUSY); None: min(100, N).
