@@ -134,6 +134,17 @@ def test_loo_criterion_keeps_the_kernel_finite_on_separable_data():
     assert np.mean(est.predict(X_new) != y_new) < 0.1  # measured 0.04; a collapsed fit predicts at chance
 
 
+def test_the_default_criterion_is_loo_for_ecm_and_the_evidence_for_fitc():
+    """mlii_criterion=None resolves per inference method (DEFAULT_MLII_CRITERION): the leave-one-out criterion
+    for ECM, eq. (10) for FITC, and the evidence for the methods whose kernel is not learnt by ECM's ML-II; an
+    explicit value is kept."""
+    from bayes_maxmargin.estimators.gp import _check_mlii_criterion
+
+    assert GPBSVM().mlii_criterion is None
+    assert [_check_mlii_criterion(None, m) for m in ("ecm", "fitc", "svi", "vi")] == ["loo", "evidence"] + ["evidence"] * 2
+    assert _check_mlii_criterion("evidence", "ecm") == "evidence" and _check_mlii_criterion("loo", "fitc") == "loo"
+
+
 def test_the_criterion_is_checked():
     with pytest.raises(InvalidParameterError, match="mlii_criterion='loo' applies to inference='ecm', 'fitc'"):
         GPBSVM(inference="svi", mlii_criterion="loo").fit(X, Y)
