@@ -141,7 +141,8 @@ def test_the_default_criterion_is_loo_for_ecm_and_the_evidence_for_fitc():
     from bayes_maxmargin.estimators.gp import _check_mlii_criterion
 
     assert GPBSVM().mlii_criterion is None
-    assert [_check_mlii_criterion(None, m) for m in ("ecm", "fitc", "svi", "vi")] == ["loo", "evidence"] + ["evidence"] * 2
+    resolved = [_check_mlii_criterion(None, m) for m in ("ecm", "fitc", "svi", "vi")]
+    assert resolved == ["loo", "evidence", "evidence", "evidence"]
     assert _check_mlii_criterion("evidence", "ecm") == "evidence" and _check_mlii_criterion("loo", "fitc") == "loo"
 
 
