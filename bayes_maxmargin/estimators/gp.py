@@ -217,8 +217,8 @@ DEFAULT_PRECISION = {"svi": "float32"}
 #: wisconsin (478) 0.035 -> 0.037, wdbc (398) 0.033 -> 0.050, heart (189) 0.185 -> 0.207, where ML-II of one
 #: length-scale per feature and of the points' coordinates fits the few training rows. Second fits take
 #: 2-3 times longer (at least 1000 steps, :data:`SVI_MIN_STEPS`): 0.35-0.45 s on 700-1400 rows of up to
-#: 64 features at load 2-5, against GPC's 0.9-25 s there; the first fit on 1000 rows of 20 features
-#: 0.6 s longer (3.9 s against 3.3 s at load 2.4).
+#: 64 features at load 2-5, against GPC's 0.9-25 s there; the first fit (a fresh process) on 1000 rows of
+#: 20 features 3.1-3.4 s against 2.7-2.8 s at load 1 (compilation 2.7 s against 2.3 s).
 ARD_MIN_ROWS = 600
 #: ``mlii_every=None``: svi steps between ML-II steps; ECM / FITC iterations otherwise (Henao et al.: 20).
 DEFAULT_MLII_EVERY = {"svi": 5}
