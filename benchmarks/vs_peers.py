@@ -152,13 +152,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _suite import NINE as DATASETS  # noqa: E402
 GP_INFERENCES = ("ecm", "fitc", "svi", "vi", "gibbs")
-#: GPBSVM with the ARD kernel (one length-scale per feature, learnt by ML-II), by ECM and by svi
-GP_ARD = {"ecm_ard": "ecm", "svi_ard": "svi"}
-#: ECM and FITC with the ML-II criterion that is not their default: (inference, mlii_criterion)
-GP_CRITERION = {"ecm_evidence": ("ecm", "evidence"), "fitc_loo": ("fitc", "loo")}
+#: GPBSVM(inference=...) with one setting off its default: (inference, setting). The ARD kernel (one
+#: length-scale per feature, learnt by ML-II) by ECM and by svi; ECM and FITC with the ML-II criterion that is
+#: not their default.
+GP_VARIANTS = {"ecm_ard": ("ecm", {"kernel": "ard"}), "svi_ard": ("svi", {"kernel": "ard"}),
+               "ecm_evidence": ("ecm", {"mlii_criterion": "evidence"}), "fitc_loo": ("fitc", {"mlii_criterion": "loo"})}
 #: Our full-GP fits (O(N^3) per step like GPC), run only where GPC runs.
 FULL_GP = ("ecm", "ecm_ard", "ecm_evidence", "vi", "gibbs")
-MODELS = ("gpbsvm", "gpbsvm_phi", *GP_INFERENCES, *GP_ARD, *GP_CRITERION, "linear", "gpjax", "gpc", "svc_platt",
+MODELS = ("gpbsvm", "gpbsvm_phi", *GP_INFERENCES, *GP_VARIANTS, "linear", "gpjax", "gpc", "svc_platt",
           "logreg")
 METRICS = ("error", "brier", "log_loss", "ece", "first_fit_s", "second_fit_s")
 GPJAX_INDUCING = 64
@@ -320,13 +321,9 @@ def make_model(name: str, seed: int, quick: bool) -> Any:
                       **(QUICK_GP["svi"] if quick else {}))  # svi: GPBSVM()'s inference
     if name in GP_INFERENCES:
         return GPBSVM(inference=name, progress_bar=False, random_state=seed, **(QUICK_GP[name] if quick else {}))
-    if name in GP_ARD:
-        inference = GP_ARD[name]
-        return GPBSVM(kernel="ard", inference=inference, progress_bar=False, random_state=seed,
-                      **(QUICK_GP[inference] if quick else {}))
-    if name in GP_CRITERION:
-        inference, criterion = GP_CRITERION[name]
-        return GPBSVM(inference=inference, mlii_criterion=criterion, progress_bar=False, random_state=seed,
+    if name in GP_VARIANTS:
+        inference, setting = GP_VARIANTS[name]
+        return GPBSVM(inference=inference, progress_bar=False, random_state=seed, **setting,
                       **(QUICK_GP[inference] if quick else {}))
     if name == "linear":
         return LinearBSVM(progress_bar=False, random_state=seed, **(QUICK_LINEAR if quick else {}))

@@ -421,7 +421,8 @@ class MLIIResult(NamedTuple):
     V : Array or None
         Updated FITC pseudo-inputs (None for the dense prior).
     log_z_before, log_z_after : Array
-        log Z of eq. (9) / (10) at the initial and at the returned parameters (after >= before).
+        ML-II's objective (log Z of eq. (9) / (10), or the criterion given, plus the log prior if any) at the
+        initial and at the returned parameters (after >= before).
     """
 
     params: Any
@@ -700,7 +701,8 @@ class GPECMMLIIResult(NamedTuple):
         theta. The objective never decreases within a row; it jumps between rows as theta moves.
         Without ML-II one row, the one ECM run.
     log_z : Array, shape (n_rounds, 2)
-        log Z of eq. (9) / (10) before and after each ML-II step.
+        ML-II's objective (log Z of eq. (9) / (10), or the criterion given, plus the log prior if any) before
+        and after each ML-II step.
     params_trace : NamedTuple of arrays, leading axis n_rounds
         Kernel parameters after each ML-II step.
     """
