@@ -90,7 +90,7 @@ __all__ = ["COMPILATION_CACHE_MAX_BYTES", "SMOKE_INFERENCE", "main", "run", "smo
 BUILT_IN_DATASETS = ("wdbc", "susy_synthetic")
 
 #: Experiments whose ``smoke=true`` run needs no data folder (the others read benchmark datasets).
-SMOKE_WITHOUT_DATA = ("luts_simulation",)
+SMOKE_WITHOUT_DATA = ("luts_simulation", "wenzel_susy", "wenzel_fig1", "wenzel_fig2", "wenzel_fig3")
 
 log = logging.getLogger("bayes_maxmargin.cli")
 
@@ -115,6 +115,7 @@ class LinearModelConfig:
     gamma: float = 1.0
     gamma_prior: list[float] | None = None
     gamma0: float = 0.0
+    gamma0_prior: list[float] | None = None
     prior: str = "gaussian"
     rho: float = 0.01
     A_u: float = 0.01
@@ -136,6 +137,7 @@ class GPModelConfig:
     gamma: float = 1.0
     gamma_prior: list[float] | None = None
     gamma0: float | None = None
+    gamma0_prior: list[float] | None = None
     jitter: float = 1e-6
     calibrate: Optional[bool] = None  # None: GPBSVM's default (a learnt link for ecm, fitc, vi, svi)
 
@@ -157,6 +159,7 @@ class GibbsConfig(MCMCConfig):
 
     name: str = "gibbs"
     overrelaxation: float = -0.9
+    theta_sampler: str = "collapsed"  # model=gp with learn_kernel: "collapsed" or "surrogate" slice steps on theta
 
 
 @dataclass
@@ -335,8 +338,9 @@ def _estimator(cfg: DictConfig):
     model = OmegaConf.to_container(cfg.model)
     inference = OmegaConf.to_container(cfg.inference)
     cls = {"linear": LinearBSVM, "gp": GPBSVM}[model.pop("name")]
-    if model.get("gamma_prior") is not None:
-        model["gamma_prior"] = tuple(model["gamma_prior"])
+    for prior in ("gamma_prior", "gamma0_prior"):
+        if model.get(prior) is not None:
+            model[prior] = tuple(model[prior])
     if isinstance(model.get("learn_kernel"), list):
         model["learn_kernel"] = tuple(model["learn_kernel"])
     name = inference.pop("name")

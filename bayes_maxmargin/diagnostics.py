@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # ArviZ (with xarray, pandas and matplotlib) is imported by t
     import xarray as xr
 
 __all__ = ["APPROXIMATION_DRAWS", "MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary",
-           "gaussian_draws", "has_draws", "mixing_problem", "rank_diagnostics", "to_inference_data",
-           "warn_if_not_mixed"]
+           "gaussian_draws", "has_draws", "inside_model_selection", "mixing_problem", "rank_diagnostics",
+           "to_inference_data", "warn_if_not_mixed"]
 
 #: Largest rank-normalised split R-hat of mixed chains (Vehtari, Gelman, Simpson, Carpenter & Buerkner
 #: 2021, "Rank-normalization, folding, and localization: an improved R-hat", Sec. 4.3: use the
@@ -384,21 +384,57 @@ def _stacklevel_outside_package() -> int:
     return level
 
 
+def _shown_above(value: float, limit: float) -> str:
+    """``value`` with the fewest decimals (at least two) that show it above ``limit``: an R-hat of 1.0149
+    reads 1.015, never 1.01 beside a limit of 1.01."""
+    for decimals in range(2, 10):
+        shown = f"{value:.{decimals}f}"
+        if float(shown) > limit:
+            return shown
+    return repr(value)
+
+
+def inside_model_selection() -> bool:
+    """Whether this call runs inside one of scikit-learn's inner model-selection fits
+    (``sklearn.model_selection._validation._fit_and_score``: the fits of ``cross_validate``, ``GridSearchCV``,
+    ``RandomizedSearchCV``, ``validation_curve``, ...), on a clone the user never sees; in a joblib worker
+    too, whose stack holds the same frame. A search's refit (``refit=True``) is not one of them."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_code.co_name == "_fit_and_score"
+                and frame.f_globals.get("__name__") == "sklearn.model_selection._validation"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def warn_if_not_mixed(
     idata: xr.DataTree, owner: str = "the fit", stacklevel: int | None = None
 ) -> MixingProblem | None:
     """Issue a :class:`MixingWarning` naming the worst variable when :func:`mixing_problem` finds
-    one (MCMC fits only: a point estimate or the draws of an approximation are never checked); return it. The warning points at
-    ``stacklevel`` (default: the first caller outside this package)."""
+    one (MCMC fits only: a point estimate or the draws of an approximation are never checked); return it.
+
+    The warning states which limit the variable misses and its value to the digits that show it
+    (:func:`_shown_above`), and points at ``stacklevel`` (default: the first caller outside this package).
+    Inside scikit-learn's inner model-selection fits (:func:`inside_model_selection`), where the fitted
+    clone is thrown away and the user cannot act on it, nothing is issued (the problem is still returned);
+    the search's refit on all the data warns as any fit does.
+    """
     problem = mixing_problem(idata)
-    if problem is not None:
-        rhat = f"R-hat {problem.rhat:.3g}, " if np.isfinite(problem.rhat) else ""
-        warnings.warn(
-            f"The chains of {owner} have not mixed: {problem.name} has {rhat}bulk ESS {problem.ess_bulk:.0f} "
-            f"({problem.chains} chain(s) of {problem.draws} draws; mixed chains have R-hat <= {MAX_RHAT} and "
-            f"bulk ESS >= {MIN_ESS_PER_CHAIN} per chain, Vehtari et al. 2021). Its draws may not represent the "
-            "posterior: run longer chains (num_warmup, num_samples) or more of them, and check "
-            "bayes_maxmargin.convergence_summary / plots.plot_trace.",
-            MixingWarning, stacklevel=stacklevel or _stacklevel_outside_package(),
-        )
+    if problem is None or inside_model_selection():
+        return problem
+    least_ess = MIN_ESS_PER_CHAIN * problem.chains
+    found = [f"bulk ESS {np.floor(problem.ess_bulk):.0f}"
+             + (f" (below {least_ess} = {MIN_ESS_PER_CHAIN} per chain)" if problem.ess_bulk < least_ess else "")]
+    if np.isfinite(problem.rhat):
+        found.insert(0, f"R-hat {_shown_above(problem.rhat, MAX_RHAT)} (above {MAX_RHAT})"
+                     if problem.rhat > MAX_RHAT else f"R-hat {problem.rhat:.3f}")
+    warnings.warn(
+        f"The chains of {owner} have not mixed: {problem.name} has {' and '.join(found)}, over "
+        f"{problem.chains} chain(s) of {problem.draws} draws (Vehtari et al. 2021: R-hat <= {MAX_RHAT}, bulk ESS >= "
+        f"{MIN_ESS_PER_CHAIN} per chain). Its draws may not represent the posterior: run longer chains "
+        "(num_warmup, num_samples) or more of them, and check bayes_maxmargin.convergence_summary / "
+        "plots.plot_trace.",
+        MixingWarning, stacklevel=stacklevel or _stacklevel_outside_package(),
+    )
     return problem

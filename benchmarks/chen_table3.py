@@ -1,4 +1,4 @@
-"""Chen et al. (2015) Table 3: MMLDP, G/PKMMDP, ssG/PKMMDP beside scikit-learn linear and RBF SVC.
+"""Chen et al. (2015) Table 3: MMLDP, G/PKMMDP, ssG/PKMMDP beside the baselines (SVCs, LDA, LDE, KLDA, KLDE).
 
 Mean test accuracy and sd over stratified 70 / 30 splits, the paper's numbers beside ours; see
 :func:`bayes_maxmargin.experiments.chen2015.table3` for the settings. Needs ``BMM_DATA_DIR``.

@@ -5,7 +5,7 @@ one-vs-all; ssKMMDP beside it).
 See :func:`bayes_maxmargin.experiments.chen2015.table4`. Needs ``BMM_DATA_DIR``. Writes
 ``benchmarks/results/chen_table4.json`` (``chen_table4_quick.json`` with ``--quick``).
 
-    python benchmarks/chen_table4.py [--quick] [--datasets usps heart] [--methods KMMDP ssKMMDP]
+    python benchmarks/chen_table4.py [--quick] [--datasets usps heart] [--methods KMMDP ssKMMDP] [--tag NAME]
     python benchmarks/chen_table4.py --usps-speed     # the standard 7291-digit training set only
 """
 
@@ -53,6 +53,7 @@ def main() -> None:
                         help="a subset of the columns (the others read '-')")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--usps-speed", action="store_true", help="only the USPS KMMDP / ssKMMDP speed check")
+    parser.add_argument("--tag", default="", help="appended to the result file name")
     args = parser.parse_args()
     t0 = time.perf_counter()
     if args.usps_speed:
@@ -61,7 +62,7 @@ def main() -> None:
         return
     rows, table = table4(args.datasets, seed=args.seed, quick=args.quick, verbose=True, methods=args.methods)
     print(table)
-    path = write_results(result_name("chen_table4", args.quick),
+    path = write_results(result_name("chen_table4", args.quick, args.tag),
                          {"settings": vars(args), "wall_time_s": time.perf_counter() - t0, "rows": rows,
                           "table": table})
     print(f"written {path}")

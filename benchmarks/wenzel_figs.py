@@ -1,10 +1,12 @@
-"""Wenzel et al. (2017), Fig. 2 and Fig. 3 with S-BSVM (``GPBSVM(inference="svi")``, float32).
+"""Wenzel et al. (2017), Fig. 2 and Fig. 3 with S-BSVM (``GPBSVM(inference="svi")``, float32): the
+experiments of :mod:`bayes_maxmargin.experiments.wenzel2017_figs` (also ``bmm +experiment=wenzel_fig2``
+and ``wenzel_fig3``) with this script's options, JSON fields and plots.
 
 Fig. 2 (``--fig2-dataset``, default heart): the length-scale theta auto-tuned by ML-II inside
 S-BSVM (``learn_kernel=("lengthscale",)``, ``mlii_every=10``) against grid search: the
 ``--folds``-fold CV error of S-BSVM at fixed theta on a log grid of ``--grid`` values
 (``median distance x [0.1, 10]``). The auto-tuned model is run in the same folds (its CV error,
-the mean tuned theta); the plot shows the CV curve and the auto-tuned theta as a red circle. The
+the geometric mean of the tuned thetas); the plot shows the CV curve and the auto-tuned theta as a red circle. The
 times are the summed fit times: ``folds x grid`` fits against ``folds`` auto-tuning fits.
 
 Fig. 3 (usps_3vs5): k-means++ against random inducing points (kept fixed, kernel fixed at the
@@ -25,7 +27,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -35,96 +36,30 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _fit(X, y, Xte, yte, **kw) -> tuple[float, float, dict]:
-    from bayes_maxmargin import GPBSVM
-
-    clf = GPBSVM("rbf", inference="svi", precision="float32", progress_bar=False, **kw)
-    t0 = time.perf_counter()
-    clf.fit(X, y)
-    t = time.perf_counter() - t0
-    return float(np.mean(clf.predict(Xte) != yte)), t, clf.kernel_params_
-
-
-def _folds(n: int, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    from sklearn.model_selection import KFold
-
-    return list(KFold(k, shuffle=True, random_state=seed).split(np.arange(n)))
-
-
-def _std(Xtr, Xte):
-    mu, sd = Xtr.mean(0), Xtr.std(0)
-    sd[sd == 0] = 1.0
-    return (Xtr - mu) / sd, (Xte - mu) / sd
-
-
 def fig2(args) -> dict[str, Any]:
-    from bayes_maxmargin.data.datasets import load_dataset
-    from bayes_maxmargin.experiments.henao2014 import median_distance
+    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig2` with this script's options and field names."""
+    from bayes_maxmargin.experiments.wenzel2017_figs import fig2 as run_fig2
 
-    ds = load_dataset(args.fig2_dataset)
-    X, y = np.asarray(ds.X, float), np.asarray(ds.y)
-    folds = _folds(len(y), args.folds)
-    theta0 = median_distance(_std(X, X)[0], 1000, 0)
-    grid = theta0 * np.geomspace(0.1, 10.0, args.grid)
-    common = dict(num_inducing=args.fig2_M, batch_size=args.fig2_batch, max_iter=args.fig2_steps, mlii_every=10,
-                  optimize_inducing=False, random_state=0)
-    curve, grid_s = [], 0.0
-    for th in grid:
-        errs = []
-        for tr, te in folds:
-            Xtr, Xte = _std(X[tr], X[te])
-            e, t, _ = _fit(Xtr, y[tr], Xte, y[te], kernel_params={"lengthscale": th, "amplitude": 1.0},
-                           learn_kernel=False, **common)
-            errs.append(e)
-            grid_s += t
-        curve.append({"lengthscale": float(th), "cv_error": float(np.mean(errs)), "cv_std": float(np.std(errs))})
-        print(f"[fig2] theta={th:.3g} cv error {np.mean(errs):.4f}", file=sys.stderr, flush=True)
-    auto_err, auto_th, auto_s = [], [], 0.0
-    for tr, te in folds:
-        Xtr, Xte = _std(X[tr], X[te])
-        e, t, kp = _fit(Xtr, y[tr], Xte, y[te], kernel_params={"lengthscale": theta0, "amplitude": 1.0},
-                        learn_kernel=("lengthscale",), learning_rate=args.fig2_lr, **common)
-        auto_err.append(e)
-        auto_th.append(float(kp["lengthscale"]))
-        auto_s += t
-    best = min(curve, key=lambda r: r["cv_error"])
-    return {"dataset": args.fig2_dataset, "n": int(len(y)), "folds": args.folds, "theta_init": theta0, "curve": curve,
-            "grid_best": best, "grid_time_s": grid_s, "auto_lengthscale_mean": float(np.mean(auto_th)),
-            "auto_lengthscales": auto_th, "auto_cv_error": float(np.mean(auto_err)),
-            "auto_cv_std": float(np.std(auto_err)), "auto_time_s": auto_s,
-            "time_ratio_grid_over_auto": grid_s / auto_s, "settings": common}
+    (r,), _ = run_fig2(dataset=args.fig2_dataset, folds=args.folds, grid=args.grid, num_inducing=args.fig2_M,
+                       batch_size=args.fig2_batch, steps=args.fig2_steps, learning_rate=args.fig2_lr, verbose=True)
+    curve = [{"lengthscale": th, "cv_error": e, "cv_std": sd}
+             for th, e, sd in zip(r["grid_lengthscales"], r["grid_errors"], r["grid_error_sds"])]
+    return {"dataset": r["dataset"], "n": r["n"], "folds": r["folds"], "theta_init": r["theta_init"], "curve": curve,
+            "grid_best": min(curve, key=lambda c: c["cv_error"]), "grid_time_s": r["grid_time_s"],
+            "auto_lengthscale_mean": r["auto_lengthscale"], "auto_lengthscales": r["auto_lengthscales"],
+            "auto_cv_error": r["auto_error"], "auto_cv_std": r["auto_error_sd"], "auto_time_s": r["auto_time_s"],
+            "time_ratio_grid_over_auto": r["time_ratio_grid_over_auto"], "settings": r["settings"]}
 
 
 def fig3(args) -> list[dict[str, Any]]:
-    from bayes_maxmargin.data.datasets import load_dataset
-    from bayes_maxmargin.experiments.henao2014 import median_distance
+    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig3` on usps_3vs5 with this script's options."""
+    from bayes_maxmargin.experiments.wenzel2017_figs import fig3 as run_fig3
 
-    ds = load_dataset("usps_3vs5")
-    X, y = np.asarray(ds.X, float), np.asarray(ds.y)
-    if args.quick:
-        keep = np.random.default_rng(0).permutation(len(y))[:300]
-        X, y = X[keep], y[keep]
-    folds = _folds(len(y), args.fig3_folds)
-    theta = median_distance(X, 1000, 0)
-    rows = []
-    for M in args.ms:
-        tr, te = folds[0]  # untimed warm-up: compile this M's program once (persistent cache)
-        _fit(X[tr], y[tr], X[te], y[te], kernel_params={"lengthscale": theta, "amplitude": 1.0}, learn_kernel=False,
-             optimize_inducing=False, num_inducing=M, inducing="random", batch_size=args.fig3_batch,
-             max_iter=args.fig3_steps, mlii_every=10, random_state=0)
-        for method in ("kmeans", "random"):
-            errs, times = [], []
-            for tr, te in folds:
-                e, t, _ = _fit(X[tr], y[tr], X[te], y[te], kernel_params={"lengthscale": theta, "amplitude": 1.0},
-                               learn_kernel=False, optimize_inducing=False, num_inducing=M, inducing=method,
-                               batch_size=args.fig3_batch, max_iter=args.fig3_steps, mlii_every=10, random_state=0)
-                errs.append(e)
-                times.append(t)
-            rows.append({"M": M, "inducing": method, "cv_error": float(np.mean(errs)), "cv_std": float(np.std(errs)),
-                         "fit_s_mean": float(np.mean(times)), "fit_s_median": float(np.median(times)),
-                         "lengthscale": theta})
-            print(f"[fig3] M={M} {method} cv error {np.mean(errs):.4f}", file=sys.stderr, flush=True)
-    return rows
+    rows, _ = run_fig3(ms=args.ms, folds=args.fig3_folds, batch_size=args.fig3_batch, steps=args.fig3_steps,
+                       verbose=True)
+    return [{"M": r["M"], "inducing": r["inducing"], "cv_error": r["cv_error"], "cv_std": r["cv_error_sd"],
+             "fit_s_mean": r["time_s"], "fit_s_median": float(np.median(r["fold_times"])),
+             "lengthscale": r["lengthscale"]} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

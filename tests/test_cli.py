@@ -405,13 +405,14 @@ def test_point_estimate_job_logs_and_skips_the_trace(tmp_path):
 #: and the estimator argument it must give (dicts and lists are given whole, in Hydra's syntax).
 OPTION_VALUES = {
     "sigma": ("2.5", 2.5), "intercept_scale": ("null", None), "fit_intercept": ("false", False), "gamma": ("0.5", 0.5),
-    "gamma_prior": ("[3,2]", (3.0, 2.0)), "gamma0": ("0.1", 0.1), "prior": ("penalty", "penalty"),
+    "gamma_prior": ("[3,2]", (3.0, 2.0)), "gamma0": ("0.1", 0.1), "gamma0_prior": ("[2,10]", (2.0, 10.0)),
+    "prior": ("penalty", "penalty"),
     "rho": ("0.05", 0.05),
     "A_u": ("0.5", 0.5), "B_u": ("0.25", 0.25), "missing": ("model", "model"), "kernel": ("ard", "ard"),
     "kernel_params": ("{lengthscale:2.0,amplitude:0.5}", {"lengthscale": 2.0, "amplitude": 0.5}),
     "learn_kernel": ("[lengthscale]", ("lengthscale",)), "kernel_prior_scale": ("0.5", 0.5), "jitter": ("1e-5", 1e-5),
     "calibrate": ("false", False), "num_samples": ("123", 123), "num_warmup": ("45", 45), "num_chains": ("3", 3),
-    "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
+    "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "theta_sampler": ("surrogate", "surrogate"), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
     "solver": ("fixed_point", "fixed_point"), "accelerate": ("false", False), "mlii_every": ("5", 5),
     "mlii_steps": ("3", 3), "mlii_tol": ("null", None), "mlii_criterion": ("loo", "loo"),
     "optimizer": ("adam", "adam"), "learning_rate": ("0.1", 0.1),

@@ -98,7 +98,7 @@ def test_kernel_state_is_the_augmented_program(wave):
                                               gamma0=0.1, kernel_prior=prior)
             np.testing.assert_allclose(state.log_joint, expected, rtol=1e-9)
             moved.append(np.asarray(state.log_theta))
-    assert set(draw) == {"f", "gamma", "log_joint", "lengthscale", "amplitude"}
+    assert set(draw) == {"f", "gamma", "gamma0", "log_joint", "lengthscale", "amplitude"}
     assert np.all(np.diff(np.stack(moved), axis=0) != 0)
 
 
@@ -182,26 +182,92 @@ def test_float32_sweeps_stay_finite(wave):
 
 
 @pytest.mark.slow
-def test_gibbs_with_theta_agrees_with_nuts(wave):
-    """Gibbs with theta sampled (slice on theta | lambda, gamma, then f exactly) and NUTS on the
-    marginal program (non-centred, the same posterior; the stored reference ``gp_theta_se``) agree on
-    log theta, on f at five inputs and on log N(f | 0, K_theta), a statistic of the joint of f and theta
-    (it is what fails, by 20 MCSE, when f is not redrawn after theta moves)."""
+@pytest.mark.parametrize("theta_sampler,adapt_steps", [
+    pytest.param("collapsed", 0, marks=pytest.mark.extended),  # the warm-up's sampler throughout
+    ("collapsed", 200),
+    ("surrogate", 200),
+])
+def test_gibbs_with_theta_agrees_with_nuts(wave, theta_sampler, adapt_steps):
+    """Gibbs with theta sampled (slice on theta | lambda, gamma, collapsed or given surrogate data, then
+    f exactly; the bracket widths adapted over the warm-up, then fixed) and NUTS on the marginal program
+    (non-centred, the same posterior; the stored reference ``gp_theta_se``) agree on log theta, on f at
+    five inputs and on log N(f | 0, K_theta), a statistic of the joint of f and theta (it is what fails,
+    by 20 MCSE, when f is not redrawn after theta moves)."""
     X, y = wave
     ref = load_reference("gp_theta_se")
     prior_scale, jitter, gamma0 = GP_THETA["prior_scale"], GP_THETA["jitter"], GP_THETA["gamma0"]
     with jax.enable_x64(True):
         prior = kernel_prior(SE, prior_scale)
-        data = gp_theta_data(X, y, prior, jitter=jitter)
+        data = gp_theta_data(X, y, prior, jitter=jitter, adapt_steps=adapt_steps)
         hyper = _hyper(gamma0)
         init = jax.vmap(lambda f: init_gp_theta(f, SE, data, hyper, kernel="rbf"))(jnp.zeros((4, N)))
         gibbs = run_chains(
-            build_gp_theta_kernel("rbf", SE, False), build_gp_theta_record(SE), init, jax.random.PRNGKey(0),
+            build_gp_theta_kernel("rbf", SE, False, theta_sampler=theta_sampler), build_gp_theta_record(SE), init,
+            jax.random.PRNGKey(0),
             data, hyper, num_warmup=200, num_samples=1000, chunk_size=1200, progress_bar=False,  # one compiled chunk
         ).samples
     assert ref.diverging == 0
     assert_posteriors_agree(gp_theta_statistics(X, gibbs), ref.draws, ["log_theta", "f", "log_prior_f"],
                             z=4.0, sd_rtol=0.15)
+
+
+def test_surrogate_map_is_the_conditional_of_f_given_g(wave):
+    """The surrogate-data factors give log N(g | 0, K + S), and f = L_K L_P^-T (v + nu) is m + L_R nu with
+    L_R L_R' = R = (K^-1 + S^-1)^-1 and m = R S^-1 g (Murray & Adams 2010), both checked against dense
+    inverses; surrogate_whiten inverts the map."""
+    from scipy.stats import multivariate_normal
+
+    from bayes_maxmargin.models.gp.gibbs_theta import _surrogate_f, _surrogate_factors, surrogate_whiten
+
+    X, y = wave
+    rng = np.random.default_rng(3)
+    with jax.enable_x64(True):
+        data = gp_theta_data(X, y, kernel_prior(SE, 0.5), jitter=1e-2)  # K well conditioned: dense inverses are exact
+        log_theta = pack(SE) + 0.2
+        inv_lam, gamma = jnp.asarray(np.exp(rng.uniform(-2.0, 2.0, N))), jnp.asarray(1.7)
+        g, nu, f = (jnp.asarray(rng.normal(size=N)) for _ in range(3))
+        chol_k, chol_p, v, log_n_g = _surrogate_factors(log_theta, g, inv_lam, gamma, data, "rbf", SE)
+        K = np.asarray(chol_k @ chol_k.T)
+        S = np.diag(1.0 / np.asarray(gamma * inv_lam))
+        R = np.linalg.inv(np.linalg.inv(K) + np.linalg.inv(S))
+        L_R = np.asarray(chol_k @ jnp.linalg.inv(chol_p).T)
+        back = _surrogate_f(chol_k, chol_p, v, surrogate_whiten(f, g, log_theta, inv_lam, gamma, data, "rbf", SE))
+        # float64 products and inverses of 30 x 30 matrices of condition < 1e4: agreement to 1e-8 relative
+        np.testing.assert_allclose(log_n_g, multivariate_normal(np.zeros(N), K + S).logpdf(np.asarray(g)), rtol=1e-8)
+        np.testing.assert_allclose(L_R @ L_R.T, R, atol=1e-8)
+        np.testing.assert_allclose(_surrogate_f(chol_k, chol_p, v, nu), R @ np.linalg.solve(S, g) + L_R @ nu,
+                                   atol=1e-8)
+        np.testing.assert_allclose(back, f, atol=1e-8)
+
+
+def test_slice_widths_adapt_over_the_warmup_then_stay(wave):
+    """Over the second half of ``adapt_steps`` sweeps the state sums each coordinate's step size; before
+    the end of the warm-up the sweep uses ``slice_width`` and m = MAX_STEPS, from then on ADAPTED_WIDTH
+    times the mean step with m = ADAPTED_MAX_STEPS, unchanged by later sweeps; adapt_steps = 0 never adapts."""
+    from bayes_maxmargin.models.gp import gibbs_theta as gt
+
+    X, y = wave
+    adapt = 4
+    with jax.enable_x64(True):
+        data, hyper = gp_theta_data(X, y, kernel_prior(SE, 0.5), slice_width=0.7, adapt_steps=adapt), _hyper(0.1)
+        kernel_fn = jax.jit(build_gp_theta_kernel("rbf", SE, False))
+        state = init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf")
+        path, settings = [np.asarray(state.log_theta)], []
+        for i in range(adapt + 2):
+            settings.append(gt.slice_settings(state, data))
+            state, _ = kernel_fn(jax.random.PRNGKey(i), state, data, hyper)
+            path.append(np.asarray(state.log_theta))
+        steps = np.abs(np.diff(np.stack(path), axis=0))
+        mean_step = steps[adapt // 2:adapt].mean(axis=0)
+        for i, (width, max_steps) in enumerate(settings):
+            expected = ((np.full(2, 0.7), gt.MAX_STEPS) if i < adapt
+                        else (gt.ADAPTED_WIDTH * mean_step, gt.ADAPTED_MAX_STEPS))
+            np.testing.assert_allclose(width, expected[0], rtol=1e-12)  # sums of a few float64 numbers
+            assert int(max_steps) == expected[1]
+        assert int(state.iteration) == adapt + 2
+        width, max_steps = gt.slice_settings(state, data._replace(adapt_steps=jnp.asarray(0, jnp.int32)))
+        np.testing.assert_array_equal(width, 0.7)
+        assert int(max_steps) == gt.MAX_STEPS
 
 
 def test_slice_info_counts_every_density_evaluation():

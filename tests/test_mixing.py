@@ -29,8 +29,29 @@ def test_separated_chains_name_the_worst_element():
                          dims={"beta": ["feature"]})
     problem = mixing_problem(idata)
     assert problem.name == "intercept" and problem.rhat > MAX_RHAT and problem.chains == 4
-    with pytest.warns(MixingWarning, match=r"intercept has R-hat 1\.\d+, bulk ESS \d+ \(4 chain"):
+    with pytest.warns(MixingWarning, match=r"intercept has R-hat 1\.\d+ \(above 1\.01\) and bulk ESS \d+ "
+                      r"\(below 400 = 100 per chain\), over 4 chain"):
         warn_if_not_mixed(idata, "LinearBSVM")
+
+
+def test_the_value_shown_is_on_the_side_of_the_limit_it_is():
+    """An R-hat of 1.0149 reads 1.015 (not "1.01" beside "R-hat <= 1.01"), and an ESS below the limit is
+    rounded down (399.6 reads 399 beside "ESS >= 400")."""
+    from bayes_maxmargin.diagnostics import MixingProblem, _shown_above
+
+    assert _shown_above(1.0149, MAX_RHAT) == "1.015"
+    assert _shown_above(1.0100004, MAX_RHAT) == "1.0100004"
+    assert _shown_above(1.26, MAX_RHAT) == "1.26"
+    problems = [MixingProblem("b", 1.0149, 2000.0, 4, 1000), MixingProblem("b", 1.005, 399.6, 4, 1000)]
+    messages = []
+    for problem in problems:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("bayes_maxmargin.diagnostics.mixing_problem", lambda idata, p=problem: p)
+            with pytest.warns(MixingWarning) as record:
+                warn_if_not_mixed(None, "LinearBSVM")
+        messages.append(str(record[0].message))
+    assert "b has R-hat 1.015 (above 1.01) and bulk ESS 2000, over 4 chain(s)" in messages[0]
+    assert "b has R-hat 1.005 and bulk ESS 399 (below 400 = 100 per chain), over 4 chain(s)" in messages[1]
 
 
 def test_low_ess_names_the_coordinate():
@@ -111,3 +132,36 @@ def test_rank_diagnostics_equal_arviz():
             ref_rhat = [float(az.rhat(x[..., j])) if chains > 1 else np.nan for j in range(6)]
         np.testing.assert_allclose(ess, ref_ess, rtol=1e-9, equal_nan=True)
         np.testing.assert_allclose(rhat, ref_rhat, rtol=1e-9, equal_nan=True)
+
+
+SHORT = dict(num_samples=20, num_warmup=5, num_chains=2, random_state=0)
+
+
+def test_warning_comes_once_after_the_progress_bar_closes(synthetic_binary):
+    """The warning of a fit that reports its progress is issued after its reporter has closed (below the
+    bar, not inside it), once for a multi-class fit of three classes."""
+    from bayes_maxmargin.core import progress
+
+    X, y = synthetic_binary
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, *a, **k: seen.append((category, progress.active()))
+        LinearBSVM(progress_bar=True, **SHORT).fit(X[:60], np.arange(60) % 3)
+    assert [active for category, active in seen if category is MixingWarning] == [None]
+
+
+def test_inner_fits_of_a_search_do_not_warn_and_its_refit_does(synthetic_binary):
+    """GridSearchCV (2 settings x 2 folds) and cross_val_score: the inner fits, on clones the user never
+    sees, issue no MixingWarning; the search's refit on all rows issues one. Each of these short chains
+    has not mixed (the refit's warning shows it)."""
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    X, y = synthetic_binary
+    X, y = X[:60], y[:60]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        GridSearchCV(LinearBSVM(**SHORT), {"gamma0": [0.1, 1.0]}, cv=2).fit(X, y)
+        refit = [w for w in record if w.category is MixingWarning]
+        cross_val_score(LinearBSVM(**SHORT), X, y, cv=2)
+    assert len(refit) == 1 and [w for w in record if w.category is MixingWarning] == refit

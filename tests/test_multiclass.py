@@ -216,8 +216,10 @@ def test_sklearn_compatible(estimator, check):
     # float64: the one-vs-rest program and the binary fits agree to rounding, and float32's is 1e-6
     lambda: GPBSVM(inference="svi", num_inducing=8, batch_size=12, max_iter=100, precision="float64", random_state=0),
     lambda: FactorBSVM(n_factors=2, inference="gibbs", num_samples=20, num_warmup=10, num_chains=1, random_state=0),
+    lambda: FactorBSVM(n_factors=2, inference="gibbs", link="probit", num_samples=20, num_warmup=10, num_chains=1,
+                       random_state=0),
 ], ids=["linear-penalty-vb", "gp-gibbs", "gp-ecm-mlii", "gp-fitc", "gp-vi", "gp-svi",
-        "factor-gibbs"])
+        "factor-gibbs", "factor-gibbs-probit"])
 def test_every_inference_method_fits_three_classes(blobs, make):
     X, y = blobs
     _binary_fits_agree(make, X, y, rtol=1e-6, atol=1e-8)

@@ -148,7 +148,8 @@ _PROJECTION = dict(n_components=[2], a0=[2.0], b0=[2.0], c0=[2.0], d0=[2.0], pre
 _PROJECTION_KERNEL = dict(n_basis=[5], basis=["random"], kernel_params=[{"lengthscale": 1.5}])
 
 ALONE: dict[str, dict[str, list]] = {
-    "linear-gibbs": {**_LINEAR, **_LINEAR_HINGE, **_MCMC, **_LUTS, "overrelaxation": [0.0]},
+    "linear-gibbs": {**_LINEAR, **_LINEAR_HINGE, **_MCMC, **_LUTS, "overrelaxation": [0.0],
+                     "gamma0_prior": [(2.0, 4.0)]},
     "linear-em": {**_LINEAR, **_LINEAR_HINGE, "solver": ["fixed_point"], "tol": [1e-6]},
     "linear-nuts": {**_LINEAR, **_LINEAR_HINGE, **_MCMC},
     "linear-vb": {**_LINEAR, **_LUTS, "accelerate": [False], "tol": [1e-6]},
@@ -157,7 +158,7 @@ ALONE: dict[str, dict[str, list]] = {
                "mlii_criterion": ["loo"]},
     "gp-fitc": {**_GP, **_GP_LEARN, **_GP_ML2, **_INDUCING, "mlii_tol": [1e-3], "optimize_inducing": [False],
                 "mlii_criterion": ["loo"]},
-    "gp-gibbs": {**_GP, **_GP_LEARN, **_GP_SAMPLED},
+    "gp-gibbs": {**_GP, **_GP_LEARN, **_GP_SAMPLED, "gamma0_prior": [(2.0, 4.0)], "theta_sampler": ["surrogate"]},
     "gp-nuts": {**_GP, **_GP_LEARN, **_GP_SAMPLED},
     "gp-vi": {**_GP, "calibrate": [False]},
     "gp-svi": {**_GP, **_GP_LEARN, **_INDUCING, **_SVI_STEPS, "kernel": ["rbf", "ard", "poly", "linear", RBF_LINEAR,
@@ -165,11 +166,12 @@ ALONE: dict[str, dict[str, list]] = {
                "precision": ["float64"], "calibrate": [False], "optimize_inducing": [True], "batch_size": [12],
                "mlii_every": [2], "learning_rate": [0.1]},
     "factor-ldfm": {**_FACTOR, **_FACTOR_GIBBS, "rho": [1.0], "intercept_scale": [2.0]},
-    "factor-ndfm": {**_FACTOR, **_FACTOR_GIBBS, **_FACTOR_GP, "n_blocks": [None, 2]},
+    "factor-ndfm": {**_FACTOR, **_FACTOR_GIBBS, **_FACTOR_GP, "n_blocks": [None, 2], "learn_kernel": [("lengthscale",)],
+                    "kernel_prior_scale": [0.5]},
     "factor-vldfm": {**_FACTOR, "m_steps": [2]},
-    "factor-vndfm": {**_FACTOR, **_FACTOR_GP},
-    "projection-mmldp": dict(_PROJECTION),
-    "projection-kmmdp": {**_PROJECTION, **_PROJECTION_KERNEL, "kernel": ["poly"]},
+    "factor-vndfm": {**_FACTOR, **_FACTOR_GP, "learn_kernel": [False, True]},
+    "projection-mmldp": {**_PROJECTION, "latent_representation": [False]},
+    "projection-kmmdp": {**_PROJECTION, **_PROJECTION_KERNEL, "kernel": ["poly"], "latent_representation": [False]},
     "projection-sskmmdp": {**_PROJECTION, **_PROJECTION_KERNEL, "dense_warmup": [0, 2], "e0": [2.0], "f0": [2.0]},
 }
 
@@ -283,7 +285,7 @@ AXES: dict[str, dict[str, list]] = {
     "factor-vndfm": dict(second_stage=[None, "linear", "gp"], kernel=["rbf", "ard", RBF_LINEAR],
                          precision=["float64", "float32"]),
     "projection-mmldp": dict(kernel=[None, "rbf", "poly"], spike_slab=[False, True], n_components=[None, 2],
-                             precision=["float64", "float32"]),
+                             precision=["float64", "float32"], latent_representation=[True, False]),
 }
 
 
@@ -327,7 +329,7 @@ DEFAULT_RUN = (
     # GPBSVM: Gibbs with part of the kernel sampled (prediction combines the sampled field's draws with the
     # fixed one); VI, the cheapest full GP, with every kernel name and object (the file holds the kernel)
     # and without the learnt link
-    "gp-gibbs-learn_kernel=('lengthscale',)",
+    "gp-gibbs-learn_kernel=('lengthscale',)", "gp-gibbs-theta_sampler='surrogate'",
     "gp-vi", *(f"gp-vi-{o}" for o in ("kernel='rbf'", "kernel='ard'", "kernel='poly'", "kernel='linear'",
                                         "kernel=RBF+Linear", "kernel_params={'lengthscale':1.5}", "gamma=2.0",
                                         "calibrate=False", *_SAVED_FORMS)),
@@ -336,6 +338,7 @@ DEFAULT_RUN = (
                                                                       "gamma_prior=None", "random_state=None")),
     # MaxMarginProjection: MMLDP and its numbers
     "projection-mmldp", *(f"projection-mmldp-{o}" for o in ("a0=2.0", "b0=2.0", "c0=2.0", "d0=2.0",
+                                                             "latent_representation=False",
                                                              "random_state=None", "random_state=RandomState")),
 )
 _unknown = sorted(set(DEFAULT_RUN) - set(CASES))
@@ -362,10 +365,21 @@ REFUSED: dict[str, tuple[Case, str]] = {
     "gp-vi-gamma0": (Case(GPBSVM, {**BASES["gp-vi"][1], "gamma0": 0.1}), "gamma0"),
     "gp-svi-gamma_prior": (Case(GPBSVM, {**BASES["gp-svi"][1], "gamma_prior": (2.0, 1.0)}), "gamma_prior"),
     "gp-gibbs-calibrate": (Case(GPBSVM, {**BASES["gp-gibbs"][1], "calibrate": True}), "calibrate"),
+    "gp-gibbs-theta_sampler": (Case(GPBSVM, {**BASES["gp-gibbs"][1], "theta_sampler": "elliptical"}), "theta_sampler"),
     "gp-ecm-gamma_prior-mode": (Case(GPBSVM, {**BASES["gp-ecm"][1], "gamma_prior": (1.0, 1.0)}), "gamma_prior"),
+    # gamma0 is sampled by Gibbs only
+    "linear-nuts-gamma0_prior": (Case(LinearBSVM, {**BASES["linear-nuts"][1], "gamma0_prior": (2.0, 4.0)}),
+                                 "gamma0_prior"),
+    "gp-ecm-gamma0_prior": (Case(GPBSVM, {**BASES["gp-ecm"][1], "gamma0_prior": (2.0, 4.0)}), "gamma0_prior"),
     # the two-stage factor model is fitted by Gibbs
     "factor-vbem-two-stage": (Case(FactorBSVM, {**BASES["factor-vldfm"][1], "joint": False}), "joint"),
     "factor-n_factors": (Case(FactorBSVM, {**BASES["factor-vldfm"][1], "n_factors": 4}), "n_factors"),
+    # the linear classifier has no kernel to learn
+    "factor-ldfm-learn_kernel": (Case(FactorBSVM, {**BASES["factor-ldfm"][1], "learn_kernel": True}), "learn_kernel"),
+    # the spike-and-slab step draws Theta given the latent features (Chen et al. 2015, eq. 22)
+    "projection-sskmmdp-latent_representation=False": (
+        Case(MaxMarginProjection, {**BASES["projection-sskmmdp"][1], "latent_representation": False}),
+        "latent_representation"),
 }
 
 

@@ -40,7 +40,13 @@ EXTENDED = {
     "gp-gibbs": lambda: GPBSVM(inference="gibbs", learn_kernel=False, **MCMC),
     "gp-fitc": lambda: GPBSVM(inference="fitc", num_inducing=5, max_iter=20, random_state=0),
     "factor-gibbs-gp": lambda: FactorBSVM(n_factors=2, classifier="gp", num_samples=10, num_warmup=10, random_state=0),
+    "factor-gibbs-gp-theta": lambda: FactorBSVM(n_factors=2, classifier="gp", learn_kernel=("lengthscale",),
+                                                num_samples=10, num_warmup=10, random_state=0),
     "factor-vbem": lambda: FactorBSVM(n_factors=2, classifier="gp", inference="vbem", random_state=0),
+    "factor-gibbs-probit": lambda: FactorBSVM(n_factors=2, classifier="gp", link="probit", num_samples=10,
+                                              num_warmup=10, random_state=0),
+    "projection-no-latent": lambda: MaxMarginProjection(n_components=2, latent_representation=False, num_samples=10,
+                                                        num_warmup=10, random_state=0),
 }
 ESTIMATORS.update(EXTENDED)
 
@@ -72,6 +78,57 @@ def test_loaded_estimator_predicts_exactly_as_the_original(saved):
                 assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
             else:
                 np.testing.assert_array_equal(a, b)
+
+
+def test_projection_option_saves_and_files_without_it_load(tmp_path):
+    """``latent_representation`` is saved and loaded; a file written before the option existed (the
+    stored MaxMarginProjection files of tests/data/saved) loads as the model with the latent
+    representation, the only one there was."""
+    from .data.make_golden import SAVED_DIR
+
+    est = _fitted("projection-no-latent")
+    loaded = bmm.load(bmm.save(est, tmp_path / "direct.bmm"))
+    assert loaded.get_params()["latent_representation"] is False
+    assert loaded._model_name() == "MMLDP without z_n (eq. 11)"
+    for name in ("MaxMarginProjection-linear", "MaxMarginProjection-rbf-spike-slab"):
+        path = SAVED_DIR / f"{name}.bmm"
+        assert "latent_representation" not in json.loads(unzip(path.read_bytes())[0]["manifest.json"])["params"]
+        old = bmm.load(path)
+        assert old.get_params()["latent_representation"] is True
+        assert "without" not in old._model_name()
+
+
+def test_factor_link_saves_and_files_without_it_load(tmp_path):
+    """FactorBSVM's ``link`` is saved and loaded; a file written before the option existed (the stored
+    FactorBSVM files of tests/data/saved) loads with the max-margin link, the only one there was, and
+    predicts with it. (A fitted probit model round-trips in tests/test_factor_estimator.py::test_probit_link.)"""
+    from .data.make_golden import SAVED_DIR
+
+    back = bmm.load(bmm.save(FactorBSVM(classifier="gp", link="probit"), tmp_path / "probit.bmm"))
+    assert back.get_params()["link"] == "probit"
+    for name in ("FactorBSVM-gibbs-gp", "FactorBSVM-vbem-linear"):
+        path = SAVED_DIR / f"{name}.bmm"
+        assert "link" not in json.loads(unzip(path.read_bytes())[0]["manifest.json"])["params"]
+        old = bmm.load(path)
+        assert old.get_params()["link"] == "hinge"
+        p = old.predict_proba(np.zeros((2, old.n_features_in_)))
+        assert p.shape == (2, 2) and np.all(np.isfinite(p))
+
+
+def test_theta_sampler_saves_and_files_without_it_load(tmp_path):
+    """GPBSVM's ``theta_sampler`` is saved and loaded; a file written before the option existed (the
+    stored GPBSVM Gibbs file with theta sampled, tests/data/saved) loads with the collapsed sampler, the
+    only one there was, and predicts."""
+    from .data.make_golden import SAVED_DIR
+
+    back = bmm.load(bmm.save(GPBSVM(inference="gibbs", theta_sampler="surrogate"), tmp_path / "surrogate.bmm"))
+    assert back.get_params()["theta_sampler"] == "surrogate"
+    path = SAVED_DIR / "GPBSVM-gibbs-theta.bmm"
+    assert "theta_sampler" not in json.loads(unzip(path.read_bytes())[0]["manifest.json"])["params"]
+    old = bmm.load(path)
+    assert old.get_params()["theta_sampler"] == "collapsed"
+    p = old.predict_proba(np.zeros((2, old.n_features_in_)))
+    assert p.shape == (2, 2) and np.all(np.isfinite(p))
 
 
 def test_unfitted_estimator_round_trips(tmp_path):

@@ -36,6 +36,10 @@ def _three_blobs(n_per=20, seed=0):
         (dict(kernel="rbf", kernel_params={"lengthscale": -1.0}), "lengthscale"),
         (dict(kernel="rbf", kernel_params={"gamma": 0.5}), "Invalid key 'gamma'.*lengthscale, amplitude"),
         (dict(kernel="poly", kernel_params={"degree": 1.5}), "degree"),
+        (dict(latent_representation="no"), "latent_representation: 'no'"),
+        (dict(latent_representation=0), "latent_representation: 0"),
+        (dict(latent_representation=None), "latent_representation: None"),
+        (dict(kernel="rbf", spike_slab=True, latent_representation=False), "latent_representation.*spike_slab"),
     ],
 )
 def test_bad_parameters_are_named(kwargs, match):
@@ -129,3 +133,17 @@ def test_binary_linear_model():
     assert clf.transform(X).shape == (40, 1)
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :1])
+
+
+@pytest.mark.filterwarnings("ignore::bayes_maxmargin.MixingWarning")  # 50 draws: a plumbing check
+def test_model_without_latent_representation():
+    """``latent_representation=False`` (Chen et al. 2015, Sec. 3.2): the three-blob problem one-vs-all
+    with the projection drawn from eq. (12); accurate, the outputs of the documented shapes, and the
+    model named in the DataTree."""
+    X, y = _three_blobs()
+    clf = MaxMarginProjection(2, latent_representation=False, num_warmup=50, num_samples=50,
+                              random_state=0).fit(X, y)
+    assert clf.score(X, y) > 0.9
+    assert clf.decision_function(X).shape == (60, 3) and clf.transform(X).shape == (60, 6)
+    assert clf.idata_.attrs["model"] == "MMLDP without z_n (eq. 11)"
+    assert np.all(np.isfinite(clf.idata_.sample_stats["log_joint"].values))

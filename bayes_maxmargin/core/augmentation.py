@@ -18,7 +18,9 @@ updates recur in every model and inference algorithm. They are written once here
   (Woodbury) form for more weights than data points (:func:`use_wide_form`);
 * :func:`gamma_conditional` / :func:`draw_gamma` -- the Gamma conditional of the hinge scale gamma
   (eq. 7);
-* :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6).
+* :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6);
+* :func:`gamma0_conditional` / :func:`draw_gamma0` -- the Gamma conditional of gamma0 when it has
+  a Gamma prior (:func:`draw_scales` draws gamma and gamma0 after the model's parameters).
 
 Numerical floor
 ---------------
@@ -39,12 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.special import gammaln
 
 from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
 
 __all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
-           "draw_gamma", "expected_inv_lambda", "expected_lambda", "gamma_cm_step", "gamma_conditional",
+           "draw_gamma", "draw_gamma0", "draw_scales", "expected_inv_lambda", "expected_lambda", "gamma0_conditional",
+           "gamma_cm_step", "gamma_conditional", "log_gamma0_prior",
            "gaussian_conditional", "hinge_c", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
            "masked_rows", "prior_gram", "sample_gaussian", "sample_wide_gaussian", "sample_inv_lambda", "use_wide_form",
            "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
@@ -364,25 +368,89 @@ def draw_gamma(key: Array, u: Array, inv_lam: Array, a0: Array, b0: Array, mask:
     return jax.random.gamma(key, shape, dtype=u.dtype) / rate
 
 
-def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any,
-                    margin: Callable[[Array], Array], draw_x: Callable[[Array, Array, Array], Array],
-                    sample_gamma: bool, mask: Array | None = None) -> tuple[Array, Array, Array]:
-    """One sweep of a data-augmented max-margin Gibbs sampler (Polson & Scott 2011; Henao et al. 2014,
-    eq. 7): lambda | x, gamma (:func:`sample_inv_lambda`), then the model's parameters
-    ``x = draw_x(key, inv_lam, gamma)`` given lambda and gamma, then gamma | x, lambda (:func:`draw_gamma`)
-    when it has a Gamma(``hyper.a0``, ``hyper.b0``) prior.
+def gamma0_conditional(
+    inv_lam: Array, shape0: Array, rate0: Array, mask: Array | None = None
+) -> tuple[Array, Array]:
+    """Shape and rate of gamma0 | lambda ~ Ga(shape0 + N, rate0 + sum_n lambda_n), under the prior
+    gamma0 ~ Ga(shape0, rate0) (shape, rate).
 
-    ``margin(x)`` is the latent function at the training inputs (``X beta`` for the linear model,
-    ``f`` for the GP), so the margin residuals are ``u = 1 - y margin(x)``. ``mask`` marks the rows of
-    data among padding rows (:class:`~bayes_maxmargin.models.linear.model.LinearData`).
+    Derivation. In the augmented program (``max_margin_likelihood(..., augmented=True)``) gamma0 is
+    the rate of the prior of the augmentation variables and enters nowhere else: the factor
+    N(u_n | -lambda_n, lambda_n / gamma) of eq. (5) of Henao et al. (2014) does not contain it. So
+    the conditional of gamma0 given everything else (f or the coefficients, lambda, gamma, y) is
+    proportional to the prior times the N lambda priors of eq. (6)::
+
+        p(gamma0)                      propto  gamma0^(shape0 - 1) exp(-rate0 gamma0),       (1)
+        prod_n Exp(lambda_n | gamma0)  =       gamma0^N exp(-gamma0 sum_n lambda_n),          (2)
+        p(gamma0 | rest)  propto (1) x (2) = gamma0^(shape0 + N - 1)
+                                             exp(-(rate0 + sum_n lambda_n) gamma0),           (3)
+
+    that is, Ga(shape0 + N, rate0 + sum_n lambda_n) by (3): conjugate, one draw per sweep, depending on
+    the rest only through lambda. In the marginal program (lambda integrated out) gamma0 enters the
+    skewed Laplace of eq. (4-5) through its normaliser gamma0 / c and c = sqrt(1 + 2 gamma0 / gamma);
+    NUTS samples it there, the reference the Gibbs kernels are tested against. ``mask`` (the N rows of
+    data among padding rows) restricts the count and the sum.
+    """
+    lam = masked_rows(1.0 / inv_lam, mask)
+    n = inv_lam.shape[-1] if mask is None else jnp.sum(mask, axis=-1)
+    return shape0 + n, rate0 + jnp.sum(lam, axis=-1)
+
+
+def draw_gamma0(key: Array, inv_lam: Array, shape0: Array, rate0: Array, mask: Array | None = None) -> Array:
+    """Draw gamma0 | lambda from its Gamma conditional (:func:`gamma0_conditional`, eq. 3 there)."""
+    shape, rate = gamma0_conditional(inv_lam, shape0, rate0, mask)
+    return jax.random.gamma(key, shape, dtype=inv_lam.dtype) / rate
+
+
+def log_gamma0_prior(gamma0: Array, shape0: Array, rate0: Array) -> Array:
+    """log Ga(gamma0 | shape0, rate0) (shape, rate), as NumPyro's ``Gamma`` site of the program."""
+    return (shape0 * jnp.log(rate0) - gammaln(shape0)
+            + (shape0 - 1.0) * jnp.log(gamma0) - rate0 * gamma0)
+
+
+def draw_scales(key: Array, u: Array, inv_lam: Array, gamma: Array, hyper: Any, sample_gamma: bool,
+                sample_gamma0: bool, mask: Array | None = None) -> tuple[Array, Array]:
+    """The scale step of every augmented sweep, after the model's parameters: gamma | f, lambda
+    (:func:`draw_gamma`) when it has a Gamma(``hyper.a0``, ``hyper.b0``) prior, then gamma0 | lambda
+    (:func:`draw_gamma0`) when it has a Gamma(``hyper.gamma0_shape``, ``hyper.gamma0_rate``) prior.
+    ``u`` = 1 - y f at the new f; ``hyper.gamma0`` is the current gamma0.
+
+    gamma0's key is folded from gamma's, so that runs without a prior on gamma0 draw the same numbers
+    as before it existed.
 
     Returns
     -------
-    x, inv_lam, gamma
+    gamma, gamma0
+    """
+    gamma0 = hyper.gamma0
+    if sample_gamma:
+        gamma = draw_gamma(key, u, inv_lam, hyper.a0, hyper.b0, mask)
+    if sample_gamma0:
+        gamma0 = draw_gamma0(jax.random.fold_in(key, 1), inv_lam, hyper.gamma0_shape, hyper.gamma0_rate, mask)
+    return gamma, gamma0
+
+
+def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any,
+                    margin: Callable[[Array], Array], draw_x: Callable[[Array, Array, Array], Array],
+                    sample_gamma: bool, mask: Array | None = None,
+                    sample_gamma0: bool = False) -> tuple[Array, Array, Array, Array]:
+    """One sweep of a data-augmented max-margin Gibbs sampler (Polson & Scott 2011; Henao et al. 2014,
+    eq. 7): lambda | x, gamma, gamma0 (:func:`sample_inv_lambda`), then the model's parameters
+    ``x = draw_x(key, inv_lam, gamma)`` given lambda and gamma, then gamma | x, lambda and gamma0 | lambda
+    when they have Gamma priors (:func:`draw_scales`).
+
+    ``margin(x)`` is the latent function at the training inputs (``X beta`` for the linear model,
+    ``f`` for the GP), so the margin residuals are ``u = 1 - y margin(x)``. ``hyper.gamma0`` is the
+    current gamma0. ``mask`` marks the rows of data among padding rows
+    (:class:`~bayes_maxmargin.models.linear.model.LinearData`).
+
+    Returns
+    -------
+    x, inv_lam, gamma, gamma0
     """
     k_lam, k_x, k_gamma = jax.random.split(rng_key, 3)
     inv_lam = sample_inv_lambda(k_lam, 1.0 - y * margin(x), gamma, hyper.gamma0)
     x = draw_x(k_x, inv_lam, gamma)
-    if sample_gamma:
-        gamma = draw_gamma(k_gamma, 1.0 - y * margin(x), inv_lam, hyper.a0, hyper.b0, mask)
-    return x, inv_lam, gamma
+    gamma, gamma0 = draw_scales(k_gamma, 1.0 - y * margin(x), inv_lam, gamma, hyper, sample_gamma, sample_gamma0,
+                                mask)
+    return x, inv_lam, gamma, gamma0

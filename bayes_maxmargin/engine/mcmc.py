@@ -136,10 +136,12 @@ class ChainResult(NamedTuple):
 
 
 def _first_nonfinite(state: Any) -> tuple[Array, Array]:
-    """Per chain: whether every field of the state is finite, and the first field that is not."""
-    finite = jnp.stack(
-        [jnp.all(jnp.isfinite(leaf), axis=tuple(range(1, leaf.ndim))) for leaf in state], axis=-1
-    )
+    """Per chain: whether every field of the state is finite, and the first field that is not (a field
+    that is None, an optional part of the state left out, counts as finite)."""
+    per_field = [None if leaf is None else jnp.all(jnp.isfinite(leaf), axis=tuple(range(1, leaf.ndim)))
+                 for leaf in state]
+    shape = next(ok.shape for ok in per_field if ok is not None)
+    finite = jnp.stack([jnp.ones(shape, bool) if ok is None else ok for ok in per_field], axis=-1)
     return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)
 
 

@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayes_maxmargin.core.augmentation import log_pseudo_likelihood
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.linalg import float_precision
+from bayes_maxmargin.core.linalg import float_precision, limit_blas_threads
 from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.core.progress import fit_progress
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
@@ -49,18 +49,35 @@ _CALLER_ATTRIBUTES = frozenset({
 })
 
 
+#: Instance attribute holding the draws a fit's mixing is judged on until the fit returns.
+_MIXING_PENDING = "_mixing_pending"
+
+
 def reports_progress(fit: Any) -> Any:
     """Run ``fit`` inside a progress reporter (:func:`~bayes_maxmargin.core.progress.fit_progress`)
     when the estimator's ``progress_bar`` is on: "compiling", then the iterations of whichever
-    inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter."""
+    inference method runs. The one-vs-rest sub-fits report to their multi-class fit's reporter. An
+    estimator class whose fits factorise many small matrices sets ``_FIT_BLAS_THREADS`` (OpenBLAS threads
+    during the fit, :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`; unset: as in the process)."""
 
     @wraps(fit)
     def fit_reporting(self: Any, *args: Any, **kwargs: Any) -> Any:
         enabled = bool(getattr(self, "progress_bar", False)) and "_ovr_recorder" not in self.__dict__
-        with fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"):
-            return fit(self, *args, **kwargs)
+        with (fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"),
+              limit_blas_threads(getattr(self, "_FIT_BLAS_THREADS", None))):
+            fitted = fit(self, *args, **kwargs)
+        draws = self.__dict__.pop(_MIXING_PENDING, None)
+        if draws is not None:  # once per fit, below the closed bar
+            warn_if_not_mixed(draws, type(self).__name__)
+        return fitted
 
     return fit_reporting
+
+
+def check_mixing_after_fit(estimator: Any, draws: xr.DataTree) -> None:
+    """Have ``estimator``'s :func:`reports_progress` fit judge ``draws`` once it returns and its progress
+    bar is closed (:func:`~bayes_maxmargin.diagnostics.warn_if_not_mixed`)."""
+    estimator.__dict__[_MIXING_PENDING] = draws
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
@@ -176,14 +193,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         return self.idata_
 
     def _check_mixing(self, draws: xr.DataTree | None = None) -> None:
-        """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`) when the chains of this MCMC
-        fit have not mixed, judged on ``draws`` (default: the posterior, ``idata_``); a one-vs-rest
+        """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`), when the fit returns
+        (:func:`check_mixing_after_fit`), if the chains of this MCMC fit have not mixed, judged on ``draws``
+        (default: the posterior, ``idata_``); a one-vs-rest
         sub-fit keeps its ``draws`` for the multi-class fit, which checks all classes once."""
         if "_ovr_recorder" in self.__dict__:
             if draws is not None:
                 self._mixing_draws = draws
         elif hasattr(self, "idata_"):
-            warn_if_not_mixed(self.idata_ if draws is None else draws, type(self).__name__)
+            check_mixing_after_fit(self, self.idata_ if draws is None else draws)
 
     @property
     def _multiclass(self) -> bool:
@@ -406,13 +424,50 @@ def _check_gamma_prior(prior: Any, needs_mode: bool) -> tuple[float, float] | No
     return a0, b0
 
 
-def _pointwise_log_lik(f, gamma_draws, y, params) -> np.ndarray:
+def _check_gamma0_prior(prior: Any, inference: str) -> tuple[float, float] | None:
+    """Validate ``gamma0_prior``: None or a pair (shape, rate) of finite numbers > 0, with inference='gibbs'
+    (the only method that samples gamma0)."""
+    if prior is None:
+        return None
+    pair = None
+    if not isinstance(prior, str) and hasattr(prior, "__len__") and len(prior) == 2:
+        try:
+            pair = tuple(check_scalar_param(f"gamma0_prior[{i}]", v, low=0.0, low_inclusive=False)
+                         for i, v in enumerate(prior))
+        except InvalidParameterError:
+            pair = None
+    if pair is None:
+        raise InvalidParameterError(
+            f"Invalid value for gamma0_prior: {prior!r} (must be None or a pair (shape, rate) of finite "
+            "numbers > 0: the Gamma prior on gamma0)"
+        )
+    if inference != "gibbs":
+        raise InvalidParameterError(
+            f"Invalid value for gamma0_prior: {prior!r} with inference={inference!r} (gamma0 is sampled by "
+            "inference='gibbs' only; pass gamma0_prior=None to keep gamma0 fixed)"
+        )
+    return pair
+
+
+def _gamma0_hyper(params: dict[str, Any]) -> tuple[float, float, float]:
+    """gamma0 and the shape and rate of its Gamma prior, as the models' hyperparameters take them
+    (``gamma0``, ``gamma0_shape``, ``gamma0_rate``): without ``gamma0_prior`` the fixed gamma0 (the prior
+    unused); with it the chains' initial gamma0, ``gamma0`` where it is > 0, else the prior mean."""
+    if params["gamma0_prior"] is None:
+        return params["gamma0"], 1.0, 1.0
+    shape, rate = params["gamma0_prior"]
+    return (params["gamma0"] if params["gamma0"] > 0 else shape / rate), shape, rate
+
+
+def _pointwise_log_lik(f, gamma_draws, y, params, gamma0_draws=None) -> np.ndarray:
     """Skewed Laplace log density of u = 1 - y f per draw and observation (gamma0 > 0 only).
 
-    ``f`` has shape (chain, draw, n); ``gamma_draws`` (chain, draw) or None for a fixed gamma."""
+    ``f`` has shape (chain, draw, n); ``gamma_draws`` and ``gamma0_draws`` (chain, draw) or None for a
+    fixed gamma / gamma0."""
     gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
+    gamma0 = params["gamma0"] if gamma0_draws is None else gamma0_draws[..., None]
     with float_precision(True):
-        return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, params["gamma0"]))
+        return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, gamma0))
 
 
 def _random_seed(random_state: Any) -> int:

@@ -27,7 +27,9 @@ from bayes_maxmargin.estimators.base import (
     _BayesianSVMClassifier,
     _chain_normals,
     _chain_starts,
+    _check_gamma0_prior,
     _check_gamma_prior,
+    _gamma0_hyper,
     _pointwise_log_lik,
     reports_progress,
 )
@@ -137,7 +139,13 @@ class LinearBSVM(_BayesianSVMClassifier):
     gamma_prior : (float, float) or None
         Shape and rate (a0, b0) of a Gamma prior on gamma; None keeps gamma fixed. EM needs a0 > 1.
     gamma0 : float
-        Rate of the exponential prior on the augmentation variables; 0 is the hinge.
+        Rate of the exponential prior on the augmentation variables; 0 is the hinge. With
+        ``gamma0_prior``: the chains' initial gamma0 (0: the prior mean).
+    gamma0_prior : (float, float) or None
+        Gibbs only: shape and rate of a Gamma prior on gamma0, which is then sampled from its
+        conjugate conditional Ga(shape + N, rate + sum_n lambda_n)
+        (:func:`~bayes_maxmargin.core.augmentation.gamma0_conditional`); its draws are
+        ``idata_.posterior["gamma0"]``. None keeps gamma0 fixed.
     num_samples, num_warmup, num_chains, thin : int
         Kept draws per chain, warm-up iterations, chains, iterations per kept draw (MCMC).
     overrelaxation : float
@@ -187,9 +195,10 @@ class LinearBSVM(_BayesianSVMClassifier):
         ArviZ's DataTree: posterior draws (for EM, SVI and VB independent draws of the Gaussian the fit
         predicts with, named in ``posterior.attrs["approximation"]``; an estimated gamma of EM and VB's
         E[sigma_u^2] in ``constant_data``), sample_stats with the log joint (and the EM objective trace
-        or the lower bound), observed_data, and log_likelihood when ``gamma0 > 0``. For K > 2
-        classes every variable has a leading ``class`` dimension (the class labels as strings;
-        traces of different lengths padded with NaN).
+        or the lower bound), observed_data, and log_likelihood when ``gamma0 > 0`` or ``gamma0_prior``
+        is given (Gibbs with ``gamma0_prior``: gamma0's draws in the posterior). For K > 2 classes every
+        variable has a leading ``class`` dimension (the class labels as strings; traces of different
+        lengths padded with NaN).
     estimators_ : list of LinearBSVM
         K > 2 classes only: the binary fits, ``estimators_[k]`` for ``classes_[k]`` vs rest
         (labels -1 / +1). The other fitted attributes below are theirs stacked along a leading
@@ -279,6 +288,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         gamma: float = 1.0,
         gamma_prior: tuple[float, float] | None = None,
         gamma0: float = 0.0,
+        gamma0_prior: tuple[float, float] | None = None,
         num_samples: int = 1000,
         num_warmup: int = 500,
         num_chains: int = 4,
@@ -315,6 +325,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.gamma = gamma
         self.gamma_prior = gamma_prior
         self.gamma0 = gamma0
+        self.gamma0_prior = gamma0_prior
         self.num_samples = num_samples
         self.num_warmup = num_warmup
         self.num_chains = num_chains
@@ -363,6 +374,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                 raise TypeError(f"Invalid value for {name}: {getattr(self, name)!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
         p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
+        p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, p["inference"])
         if p["missing"] == "model" and p["prior"] != "penalty":
             raise InvalidParameterError(
                 f"Invalid value for missing: 'model' needs prior='penalty' (got prior={p['prior']!r}); "
@@ -377,10 +389,12 @@ class LinearBSVM(_BayesianSVMClassifier):
                 f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by "
                 "inference='vb' or 'gibbs')"
             )
-        if params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+        if (params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0
+                or params["gamma0_prior"] is not None):
             raise InvalidParameterError(
-                f"Invalid value for gamma / gamma_prior / gamma0: {reason} uses Luts & Ormerod's hinge "
-                "exp(-2 (1 - y f)_+) (gamma=1, gamma_prior=None, gamma0=0); scale the prior instead"
+                f"Invalid value for gamma / gamma_prior / gamma0 / gamma0_prior: {reason} uses Luts & Ormerod's "
+                "hinge exp(-2 (1 - y f)_+) (gamma=1, gamma_prior=None, gamma0=0, gamma0_prior=None); scale the "
+                "prior instead"
             )
         if not self.fit_intercept and reason != "inference='vb'":
             raise InvalidParameterError(f"Invalid value for fit_intercept: False ({reason} has an intercept)")
@@ -464,7 +478,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                     prior_precision(X.shape[1], params["sigma"], params["intercept_scale"], self.fit_intercept),
                     dtype,
                 ),
-                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, params["gamma0"])),
+                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, *_gamma0_hyper(params))),
             )
             params["wide"] = use_wide_form(*design.shape, hyper.prior_prec)
             key = self._fit_key()
@@ -493,17 +507,21 @@ class LinearBSVM(_BayesianSVMClassifier):
             draws = {"coef_row_space": rows.coordinates(coef_draws)}
         if gamma_draws is not None:
             draws["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
+        if "gamma0_draws" in params:
+            draws["gamma0"] = params["gamma0_draws"]
         return to_inference_data(draws)
 
     def _fit_gibbs(self, key, data, hyper, params):
         sample_gamma = params["gamma_prior"] is not None
+        sample_gamma0 = params["gamma0_prior"] is not None
         if not params["wide"] and checkpoint_folder(**params["run_io"]) is None:
             data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
         k_run, coef0 = _chain_starts(key, params["num_chains"], (data.design.shape[1],), data.design.dtype, 0.5)
-        state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma)
+        state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma,
+                            sample_gamma0=sample_gamma0)
         result = self._solve(
             run_chains,
-            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"]),
+            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"], sample_gamma0),
             record_linear,
             state,
             k_run,
@@ -517,6 +535,8 @@ class LinearBSVM(_BayesianSVMClassifier):
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
+        if sample_gamma0:
+            params["gamma0_draws"] = np.asarray(s["gamma0"], dtype=np.float64)
         return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info}, None
 
     def _fit_svi(self, design, y, params, dtype):
@@ -685,12 +705,15 @@ class LinearBSVM(_BayesianSVMClassifier):
             posterior["intercept"] = coef_draws[..., d]
         if gamma_draws is not None and constant is None:
             posterior["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
+        gamma0_draws = params.get("gamma0_draws")
+        if gamma0_draws is not None:
+            posterior["gamma0"] = gamma0_draws
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
         log_lik = None
-        if params["gamma0"] > 0:
+        if params["gamma0"] > 0 or gamma0_draws is not None:
             f = np.einsum("np,cdp->cdn", design, coef_draws)
-            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params)}
+            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params, gamma0_draws)}
         self.idata_ = to_inference_data(
             posterior,
             sample_stats=stats,

@@ -288,7 +288,8 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
     states = [a[2] for a in per_class]
     inner_type = type(states[0])
     C = jax.tree_util.tree_leaves(states[0])[0].shape[0]
-    flat = [jnp.concatenate([jnp.asarray(getattr(s, f)) for s in states]) for f in inner_type._fields]
+    flat = [None if getattr(states[0], f) is None else jnp.concatenate([jnp.asarray(getattr(s, f)) for s in states])
+            for f in inner_type._fields]  # a field None (an unused part of the state) stays None
     extra = [jnp.repeat(b, C, axis=0) for b in split.batched]
     state_type = _class_state_type(inner_type._fields, len(extra))
     wrapped = _ClassKernel(kernel, record, inner_type, state_type, split.treedef, split.mask)
@@ -301,7 +302,8 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
         rows = slice(k * C, (k + 1) * C)
         samples = {name: v[rows] for name, v in res.samples.items()}
         info = {name: v[rows] for name, v in res.info.items()}
-        final = inner_type(*(getattr(res.final_state, f)[rows] for f in inner_type._fields))
+        final = inner_type(*(None if getattr(res.final_state, f) is None else getattr(res.final_state, f)[rows]
+                             for f in inner_type._fields))
         out.append(ChainResult(samples, final, res.num_iterations, info))
     return out
 

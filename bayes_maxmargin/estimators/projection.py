@@ -2,7 +2,9 @@
 
 :class:`MaxMarginProjection` is a multi-class classifier and a transformer: MMLDP (``kernel=None``,
 Sec. 4.1), KMMDP (``kernel="rbf"`` or ``"poly"``, Sec. 4.3) and ssKMMDP (``spike_slab=True``,
-Sec. 4.4), fitted by the Gibbs samplers of :mod:`bayes_maxmargin.models.projection.gibbs`,
+Sec. 4.4), and the model without the latent representation z_n that the paper compares MMLDP with
+(``latent_representation=False``, Sec. 3.2), fitted by the Gibbs samplers of
+:mod:`bayes_maxmargin.models.projection.gibbs`,
 one-vs-all for more than two classes (Sec. 4.5), the L binary samplers vmapped in one compiled
 program.
 """
@@ -38,9 +40,9 @@ from bayes_maxmargin.data.validation import (
     check_n_features,
     check_X_y,
 )
-from bayes_maxmargin.diagnostics import to_inference_data, warn_if_not_mixed
+from bayes_maxmargin.diagnostics import to_inference_data
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.estimators.base import _as_key, reports_progress
+from bayes_maxmargin.estimators.base import _as_key, check_mixing_after_fit, reports_progress
 from bayes_maxmargin.models.projection.gibbs import (
     build_projection_kernel,
     init_projection,
@@ -102,6 +104,14 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         basis vectors than ``n_basis``).
     spike_slab : bool
         Spike-and-slab prior on Theta (ssKMMDP, needs a kernel).
+    latent_representation : bool
+        True (default): the latent features z_n ~ N(A' x_n, I_K) feed the classifier (eq. 5-6; A drawn
+        given Z, eq. 7 / 20). False: the model without z_n of Sec. 3.2, f_n = w' A' x_n + b (eq. 11),
+        each a_k drawn from eq. (12); with z_n integrated out, MMLDP's conditional of a_k is eq. (13),
+        whose denominators lambda_n + w_k^2 (lambda_n in eq. 12) tie the scale of a_k to that of w_k.
+        Without them ||a_k|| drifts far out along the ridge w_k a_k = const (the paper's Fig. 1,
+        :func:`bayes_maxmargin.experiments.chen2015.figure1`); for comparison, not for use. Each sweep
+        then costs a D x D (or N x N where D > N) Cholesky per component. Not with ``spike_slab``.
     dense_warmup : int or None
         ssKMMDP: the first ``dense_warmup`` burn-in sweeps draw Theta from its slab-only
         conditional (eq. 20, every theta_lk non-zero), a start for the element-wise
@@ -176,6 +186,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         n_basis: int | None = None,
         basis: str = "kmeans",
         spike_slab: bool = False,
+        latent_representation: bool = True,
         dense_warmup: int | None = None,
         inference: str = "gibbs",
         kernel_params: Mapping[str, Any] | None = None,
@@ -198,6 +209,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.n_basis = n_basis
         self.basis = basis
         self.spike_slab = spike_slab
+        self.latent_representation = latent_representation
         self.dense_warmup = dense_warmup
         self.inference = inference
         self.kernel_params = kernel_params
@@ -223,6 +235,8 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
             "n_basis": check_scalar_param("n_basis", self.n_basis, kind="int", low=1, allow_none=True),
             "basis": check_option("basis", self.basis, ("kmeans", "random")),
             "inference": check_option("inference", self.inference, ("gibbs",)),
+            "latent_representation": check_option("latent_representation", self.latent_representation,
+                                                  (True, False)),
             "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1),
             "num_warmup": check_scalar_param("num_warmup", self.num_warmup, kind="int", low=0),
             "num_chains": check_scalar_param("num_chains", self.num_chains, kind="int", low=1),
@@ -241,6 +255,12 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "Invalid value for spike_slab: True needs kernel='rbf' or 'poly' (the spike-and-slab prior "
                 "selects basis vectors of the kernel expansion, Chen et al. 2015, Sec. 4.4)"
             )
+        if p["spike_slab"] and not p["latent_representation"]:
+            raise InvalidParameterError(
+                "Invalid value for latent_representation: False cannot be combined with spike_slab=True (the "
+                "spike-and-slab step of Chen et al. 2015, eq. 22, draws Theta given the latent features Z)"
+            )
+        p["latent_representation"] = bool(p["latent_representation"])
         # the dense sweeps the kernel runs: none without the spike and slab, half the burn-in by default
         if not p["spike_slab"]:
             dense = 0
@@ -322,7 +342,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                                     jnp.asarray(warm, dtype), jnp.asarray(params["dense_warmup"], dtype))
             init = init_projection(seed, data, K, ss, num_chains=params["num_chains"])
             k_run = jax.random.PRNGKey(seed)
-            kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1])
+            kernel = build_projection_kernel(ss, F.shape[0] >= F.shape[1], params["latent_representation"])
             res = run_chains(kernel, record_projection, init, k_run, data, hyper, num_warmup=params["num_warmup"],
                              num_samples=params["num_samples"], thin=thin, progress_bar=self.progress_bar,
                              checkpoint=checkpoint, resume=resume,
@@ -346,14 +366,17 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                   "n_components_used": ["problem"]},
             attrs={"model": self._model_name(), "inference": "gibbs", "library": f"bayes_maxmargin {__version__}"},
         )
-        warn_if_not_mixed(self.idata_, type(self).__name__, stacklevel=4)
+        check_mixing_after_fit(self, self.idata_)
         return self
 
     def _model_name(self) -> str:
         p = self._params
         if p["kernel"] is None:
-            return "MMLDP"
-        return ("ss" if p["spike_slab"] else "") + ("G" if p["kernel"] == "rbf" else "P") + "KMMDP"
+            name = "MMLDP"
+        else:
+            name = ("ss" if p["spike_slab"] else "") + ("G" if p["kernel"] == "rbf" else "P") + "KMMDP"
+        # fits saved before the option existed have the latent representation
+        return name if p.get("latent_representation", True) else f"{name} without z_n (eq. 11)"
 
     @staticmethod
     def _choose_basis(X: np.ndarray, M: int, basis: str, rng: np.random.RandomState) -> np.ndarray:

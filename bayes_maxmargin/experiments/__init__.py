@@ -30,6 +30,10 @@ a few iterations; every method and output still runs), seconds instead of hours,
 ``luts_spam``        :func:`~bayes_maxmargin.experiments.luts2014.spam` (Sec. 4.4)
 ``luts_acath``       :func:`~bayes_maxmargin.experiments.luts2014.acath` (Sec. 4.5)
 ``wenzel_table1``    :func:`~bayes_maxmargin.experiments.wenzel2017.table1`
+``wenzel_susy``      :func:`~bayes_maxmargin.experiments.wenzel2017_figs.susy` (Sec. 5.2)
+``wenzel_fig1``      :func:`~bayes_maxmargin.experiments.wenzel2017.fig1` (Sec. 5.3)
+``wenzel_fig2``      :func:`~bayes_maxmargin.experiments.wenzel2017_figs.fig2` (Sec. 5.4)
+``wenzel_fig3``      :func:`~bayes_maxmargin.experiments.wenzel2017_figs.fig3` (Sec. 5.5)
 ``chen_table3``      :func:`~bayes_maxmargin.experiments.chen2015.table3`
 ``chen_table4``      :func:`~bayes_maxmargin.experiments.chen2015.table4`
 ===================  ==================================================================
@@ -44,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from bayes_maxmargin.core.io import write_config, write_json, write_text
-from bayes_maxmargin.experiments import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017
+from bayes_maxmargin.experiments import chen2015, henao2014, henao2014_factor, luts2014, wenzel2017, wenzel2017_figs
 from bayes_maxmargin.experiments.figures import save_figure
 
 __all__ = ["EXPERIMENTS", "FIGURES", "FOLDS", "FOLD_COLUMNS", "SMOKE_BANNER", "chen2015", "henao2014",
-           "henao2014_factor", "luts2014", "machine_info", "run", "wenzel2017", "write_folds"]
+           "henao2014_factor", "luts2014", "machine_info", "run", "wenzel2017", "wenzel2017_figs", "write_folds"]
 
 #: Experiment name -> ``function(**settings)`` -> (rows, markdown table).
 EXPERIMENTS = {
@@ -60,6 +64,10 @@ EXPERIMENTS = {
     "luts_spam": luts2014.spam,
     "luts_acath": luts2014.acath,
     "wenzel_table1": wenzel2017.table1,
+    "wenzel_susy": wenzel2017_figs.susy,
+    "wenzel_fig1": wenzel2017.fig1,
+    "wenzel_fig2": wenzel2017_figs.fig2,
+    "wenzel_fig3": wenzel2017_figs.fig3,
     "chen_table3": chen2015.table3,
     "chen_table4": chen2015.table4,
 }
@@ -75,6 +83,10 @@ FOLDS = {
     "luts_spam": luts2014.spam_folds,
     "luts_acath": luts2014.split_folds,
     "wenzel_table1": wenzel2017.table1_folds,
+    "wenzel_susy": wenzel2017_figs.susy_folds,
+    "wenzel_fig1": wenzel2017.fig1_folds,
+    "wenzel_fig2": wenzel2017_figs.fig2_folds,
+    "wenzel_fig3": wenzel2017_figs.fig3_folds,
     "chen_table3": chen2015.table3_folds,
     "chen_table4": chen2015.table4_folds,
 }
@@ -89,6 +101,10 @@ FIGURES = {
     "luts_spam": luts2014.spam_figures,
     "luts_acath": luts2014.realdata_figures,
     "wenzel_table1": wenzel2017.table1_figures,
+    "wenzel_susy": wenzel2017_figs.susy_figures,
+    "wenzel_fig1": wenzel2017.fig1_figures,
+    "wenzel_fig2": wenzel2017_figs.fig2_figures,
+    "wenzel_fig3": wenzel2017_figs.fig3_figures,
     "chen_table3": chen2015.table3_figures,
     "chen_table4": chen2015.table4_figures,
 }

@@ -4,8 +4,9 @@ Every experiment turns its rows into per-fold records (one dict per dataset x me
 split or replicate; :func:`bayes_maxmargin.experiments.fold_records`) and draws its figures from
 them with the helpers here: :func:`error_bars` (ours, mean ± sd over folds, beside the paper's
 mean ± sd), :func:`box_plots` (the distribution over folds, as the box plots of Luts & Ormerod
-2014, Figures 1, 2 and 4) and :func:`paired_bars` (one value per item for two methods, e.g.
-inclusion probabilities). Figures are :class:`matplotlib.figure.Figure` objects made without
+2014, Figures 1, 2 and 4), :func:`paired_bars` (one value per item for two methods, e.g.
+inclusion probabilities) and :func:`trace_panels` (traces over iterations, one panel per setting).
+Figures are :class:`matplotlib.figure.Figure` objects made without
 pyplot (headless, no global figure registry); :func:`save_figure` writes one atomically.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["box_plots", "error_bars", "paired_bars", "save_figure"]
+__all__ = ["box_plots", "error_bars", "paired_bars", "save_figure", "trace_panels"]
 
 
 def _figure(n_panels: int, width: float = 4.2, height: float = 3.4):
@@ -167,6 +168,40 @@ def paired_bars(
     ax.set_title(_wrap(title, 90), fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def trace_panels(
+    panels: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    xlabel: str = "iteration",
+    ylabel: str = "",
+    title: str = "",
+    log: bool = False,
+):
+    """One panel per key of ``panels`` (its title), one line per series (label -> values over
+    iterations 1, 2, ...), the panels on a shared y-axis (log scale with ``log``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, axes = _figure(len(panels))
+    for ax, (name, series) in zip(axes, panels.items()):
+        for j, (label, values) in enumerate(series.items()):
+            values = np.asarray(values, dtype=float)
+            ax.plot(np.arange(1, values.size + 1), values, lw=0.8, color=f"C{j % 10}", label=label)
+        ax.set_title(_wrap(name, 50), fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_yscale("log" if log else "linear")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel(ylabel)
+    lows, highs = zip(*(ax.get_ylim() for ax in axes))
+    for ax in axes:
+        ax.set_ylim(min(lows), max(highs))
+    if title:
+        fig.suptitle(_wrap(title, 90), fontsize=10)
     return fig
 
 

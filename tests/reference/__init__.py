@@ -103,8 +103,11 @@ GP_THETA = dict(prior_scale=0.5, jitter=1e-2, gamma0=0.1)
 GP_THETA_POINTS = np.linspace(0, 29, 5).astype(int)
 GP_FIXED = dict(lengthscale=0.8, amplitude=1.0, gamma0=0.1)
 FACTOR_GAMMA0 = 0.5
+FACTOR_THETA = dict(lengthscale=1.5, prior_scale=0.5)  # the GP factor model with the length-scale sampled
+FACTOR_PROBIT_THETA = (1.5, 1.0)  # SE length-scale and amplitude of the probit factor problem
 LUTS_H = dict(sigma_beta2=25.0, A_u=3.0, B_u=2.0)
 LINEAR = dict(gamma0=0.5, gamma_prior=(2.0, 2.0), random_state=1, num_chains=4, num_warmup=300, num_samples=700)
+GAMMA0_PRIOR = (2.0, 4.0)  # Ga(shape, rate) on gamma0 of the gamma0-prior problems (prior mean 0.5)
 
 
 def gp_theta_log_prior_f(X: np.ndarray, jitter: float, draws: dict[str, np.ndarray]) -> np.ndarray:
@@ -154,6 +157,22 @@ def _projection_reduce(s, args, kwargs):
             "b": s["b"], "sigma": s["sigma"]}
 
 
+def _projection_direct_build():
+    args, kwargs = _projection_build()
+    return args, dict(kwargs, latent_representation=False)
+
+
+def projection_direct_statistics(X: np.ndarray, draws: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The compared functions of the posterior without the latent representation: f = x' A w + b at
+    the first four inputs, b, and the logs of |w|, ||a||, alpha, sigma (the scale of a and w is heavy
+    tailed along the ridge w a = const; the logs have every moment, the MCSE comparison needs two)."""
+    A, w = draws["A"][..., 0], draws["w"][..., 0]  # K = 1
+    f = (np.asarray(X)[:4] @ np.moveaxis(A, -1, 0).reshape(A.shape[-1], -1)).reshape(4, *w.shape)
+    return {"f": np.moveaxis(f * w + draws["b"], 0, -1), "b": draws["b"], "log_abs_w": np.log(np.abs(w)),
+            "log_norm_a": np.log(np.linalg.norm(A, axis=-1)), "log_alpha": np.log(draws["alpha"][..., 0]),
+            "log_sigma": np.log(draws["sigma"])}
+
+
 def _gp_theta_build():
     from bayes_maxmargin.core.kernels import SEParams
     from bayes_maxmargin.models.gp.model import kernel_prior
@@ -190,6 +209,31 @@ def _factor_build():
     return (jnp.asarray(X), jnp.asarray(y)), kwargs
 
 
+def _factor_probit_build():
+    from bayes_maxmargin.core.kernels import SEParams
+
+    X, y = factor_tiny()
+    kwargs = dict(n_factors=1, classifier="gp", nu=1.0, psi_prior=(2.0, 1.0), link="probit",
+                  kernel_params=SEParams(*FACTOR_PROBIT_THETA), marginal_phi=True)
+    return (jnp.asarray(X), jnp.asarray(y)), kwargs
+
+
+def _factor_gp_theta_build():
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.models.gp.model import kernel_prior
+
+    X, y = factor_tiny()
+    se = SEParams(FACTOR_THETA["lengthscale"], 1.0)
+    kwargs = dict(n_factors=1, classifier="gp", nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=None, gamma0=FACTOR_GAMMA0,
+                  kernel_params=se, marginal_phi=True,
+                  kernel_prior=kernel_prior(se, FACTOR_THETA["prior_scale"], ("lengthscale",)))
+    return (jnp.asarray(X), jnp.asarray(y)), kwargs
+
+
+def _factor_gp_theta_reduce(s, args, kwargs):
+    return {"psi": s["psi"], "A": s["A"][..., :1, :1], "f": s["f"][..., :2], "lengthscale": s["lengthscale"]}
+
+
 def _factor_reduce(s, args, kwargs):
     return {"psi": s["psi"], "A": s["A"][..., :1, :1], "f": s["f"][..., :2], "beta": s["beta"],
             "intercept": s["intercept"]}
@@ -205,6 +249,16 @@ def _linear_build():
     kwargs = dict(sigma=1.0, intercept_scale=10.0, fit_intercept=True, gamma=1.0, gamma_prior=LINEAR["gamma_prior"],
                   gamma0=LINEAR["gamma0"])
     return (jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)), kwargs
+
+
+def _gp_gamma0_build():
+    args, kwargs = _gp_fixed_build()
+    return args, dict(kwargs, gamma0_prior=GAMMA0_PRIOR)
+
+
+def _linear_gamma0_build():
+    args, kwargs = _linear_build()
+    return args, dict(kwargs, gamma0_prior=GAMMA0_PRIOR)
 
 
 def _linear_key():
@@ -237,6 +291,13 @@ PROBLEMS: dict[str, Problem] = {
             sign_symmetric=("w", "Z", "A"),
         ),
         Problem(
+            "projection_direct", _model("projection", "mmdp"), _projection_direct_build, lambda: jax.random.PRNGKey(3),
+            dict(num_warmup=500, num_samples=1000, num_chains=4),
+            lambda s, args, kwargs: projection_direct_statistics(args[0], s),
+            "MMLDP without the latent representation (Chen et al. 2015, eq. 11), K = 1, n = 20, p = 2: "
+            "tests/test_projection_gibbs.py",
+        ),
+        Problem(
             "gp_theta_se", _model("gp", "gp_bsvm"), _gp_theta_build, lambda: jax.random.PRNGKey(1),
             dict(num_warmup=200, num_samples=400, num_chains=4, target_accept_prob=0.6),
             lambda s, args, kwargs: gp_theta_statistics(args[0], s),
@@ -254,6 +315,21 @@ PROBLEMS: dict[str, Problem] = {
             sign_symmetric=("A", "beta"),
         ),
         Problem(
+            "factor_probit", _model("factor", "factor_bsvm"), _factor_probit_build, lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=300, num_samples=600, num_chains=4), _select("psi", "A", "f"),
+            "nonlinear factor model with the probit link (GP on the scores, SE theta fixed), 12 x 4: "
+            "tests/test_factor_gibbs.py",
+            sign_symmetric=("A",),
+        ),
+        Problem(
+            "factor_gp_theta", _model("factor", "factor_bsvm"), _factor_gp_theta_build, lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=500, num_samples=2000, num_chains=4, target_accept_prob=0.9),
+            _factor_gp_theta_reduce,
+            "GP discriminative factor model, SE length-scale sampled, phi marginalised, 12 x 4: "
+            "tests/test_factor_theta.py",
+            sign_symmetric=("A",),
+        ),
+        Problem(
             "luts_random_intercept", _model("luts", "mixed_bsvm"), _luts_build, lambda: jax.random.PRNGKey(1),
             dict(num_warmup=400, num_samples=800, num_chains=4, target_accept_prob=0.9),
             _select("beta", "u", "sigma_u2"),
@@ -264,6 +340,16 @@ PROBLEMS: dict[str, Problem] = {
             dict(num_warmup=LINEAR["num_warmup"], num_samples=LINEAR["num_samples"], num_chains=LINEAR["num_chains"]),
             _select("beta", "intercept", "gamma"),
             "linear SVM, gamma0 = 0.5, gamma ~ Ga(2, 2), synthetic 200 x 3: tests/test_linear_inference.py",
+        ),
+        Problem(
+            "linear_gamma0_prior", _model("linear", "linear_bsvm"), _linear_gamma0_build, lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=300, num_samples=700, num_chains=4), _select("beta", "intercept", "gamma", "gamma0"),
+            "linear SVM, gamma ~ Ga(2, 2), gamma0 ~ Ga(2, 4), synthetic 200 x 3: tests/test_gamma0_prior.py",
+        ),
+        Problem(
+            "gp_gamma0_prior", _model("gp", "gp_bsvm"), _gp_gamma0_build, lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=300, num_samples=800, num_chains=4), _select("f", "gamma0"),
+            "GP SVM at fixed SE theta, gamma0 ~ Ga(2, 4), n = 12: tests/test_gamma0_prior.py",
         ),
     ]
 }

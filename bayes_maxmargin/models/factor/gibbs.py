@@ -17,10 +17,19 @@ One sweep updates, in turn (each step an exact conditional draw of the augmented
      beta_k^2), rho) with factor-score selection; gamma | f, lambda (eq. 7);
    * ``"gp"``: W | A, psi, lambda, gamma with f marginalised (eq. 14) by elliptical slice sampling
      (BlackJAX), prior N(S_N psi A' x_n, S_N) per score and likelihood Z = N(Y(1 + lambda) | 0,
-     K(W) + Lambda / gamma) (eq. 9); then f | W, lambda, gamma exactly (eq. 7,
+     K(W) + Lambda / gamma) (eq. 9); with theta sampled, log theta | W, lambda, gamma, f still
+     marginalised, by the slice sweep of the GP sampler (Sec. 3, :func:`draw_log_theta`) on the new
+     scores; then f | W, theta, lambda, gamma exactly (eq. 7,
      :func:`~bayes_maxmargin.models.gp.gibbs.sample_f`); 1 / lambda | f; gamma | f, lambda;
    * ``"none"`` (the factor model alone, first stage of FM+L / FM+N): w_n | A, psi ~ N(S_N psi A'
      x_n, S_N).
+
+   With the probit link (``link="probit"``, Henao et al. 2014, Sec. 6) the augmentation is Albert &
+   Chib's (1993): z_n | f_n, y_n ~ N(f_n, 1) truncated to the sign of y_n in place of 1 / lambda | f;
+   given z, every step above is the max-margin one with lambda = 1, gamma = 1 and labels z / 2
+   (:func:`~bayes_maxmargin.models.factor.model.probit_pseudo_labels`): for the GP classifier, W |
+   A, psi, z with f marginalised has likelihood N(z | 0, K(W) + I), and f | W, z is the GP
+   regression posterior with unit noise.
 
 Blocked elliptical slice update (GP classifier). The paper updates one w_n at a time, each
 evaluation of Z costing an O(n^3) factorisation: n factorisations (times the slice shrinkage
@@ -67,25 +76,25 @@ from bayes_maxmargin.core.augmentation import (
     sample_gaussian,
     sample_inv_lambda,
 )
-from bayes_maxmargin.core.distributions import InverseGaussian
+from bayes_maxmargin.core.distributions import InverseGaussian, sample_positive_normal
 from bayes_maxmargin.core.kernels import get_kernel
-from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, score_conditional
+from bayes_maxmargin.core.parameters import field_values, free_fields, pack, thaw, unpack
+from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, probit_pseudo_labels, score_conditional
 from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
 from bayes_maxmargin.models.gp.gibbs import sample_f
+from bayes_maxmargin.models.gp.gibbs_theta import GPThetaData, sampled_coordinates, slice_sweep, theta_log_conditional
 
-__all__ = ["FactorState", "build_factor_kernel", "draw_inv_scale", "ess_step", "init_factor",
-           "log_marginal_z", "record_factor"]
+__all__ = ["FactorState", "build_factor_kernel", "build_factor_record", "draw_inv_scale", "draw_log_theta",
+           "ess_step", "init_factor", "log_marginal_z", "record_factor"]
 
 
 class FactorState(NamedTuple):
-    """State of one chain.
-
-    Attributes
-    ----------
-    A : (d, K) loadings;  inv_phi : (d, K) 1 / phi_ik;  psi : noise precision;
-    W : (n, K) factor scores;  coef : (K + 1,) [beta, intercept] (linear classifier);
-    f : (n,) classifier function at the scores;  inv_lam : (n,) 1 / lambda_n;
-    gamma : hinge scale;  inv_g : (K,) 1 / g_k (factor-score selection).
+    """State of one chain: ``A`` (d, K) loadings; ``inv_phi`` (d, K) 1 / phi_ik; ``psi`` the noise
+    precision; ``W`` (n, K) factor scores; ``coef`` (K + 1,) [beta, intercept] (linear classifier); ``f``
+    (n,) the classifier function at the scores; ``inv_lam`` (n,) 1 / lambda_n; ``gamma`` the hinge scale;
+    ``inv_g`` (K,) 1 / g_k (factor-score selection); ``log_theta`` (p,) the GP kernel's positive fields on
+    the log scale (:func:`~bayes_maxmargin.core.parameters.pack`) when theta is sampled, else None; ``z``
+    (n,) the probit augmentation z_n (``link="probit"``; lambda = 1 and gamma = 1 there), else None.
     """
 
     A: Array
@@ -97,6 +106,8 @@ class FactorState(NamedTuple):
     inv_lam: Array
     gamma: Array
     inv_g: Array
+    log_theta: Array | None = None
+    z: Array | None = None
 
 
 def draw_inv_scale(key: Array, value: Array, rate: Array) -> Array:
@@ -319,12 +330,39 @@ def _draw_scores_prior(key: Array, X: Array, A: Array, psi: Array) -> Array:
     return mean + solve_triangular(chol, z.T, lower=True, trans="T").T
 
 
+def draw_log_theta(
+    key: Array, log_theta: Array, W: Array, inv_lam: Array, gamma: Array, data: FactorData, kernel_fn,
+    params_like,
+):
+    """log theta | W, lambda, gamma, f integrated out: the slice sweep of the GP sampler with theta
+    sampled (Sec. 3; :func:`~bayes_maxmargin.models.gp.gibbs_theta.slice_sweep` on
+    :func:`~bayes_maxmargin.models.gp.gibbs_theta.theta_log_conditional`), the GP's inputs being the
+    current factor scores W.
+
+    Given W the classifier is the GP SVM of Sec. 3 on inputs W, and the target, p(log theta) N(Y (1 +
+    lambda) | 0, K_theta(W) + Lambda / gamma), is the conditional of log theta in the factor model too
+    (A, psi and X enter only through W). Returns the new log theta and its
+    :class:`~bayes_maxmargin.models.gp.gibbs_theta.SliceInfo`.
+    """
+    width = jnp.asarray(1.0 if data.slice_width is None else data.slice_width, W.dtype)
+    gdata = GPThetaData(X=W, y=data.y, prior=data.prior, jitter=data.jitter, slice_width=width)
+
+    def target(lt: Array) -> Array:
+        return theta_log_conditional(lt, inv_lam, gamma, gdata, kernel_fn, params_like)
+
+    log_theta, _, info = slice_sweep(key, target, log_theta, width,
+                                     index=sampled_coordinates(data.prior, params_like))
+    return log_theta, info
+
+
 def init_factor(
-    data: FactorData, hyper: FactorHyper, n_factors: int, classifier: str
+    data: FactorData, hyper: FactorHyper, n_factors: int, classifier: str, link: str = "hinge"
 ) -> FactorState:
     """A starting state from the principal components: W = sqrt(n) U_K, A = V_K S_K / sqrt(n),
     psi = 1 / residual variance, 1 / phi at its conditional mean, f = 0 (classifier coefficients
-    0), 1 / lambda at its conditional mean (eq. 8), gamma at ``hyper.gamma``, g = 1."""
+    0), 1 / lambda at its conditional mean (eq. 8), gamma at ``hyper.gamma``, g = 1; log theta at
+    ``data.theta`` when ``data.prior`` is given (theta sampled), else None; with ``link="probit"``
+    z = y, lambda = 1 and gamma = 1."""
     X = data.X
     n, d = X.shape
     U, S, Vt = jnp.linalg.svd(X, full_matrices=False)
@@ -337,9 +375,26 @@ def init_factor(
     f = jnp.zeros(n, X.dtype)
     gamma = jnp.asarray(hyper.gamma, X.dtype)
     inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
+    log_theta = None if data.prior is None or classifier != "gp" else pack(data.theta).astype(X.dtype)
+    z = None
+    if link == "probit" and classifier != "none":
+        z, inv_lam, gamma = data.y.astype(X.dtype), jnp.ones(n, X.dtype), jnp.ones((), X.dtype)
     return FactorState(
-        A, inv_phi, psi, W, jnp.zeros(n_factors + 1, X.dtype), f, inv_lam, gamma, jnp.ones(n_factors, X.dtype)
+        A, inv_phi, psi, W, jnp.zeros(n_factors + 1, X.dtype), f, inv_lam, gamma, jnp.ones(n_factors, X.dtype),
+        log_theta, z,
     )
+
+
+def _augment(key: Array, y: Array, f: Array, gamma: Array, hyper: FactorHyper, link: str):
+    """The likelihood's augmentation given f: ``(labels, 1 / lambda, gamma, z)`` for the classifier's
+    Gaussian step. Max-margin: 1 / lambda | f (eq. 7), the labels and gamma as they are, z None.
+    Probit (Albert & Chib 1993): z_n ~ N(f_n, 1) truncated to the sign of y_n
+    (:func:`~bayes_maxmargin.core.distributions.sample_positive_normal`), then the labels z / 2 with
+    lambda = 1 and gamma = 1 (:func:`~bayes_maxmargin.models.factor.model.probit_pseudo_labels`)."""
+    if link == "probit":
+        z = y * sample_positive_normal(key, y * f)
+        return probit_pseudo_labels(z), jnp.ones_like(f), jnp.ones_like(gamma), z
+    return y, sample_inv_lambda(key, 1.0 - y * f, gamma, hyper.gamma0), gamma, None
 
 
 @functools.cache
@@ -350,6 +405,8 @@ def build_factor_kernel(
     fit_intercept: bool = True,
     kernel: str = "rbf",
     n_blocks: int | None = 1,
+    theta_template: tuple | None = None,
+    link: str = "hinge",
 ):
     """The Gibbs kernel of one factor-model structure (cached: one compiled kernel per structure).
 
@@ -368,15 +425,31 @@ def build_factor_kernel(
     n_blocks : int or None
         Blocks of the elliptical slice update of W (GP classifier); None for one score at a time
         (the paper's scheme, :func:`score_loglik`).
+    theta_template : tuple or None
+        GP classifier with theta sampled: :func:`~bayes_maxmargin.core.parameters.template` of the
+        kernel's parameters; each sweep then moves log theta by :func:`draw_log_theta` after W, on the
+        new scores, and redraws f at the new (W, theta), both steps with f integrated out (the state
+        needs ``log_theta``, the data ``prior``: :func:`init_factor`). None: theta fixed at ``data.theta``.
+    link : {"hinge", "probit"}
+        The max-margin pseudo-likelihood, or the probit link (Albert & Chib 1993: each sweep draws z | f,
+        y, then the classifier and the scores given z as the max-margin steps with lambda = 1, gamma = 1
+        and labels z / 2, :func:`~bayes_maxmargin.models.factor.model.probit_pseudo_labels`; the state
+        needs ``z``: :func:`init_factor` with the same ``link``). No gamma to sample with the probit link.
 
     Returns
     -------
     callable
         ``kernel(rng_key, state, data, hyper) -> (state, info)``; with the GP classifier ``info``
         holds ``"ess_subiterations"``, the elliptical slice sub-iterations of the score update
-        (likelihood evaluations: one per step plus one per shrinkage of the bracket), else it is empty.
+        (likelihood evaluations: one per step plus one per shrinkage of the bracket), and with theta
+        sampled ``"slice_evaluations"`` and ``"slice_stalled"`` of its slice sweep; else it is empty.
     """
+    if link not in ("hinge", "probit"):
+        raise ValueError(f"link must be 'hinge' or 'probit', got {link!r}")
+    if link == "probit" and sample_gamma:
+        raise ValueError("link='probit' has no hinge scale gamma to sample: sample_gamma must be False")
     kernel_fn = get_kernel(kernel)
+    params_like = None if theta_template is None else thaw(theta_template)
 
     def step(rng_key: Array, state: FactorState, data: FactorData, hyper: FactorHyper):
         keys = jax.random.split(rng_key, 8)
@@ -384,15 +457,15 @@ def build_factor_kernel(
         inv_phi = draw_inv_scale(keys[0], state.A, hyper.nu)
         A = _draw_loadings(keys[1], X, state.W, state.psi, inv_phi)
         psi = _draw_psi(keys[2], X, A, state.W, hyper)
-        W, coef, f, inv_lam, gamma, inv_g = (
-            state.W, state.coef, state.f, state.inv_lam, state.gamma, state.inv_g
+        W, coef, f, inv_lam, gamma, inv_g, log_theta, z = (
+            state.W, state.coef, state.f, state.inv_lam, state.gamma, state.inv_g, state.log_theta, state.z
         )
         Kf = W.shape[1]
         info = {}
         if classifier == "none":
             W = _draw_scores_prior(keys[3], X, A, psi)
         elif classifier == "linear":
-            inv_lam = sample_inv_lambda(keys[3], 1.0 - y * f, gamma, hyper.gamma0)
+            y, inv_lam, gamma, z = _augment(keys[3], y, f, gamma, hyper, link)
             design = jnp.concatenate([W, jnp.ones((W.shape[0], 1), W.dtype)], axis=1)
             icpt = hyper.intercept_prec if fit_intercept else jnp.asarray(1e12, W.dtype)
             prior_prec = jnp.concatenate([inv_g, jnp.reshape(icpt, (1,)).astype(W.dtype)])
@@ -404,26 +477,35 @@ def build_factor_kernel(
             W = _draw_scores_linear(keys[6], X, y, A, psi, coef, inv_lam, gamma)
             f = W @ coef[:Kf] + coef[Kf]
         elif classifier == "gp":
-            inv_lam = sample_inv_lambda(keys[3], 1.0 - y * f, gamma, hyper.gamma0)
+            y, inv_lam, gamma, z = _augment(keys[3], y, f, gamma, hyper, link)
+            data = data._replace(y=y)
+            if params_like is not None:  # the scores move at the current theta
+                data = data._replace(theta=unpack(log_theta, params_like))
             if n_blocks is None:
                 W, subiter = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
             else:
                 W, subiter = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
             info = {"ess_subiterations": subiter}
+            if params_like is not None:  # theta | W, lambda, gamma at the new scores
+                log_theta, sliced = draw_log_theta(keys[6], log_theta, W, inv_lam, gamma, data, kernel_fn,
+                                                   params_like)
+                data = data._replace(theta=unpack(log_theta, params_like))
+                info.update(slice_evaluations=sliced.num_evaluations, slice_stalled=sliced.num_stalled)
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
             f = sample_f(keys[5], gp_data(K, y), inv_lam, gamma)
         else:
             raise ValueError(f"classifier must be 'linear', 'gp' or 'none', got {classifier!r}")
         if sample_gamma and classifier != "none":
             gamma = draw_gamma(keys[7], 1.0 - y * f, inv_lam, hyper.a0, hyper.b0)
-        return FactorState(A, inv_phi, psi, W, coef, f, inv_lam, gamma, inv_g), info
+        return FactorState(A, inv_phi, psi, W, coef, f, inv_lam, gamma, inv_g, log_theta, z), info
 
     return step
 
 
 def record_factor(state: FactorState) -> dict[str, Array]:
-    """What the driver keeps per draw (everything but 1 / phi)."""
-    return {
+    """What the driver keeps per draw (everything but 1 / phi; ``z`` with the probit link)."""
+    extra = {} if state.z is None else {"z": state.z}
+    return extra | {
         "A": state.A,
         "psi": state.psi,
         "W": state.W,
@@ -433,3 +515,24 @@ def record_factor(state: FactorState) -> dict[str, Array]:
         "gamma": state.gamma,
         "inv_g": state.inv_g,
     }
+
+
+def build_factor_record(theta_template: tuple | None = None, fields: tuple[str, ...] | None = None):
+    """What the driver keeps per draw: :func:`record_factor`, and with theta sampled (``theta_template``
+    as for :func:`build_factor_kernel`) every sampled kernel field (``fields``; None: every positive one)
+    by path, constrained (e.g. ``"lengthscale"``). Cached."""
+    if theta_template is None:
+        return record_factor
+    return _build_theta_record(theta_template, None if fields is None else tuple(fields))
+
+
+@functools.cache
+def _build_theta_record(theta_template: tuple, fields: tuple[str, ...] | None):
+    params_like = thaw(theta_template)
+    names = free_fields(params_like) if fields is None else fields
+
+    def record(state: FactorState) -> dict[str, Array]:
+        theta = field_values(unpack(state.log_theta, params_like))
+        return {**record_factor(state), **{name: theta[name] for name in names}}
+
+    return record

@@ -8,9 +8,12 @@
     * linear:  f_n = beta' w_n + b,  beta ~ N(0, G), G = diag(g_k), g_k = 1 or g_k ~ Exp(rho / 2),
                b ~ N(0, intercept_scale^2);
     * GP:      f ~ N(0, K(W)),  K_ij = k(w_i, w_j; theta)  (SE or ARD SE; eq. 6 with W for X),
+               theta fixed or log theta_j ~ N(loc_j, scale_j^2) (sampled as in Sec. 3),
 
     and the max-margin pseudo-likelihood of u_n = 1 - y_n f_n (eq. 3-5), lambda_n ~ Exp(gamma0)
-    in the augmented form, gamma fixed or gamma ~ Ga(a0, b0).
+    in the augmented form, gamma fixed or gamma ~ Ga(a0, b0); or, with ``link="probit"``, the
+    probit likelihood y_n ~ Bernoulli(Phi(f_n)) of GP classification (Sec. 6, "a joint nonlinear
+    model with a probit link").
 
 Shrinkage parametrisation. With phi_ik ~ Exp(rate nu / 2) the marginal of a_ik is the Laplace
 density (sqrt(nu) / 2) exp(-sqrt(nu) ``|a_ik|``) (Andrews & Mallows 1974), and the conditional of
@@ -38,11 +41,12 @@ import numpyro
 import numpyro.distributions as dist
 from jax import Array
 from jax.scipy.linalg import cho_solve
+from jax.scipy.special import log_ndtr
 
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
 from bayes_maxmargin.models.common import max_margin_likelihood
 
-__all__ = ["FactorData", "FactorHyper", "factor_bsvm", "score_conditional"]
+__all__ = ["FactorData", "FactorHyper", "factor_bsvm", "probit_pseudo_labels", "score_conditional"]
 
 
 class FactorHyper(NamedTuple):
@@ -106,6 +110,8 @@ def factor_bsvm(
     augmented: bool = False,
     marginal_phi: bool = False,
     noncentered: bool = True,
+    kernel_prior: Any = None,
+    link: str = "hinge",
 ) -> Array | None:
     """NumPyro program of the discriminative factor model (Henao et al. 2014, Sec. 5).
 
@@ -128,13 +134,26 @@ def factor_bsvm(
         If given, g_k ~ Exp(rho / 2) (factor-score selection, linear classifier); else G = I.
     intercept_scale : float or None
         Prior sd of the linear classifier's intercept; None for no intercept.
-    kernel, kernel_params, jitter : GP classifier's covariance on the scores (theta fixed).
+    kernel, kernel_params, jitter : GP classifier's covariance on the scores (theta fixed unless
+        ``kernel_prior`` is given).
     augmented : bool
         Explicit ``"lam"`` and ``"phi"`` sites (the Gibbs joint).
     marginal_phi : bool
         Integrate phi out (``A`` Laplace; ignored when ``augmented``).
     noncentered : bool
         GP classifier: f = L z with ``"z" ~ N(0, I)`` (``"f"`` deterministic), NUTS-friendly.
+    link : {"hinge", "probit"}
+        Likelihood of the labels given f: the max-margin pseudo-likelihood (``gamma``, ``gamma_prior``,
+        ``gamma0`` and ``augmented``'s ``"lam"`` apply), or the probit link of GP classification,
+        y_n ~ Bernoulli(Phi(f_n)) with y_n = +1 for success, written as the factor log Phi(y_n f_n)
+        (the same log-likelihood, finite for any f). The probit augmentation z_n ~ N(f_n, 1)
+        truncated to the sign of y_n (Albert & Chib 1993) integrates out to it exactly; the Gibbs
+        kernel draws it, the program leaves it out.
+    kernel_prior : KernelPrior, optional
+        GP classifier: every field the prior covers is a sample site of its name (e.g.
+        ``"lengthscale"``) with log theta_j ~ N(loc_j, scale_j^2)
+        (:func:`~bayes_maxmargin.models.gp.model.sample_kernel_params`), K(W) built from it: the
+        posterior of the Gibbs sampler with theta sampled.
 
     Returns
     -------
@@ -164,9 +183,11 @@ def factor_bsvm(
             b = numpyro.sample("intercept", dist.Normal(0.0, intercept_scale))
         f = numpyro.deterministic("f", W @ beta + b)
     elif classifier == "gp":
-        from bayes_maxmargin.models.gp.model import default_kernel_params
+        from bayes_maxmargin.models.gp.model import default_kernel_params, sample_kernel_params
 
         params = default_kernel_params(kernel, K) if kernel_params is None else kernel_params
+        if kernel_prior is not None:
+            params = sample_kernel_params(kernel_prior, params)
         cov = get_kernel(kernel)(params, W, W) + jitter * jnp.eye(n, dtype=W.dtype)
         if noncentered:
             z = numpyro.sample("z", dist.Normal(jnp.zeros(n, cov.dtype), 1.0).to_event(1))
@@ -175,10 +196,27 @@ def factor_bsvm(
             f = numpyro.sample("f", dist.MultivariateNormal(jnp.zeros(n, cov.dtype), covariance_matrix=cov))
     else:
         raise ValueError(f"classifier must be 'linear' or 'gp', got {classifier!r}")
+    if link == "probit":
+        numpyro.factor("probit", jnp.sum(log_ndtr(y * f)))
+        return f
+    if link != "hinge":
+        raise ValueError(f"link must be 'hinge' or 'probit', got {link!r}")
     if gamma_prior is not None:
         gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
     max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
     return f
+
+
+def probit_pseudo_labels(z: Array) -> Array:
+    """Labels under which the max-margin samplers' Gaussian step is the probit one: z / 2.
+
+    Given lambda and gamma, the augmented max-margin factor of point n is the Gaussian observation
+    t_n = y_n (1 + lambda_n) = f_n + e_n, e_n ~ N(0, lambda_n / gamma) (Henao et al. 2014, eq. 7);
+    given the Albert & Chib (1993) variable z_n, the probit one is z_n = f_n + e_n, e_n ~ N(0, 1):
+    the same with lambda_n = 1, gamma = 1 and labels y_n = z_n / 2. Every conditional of the
+    classifier and the scores given the augmentation is then the max-margin sampler's.
+    """
+    return 0.5 * z
 
 
 class FactorData(NamedTuple):
@@ -191,12 +229,21 @@ class FactorData(NamedTuple):
     y : Array, shape (n,)
         Labels coded +-1 (ignored by the ``"none"`` structure).
     theta : NamedTuple
-        Kernel parameters of the GP classifier (fixed; unused by the linear classifier).
+        Kernel parameters of the GP classifier (fixed, or the initial values when ``prior`` is given;
+        unused by the linear classifier).
     jitter : Array
         Diagonal jitter of K(W).
+    prior : KernelPrior or None
+        Log-normal prior of the sampled kernel fields (:func:`~bayes_maxmargin.models.gp.model.kernel_prior`);
+        None: theta fixed.
+    slice_width : Array or None
+        Bracket width of the slice updates of log theta (scalar or one per coordinate of
+        :func:`~bayes_maxmargin.core.parameters.pack`); None: 1.
     """
 
     X: Array
     y: Array
     theta: Any
     jitter: Array
+    prior: Any = None
+    slice_width: Any = None

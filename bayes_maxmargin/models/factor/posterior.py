@@ -14,8 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
+from scipy.special import log_ndtr, logsumexp, ndtri_exp
 
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
+from bayes_maxmargin.core.parameters import free_fields, replace_fields
+from bayes_maxmargin.core.predict import probit_margin
+from bayes_maxmargin.models.factor.model import probit_pseudo_labels
 from bayes_maxmargin.models.factor.vbem import VBState, predict_f
 from bayes_maxmargin.models.gp.covariance import gp_alpha, gp_data
 
@@ -66,8 +70,9 @@ class VBPosterior(NamedTuple):
 
 class DrawsPosterior(NamedTuple):
     """The Gibbs draws (chains stacked): ``A``, ``psi`` and the classifier's (``coef`` for the linear one;
-    ``W``, ``inv_lam``, ``gamma`` for the GP), which classifier (``structure``: "linear", "gp" or "none",
-    the factor model alone), the +-1 labels and the GP's kernel and its fixed parameters ``theta``."""
+    ``W``, ``inv_lam``, ``gamma`` for the GP, and the draws of its sampled kernel fields by path, e.g.
+    ``lengthscale``), which classifier (``structure``: "linear", "gp" or "none", the factor model alone),
+    the +-1 labels and the GP's kernel and its parameters ``theta`` (those of the fields not sampled)."""
 
     draws: dict
     structure: str
@@ -83,14 +88,37 @@ class DrawsPosterior(NamedTuple):
 
     def latent_moments(self, Xc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mixture over draws of the classifier's predictive of f at the draw's scores."""
+        m, v = self.latent_draws(Xc)
+        return m.mean(0), v.mean(0) + m.var(0)
+
+    def probit_margin(self, Xc: np.ndarray) -> np.ndarray:
+        """Phi^-1 of E[Phi(f*)], the probit link's predictive probability of y* = +1, which is the mean over
+        the draws of Phi(m_s / sqrt(1 + v_s)) (the Gaussian integral of Phi given draw s,
+        :func:`~bayes_maxmargin.core.predict.probit_margin`). Computed from the log of the smaller of the
+        two class probabilities, so that it stays finite where the probability rounds to 0 or 1."""
+        r = probit_margin(*self.latent_draws(Xc))
+        log_s = np.log(r.shape[0])
+        log_p = logsumexp(log_ndtr(r), axis=0) - log_s
+        log_q = logsumexp(log_ndtr(-r), axis=0) - log_s
+        return np.where(log_p < log_q, ndtri_exp(np.minimum(log_p, 0.0)), -ndtri_exp(np.minimum(log_q, 0.0)))
+
+    def latent_draws(self, Xc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per draw s, the mean and variance (each (draws, n)) of the classifier's predictive of f at the
+        draw's scores: f* itself for the linear classifier (variance 0); for the GP the regression
+        predictive given the draw's Gaussian pseudo-observations (max-margin: y (1 + lambda) with noise
+        lambda / gamma; probit: z with unit noise, :func:`~bayes_maxmargin.models.factor.model.probit_pseudo_labels`)."""
         Ws, d = self.scores(Xc, per_draw=True), self.draws
         if self.structure == "linear":
             f = np.einsum("snk,sk->sn", Ws, d["coef"][:, :-1]) + d["coef"][:, -1:]
-            return f.mean(0), f.var(0)
-        kfn, theta = get_kernel(self.kernel), self.theta
-        y = jnp.asarray(self.y, jnp.float64)
+            return f, np.zeros_like(f)
+        kfn = get_kernel(self.kernel)
+        n_draws = len(d["W"])
+        labels = (probit_pseudo_labels(jnp.asarray(d["z"], jnp.float64)) if "z" in d
+                  else jnp.broadcast_to(jnp.asarray(self.y, jnp.float64), (n_draws, len(self.y))))
+        sampled = {k: jnp.asarray(d[k]) for k in free_fields(self.theta) if k in d}  # theta draws
 
-        def one(W, Wn, inv_lam, gamma):
+        def one(W, Wn, inv_lam, gamma, fields, y):
+            theta = replace_fields(self.theta, fields)
             K = kfn(theta, W, W) + 1e-6 * jnp.eye(W.shape[0])
             alpha = gp_alpha(gp_data(K, y), inv_lam, gamma)
             Ks = kfn(theta, Wn, W)
@@ -100,6 +128,5 @@ class DrawsPosterior(NamedTuple):
             return Ks @ alpha, kernel_diag(kfn, theta, Wn) - jnp.sum(V**2, 0)
 
         m, v = jax.lax.map(lambda a: one(*a), (jnp.asarray(d["W"]), jnp.asarray(Ws),
-                                               jnp.asarray(d["inv_lam"]), jnp.asarray(d["gamma"])))
-        m, v = np.asarray(m), np.asarray(v)
-        return m.mean(0), v.mean(0) + m.var(0)
+                                               jnp.asarray(d["inv_lam"]), jnp.asarray(d["gamma"]), sampled, labels))
+        return np.asarray(m), np.asarray(v)

@@ -6,7 +6,9 @@ One sweep, with u = 1 - Y f, Lambda = diag(lambda), D = Lambda / gamma and B = K
 2. f | lambda, gamma ~ N(m, S), m = K B^-1 Y (1 + lambda), S = K B^-1 D, drawn exactly by the
    perturbation ("Matheron") identity with one Cholesky of the scaled B (see :func:`sample_f`);
 3. gamma | f, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2), eps = u + lambda, when gamma has
-   a prior.
+   a prior;
+4. gamma0 | lambda ~ Ga(c0 + N, d0 + sum_n lambda_n) when gamma0 has a Ga(c0, d0) prior
+   (:func:`~bayes_maxmargin.core.augmentation.gamma0_conditional`).
 
 The kernel targets the augmented program ``gp_bsvm(..., augmented=True)``; its ``log_joint``
 equals that program's log density (tested). Nowhere is K^-1 or B^-1 formed: K enters through its
@@ -29,6 +31,7 @@ from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
     augmented_sweep,
     expected_inv_lambda,
+    log_gamma0_prior,
     log_lambda_prior,
 )
 from bayes_maxmargin.core.linalg import mvn_logpdf_chol
@@ -49,6 +52,8 @@ class GPGibbsState(NamedTuple):
         1 / lambda_n, the augmentation variables in the parametrisation the updates use.
     gamma : Array
         Hinge scale (constant when it has no prior).
+    gamma0 : Array
+        Rate of lambda's exponential prior (constant when it has no prior).
     log_joint : Array
         Log density of the augmented joint at this state (with respect to lambda).
     """
@@ -56,17 +61,20 @@ class GPGibbsState(NamedTuple):
     f: Array
     inv_lam: Array
     gamma: Array
+    gamma0: Array
     log_joint: Array
 
 
 def gp_log_joint(
-    f: Array, inv_lam: Array, gamma: Array, data: GPData, hyper: GPHyper, sample_gamma: bool
+    f: Array, inv_lam: Array, gamma: Array, data: GPData, hyper: GPHyper, sample_gamma: bool,
+    sample_gamma0: bool = False,
 ) -> Array:
-    """Log density of the augmented GP program at (f, lambda = 1 / inv_lam, gamma) (eq. 5-6).
+    """Log density of the augmented GP program at (f, lambda = 1 / inv_lam, gamma, gamma0 =
+    ``hyper.gamma0``) (eq. 5-6).
 
     log N(f | 0, K) + sum_n log N(u_n | -lambda_n, lambda_n / gamma) + sum_n log Exp(lambda_n | gamma0)
-    [+ log Ga(gamma | a0, b0)]; the flat prior on lambda (gamma0 = 0) adds 0, as NumPyro's
-    ``ImproperUniform`` does. The Gaussian term uses the Cholesky factor of K, never K^-1.
+    [+ log Ga(gamma | a0, b0)] [+ log Ga(gamma0 | c0, d0)]; the flat prior on lambda (gamma0 = 0) adds 0,
+    as NumPyro's ``ImproperUniform`` does. The Gaussian term uses the Cholesky factor of K, never K^-1.
     """
     log_prior_f = mvn_logpdf_chol(f, data.chol)
     u = 1.0 - data.y * f
@@ -74,6 +82,8 @@ def gp_log_joint(
     lp = log_prior_f + log_lik + log_lambda_prior(inv_lam, hyper.gamma0)
     if sample_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
+    if sample_gamma0:
+        lp = lp + log_gamma0_prior(hyper.gamma0, hyper.gamma0_shape, hyper.gamma0_rate)
     return lp
 
 
@@ -134,23 +144,28 @@ def sample_f(key: Array, data: GPData, inv_lam: Array, gamma: Array) -> Array:
     return f0 + data.K @ v
 
 
-def init_gp(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool) -> GPGibbsState:
-    """A state at ``f`` with 1 / lambda at its conditional mean (eq. 8) and gamma at ``hyper.gamma``."""
+def init_gp(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool, sample_gamma0: bool = False) -> GPGibbsState:
+    """A state at ``f`` with 1 / lambda at its conditional mean (eq. 8), gamma at ``hyper.gamma`` and
+    gamma0 at ``hyper.gamma0``."""
     f = jnp.asarray(f, data.K.dtype)
     gamma = jnp.asarray(hyper.gamma, f.dtype)
+    gamma0 = jnp.asarray(hyper.gamma0, f.dtype)
     u = 1.0 - data.y * f
-    inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)
-    return GPGibbsState(f, inv_lam, gamma, gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma))
+    inv_lam = expected_inv_lambda(u, gamma, gamma0)
+    log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma, sample_gamma0)
+    return GPGibbsState(f, inv_lam, gamma, gamma0, log_joint)
 
 
 @functools.cache
-def build_gp_kernel(sample_gamma: bool):
+def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False):
     """The Gibbs kernel of the GP Bayesian SVM at fixed theta, eq. (7) (cached: one per structure).
 
     Parameters
     ----------
     sample_gamma : bool
         Whether gamma has a Gamma(a0, b0) prior and is sampled (else it stays at its value).
+    sample_gamma0 : bool
+        Whether gamma0 has a Gamma(``hyper.gamma0_shape``, ``hyper.gamma0_rate``) prior and is sampled.
 
     Returns
     -------
@@ -161,15 +176,17 @@ def build_gp_kernel(sample_gamma: bool):
     def kernel(
         rng_key: Array, state: GPGibbsState, data: GPData, hyper: GPHyper
     ) -> tuple[GPGibbsState, None]:
-        f, inv_lam, gamma = augmented_sweep(rng_key, state.f, state.gamma, data.y, hyper, lambda f: f,
-                                            lambda key, inv_lam, gamma: sample_f(key, data, inv_lam, gamma),
-                                            sample_gamma)
-        log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper, sample_gamma)
-        return GPGibbsState(f, inv_lam, gamma, log_joint), None
+        f, inv_lam, gamma, gamma0 = augmented_sweep(
+            rng_key, state.f, state.gamma, data.y, hyper._replace(gamma0=state.gamma0), lambda f: f,
+            lambda key, inv_lam, gamma: sample_f(key, data, inv_lam, gamma), sample_gamma,
+            sample_gamma0=sample_gamma0,
+        )
+        log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma, sample_gamma0)
+        return GPGibbsState(f, inv_lam, gamma, gamma0, log_joint), None
 
     return kernel
 
 
 def record_gp(state: GPGibbsState) -> dict[str, Array]:
     """What the driver keeps per draw of the GP sampler (lambda is not stored)."""
-    return {"f": state.f, "gamma": state.gamma, "log_joint": state.log_joint}
+    return {"f": state.f, "gamma": state.gamma, "gamma0": state.gamma0, "log_joint": state.log_joint}

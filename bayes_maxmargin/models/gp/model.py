@@ -59,7 +59,7 @@ from bayes_maxmargin.core.kernels import (
 from bayes_maxmargin.core.linalg import limit_threads
 from bayes_maxmargin.core.parameters import field_values, free_fields, replace_fields
 from bayes_maxmargin.core.predict import distinct_rows
-from bayes_maxmargin.models.common import max_margin_likelihood
+from bayes_maxmargin.models.common import hinge_scale_sites, max_margin_likelihood
 
 __all__ = ["GPHyper", "KernelPrior", "check_num_inducing", "default_kernel_params", "default_kernel_prior",
            "gp_bsvm", "init_inducing", "kernel_log_prior", "kernel_prior", "prior_covariance",
@@ -76,13 +76,18 @@ class GPHyper(NamedTuple):
     a0, b0 : Array
         Shape and rate of the Gamma prior on gamma (unused when gamma is fixed), eq. (6).
     gamma0 : Array
-        Rate of the exponential prior on lambda (0: the hinge of eq. 3), eq. (5).
+        Rate of the exponential prior on lambda (0: the hinge of eq. 3), eq. (5); the fixed value, or
+        the initial value (> 0) when gamma0 has a Gamma prior.
+    gamma0_shape, gamma0_rate : Array
+        Shape and rate of the Gamma prior on gamma0 (unused when gamma0 is fixed).
     """
 
     gamma: Array
     a0: Array
     b0: Array
     gamma0: Array
+    gamma0_shape: Array = 1.0
+    gamma0_rate: Array = 1.0
 
 
 def default_kernel_params(kernel: str | KernelFn, n_features: int) -> Any:
@@ -241,6 +246,7 @@ def gp_bsvm(
     augmented: bool = False,
     kernel_prior: KernelPrior | None = None,
     noncentered: bool = False,
+    gamma0_prior: tuple[float, float] | None = None,
 ) -> Array:
     """NumPyro program of the GP Bayesian SVM (Henao et al. 2014, eq. 6).
 
@@ -274,6 +280,9 @@ def gp_bsvm(
     noncentered : bool
         If True, f = L z with ``"z" ~ N(0, I)`` and L L' = K + jitter I; ``"f"`` is then a
         deterministic site. The same posterior as the centred program.
+    gamma0_prior : (shape, rate), optional
+        A Gamma prior on gamma0, the sample site ``"gamma0"`` (``gamma0`` is then ignored; the
+        conjugate prior Henao et al. mention after eq. 6).
 
     Returns
     -------
@@ -294,11 +303,10 @@ def gp_bsvm(
         f = numpyro.deterministic("f", jnp.linalg.cholesky(cov) @ z)
     else:
         f = numpyro.sample("f", dist.MultivariateNormal(jnp.zeros(n, cov.dtype), covariance_matrix=cov))
-    if gamma_prior is not None:
-        gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
+    gamma, gamma0 = hinge_scale_sites(gamma, gamma_prior, gamma0, gamma0_prior)
     if y is None:
         return f
-    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
+    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented, sampled_gamma0=gamma0_prior is not None)
     return f
 
 

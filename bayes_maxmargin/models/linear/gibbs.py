@@ -7,7 +7,9 @@ Linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, eq. 7 with f = Phi 
    P = diag(prior_prec) + gamma Phi' Lambda^-1 Phi (one Cholesky of P), drawn directly or by
    an overrelaxed move that leaves this conditional invariant (Adler 1981); for p > n in its
    n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016), O(n^2 p) instead of O(n p^2 + p^3);
-3. gamma | w, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2) when gamma has a prior.
+3. gamma | w, lambda ~ Ga(a0 + N/2, b0 + eps' Lambda^-1 eps / 2) when gamma has a prior;
+4. gamma0 | lambda ~ Ga(c0 + N, d0 + sum_n lambda_n) when gamma0 has a Ga(c0, d0) prior
+   (:func:`~bayes_maxmargin.core.augmentation.gamma0_conditional`).
 
 The kernel targets the augmented program ``linear_bsvm(..., augmented=True)``; its ``log_joint``
 equals that program's log density (tested).
@@ -26,6 +28,7 @@ from bayes_maxmargin.core.augmentation import (
     augmented_sweep,
     expected_inv_lambda,
     gaussian_conditional,
+    log_gamma0_prior,
     log_lambda_prior,
     masked_rows,
     prior_gram,
@@ -41,42 +44,52 @@ __all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log
 class LinearGibbsState(NamedTuple):
     """State of the linear Gibbs sampler (one chain).
 
-    ``coef`` is [beta, intercept] (shape (p,)); ``inv_lam`` (1 / lambda_n), ``gamma`` and ``log_joint``
-    are as in the GP sampler's :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState`.
+    ``coef`` is [beta, intercept] (shape (p,)); ``inv_lam`` (1 / lambda_n), ``gamma``, ``gamma0`` and
+    ``log_joint`` are as in the GP sampler's :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState`.
     """
 
     coef: Array
     inv_lam: Array
     gamma: Array
+    gamma0: Array
     log_joint: Array
 
 
 def linear_log_joint(
-    coef: Array, inv_lam: Array, gamma: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool
+    coef: Array, inv_lam: Array, gamma: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool,
+    sample_gamma0: bool = False,
 ) -> Array:
-    """Log density of the augmented linear program at (coef, lambda = 1 / inv_lam, gamma).
+    """Log density of the augmented linear program at (coef, lambda = 1 / inv_lam, gamma, gamma0 =
+    ``hyper.gamma0``).
 
     Gaussian priors with zero precision (flat) and the flat prior on lambda (gamma0 = 0) add 0,
     as NumPyro's ``ImproperUniform`` does.
     """
     u = 1.0 - data.y * (data.design @ coef)
     log_lik = jnp.sum(masked_rows(augmented_log_likelihood(u, inv_lam, gamma), data.mask))
-    return (log_prior(coef, gamma, hyper, sample_gamma) + log_lik
-            + log_lambda_prior(inv_lam, hyper.gamma0, data.mask))
+    lp = (log_prior(coef, gamma, hyper, sample_gamma) + log_lik
+          + log_lambda_prior(inv_lam, hyper.gamma0, data.mask))
+    if sample_gamma0:
+        lp = lp + log_gamma0_prior(hyper.gamma0, hyper.gamma0_shape, hyper.gamma0_rate)
+    return lp
 
 
-def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool) -> LinearGibbsState:
-    """A state at ``coef`` with 1 / lambda at its conditional mean and gamma at ``hyper.gamma``."""
+def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool,
+                sample_gamma0: bool = False) -> LinearGibbsState:
+    """A state at ``coef`` with 1 / lambda at its conditional mean, gamma at ``hyper.gamma`` and gamma0
+    at ``hyper.gamma0``."""
     gamma = jnp.asarray(hyper.gamma, coef.dtype)
+    gamma0 = jnp.asarray(hyper.gamma0, coef.dtype)
     u = 1.0 - data.y * (data.design @ coef)
-    inv_lam = expected_inv_lambda(u, gamma, hyper.gamma0)
-    return LinearGibbsState(
-        coef, inv_lam, gamma, linear_log_joint(coef, inv_lam, gamma, data, hyper, sample_gamma)
-    )
+    inv_lam = expected_inv_lambda(u, gamma, gamma0)
+    log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma,
+                                 sample_gamma0)
+    return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint)
 
 
 @functools.cache
-def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: bool = False):
+def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: bool = False,
+                        sample_gamma0: bool = False):
     """The Gibbs kernel of the linear Bayesian SVM (cached: one function per structure).
 
     Parameters
@@ -90,6 +103,9 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
         Draw the coefficients in O(n^2 p) by the algorithm of Bhattacharya, Chakraborty & Mallick
         (2016) (:func:`~bayes_maxmargin.core.augmentation.sample_wide_gaussian`; needs every prior
         precision > 0), for p > n: the same conditional, other random numbers.
+    sample_gamma0 : bool
+        Whether gamma0 has a Gamma(``hyper.gamma0_shape``, ``hyper.gamma0_rate``) prior and is sampled
+        (else it stays at its value).
 
     Returns
     -------
@@ -108,14 +124,17 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
             cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
             return sample_gaussian(key, cond, state.coef, overrelaxation)
 
-        coef, inv_lam, gamma = augmented_sweep(rng_key, state.coef, state.gamma, data.y, hyper,
-                                               lambda c: data.design @ c, draw_coef, sample_gamma, data.mask)
-        log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper, sample_gamma)
-        return LinearGibbsState(coef, inv_lam, gamma, log_joint), None
+        current = hyper._replace(gamma0=state.gamma0)
+        coef, inv_lam, gamma, gamma0 = augmented_sweep(rng_key, state.coef, state.gamma, data.y, current,
+                                                       lambda c: data.design @ c, draw_coef, sample_gamma, data.mask,
+                                                       sample_gamma0)
+        log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma,
+                                     sample_gamma0)
+        return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint), None
 
     return kernel
 
 
 def record_linear(state: LinearGibbsState) -> dict[str, Array]:
     """What the driver keeps per draw of the linear sampler (lambda is not stored)."""
-    return {"coef": state.coef, "gamma": state.gamma, "log_joint": state.log_joint}
+    return {"coef": state.coef, "gamma": state.gamma, "gamma0": state.gamma0, "log_joint": state.log_joint}

@@ -3,7 +3,8 @@
     f_n = x_n' beta + b,     beta ~ N(0, sigma^2 I),     b ~ N(0, s_b^2) (or flat),
     gamma fixed, or gamma ~ Ga(a0, b0)                              (Henao et al. 2014, eq. 6),
     p(y_n | f_n) proportional to exp(-2 gamma max(1 - y_n f_n, 0))   (gamma0 = 0, eq. 3),
-    or the skewed Laplace sLa(1 - y_n f_n | gamma, gamma0)           (gamma0 > 0, eq. 4-5).
+    or the skewed Laplace sLa(1 - y_n f_n | gamma, gamma0)           (gamma0 > 0, eq. 4-5),
+    gamma0 fixed, or gamma0 ~ Ga(c0, d0) (the conjugate prior mentioned after eq. 6).
 
 The MAP of beta under the hinge is the SVM with C = 2 gamma sigma^2 (Polson & Scott 2011).
 
@@ -27,7 +28,7 @@ from jax import Array
 from numpyro.distributions import constraints
 
 from bayes_maxmargin.core.linalg import LOG_2PI
-from bayes_maxmargin.models.common import max_margin_likelihood
+from bayes_maxmargin.models.common import hinge_scale_sites, max_margin_likelihood
 
 __all__ = ["LinearData", "LinearHyper", "intercept_prior", "linear_bsvm", "log_prior", "prior_precision"]
 
@@ -46,7 +47,10 @@ class LinearHyper(NamedTuple):
     a0, b0 : Array
         Shape and rate of the Gamma prior on gamma (unused when gamma is fixed).
     gamma0 : Array
-        Rate of the exponential prior on lambda (0: the hinge).
+        Rate of the exponential prior on lambda (0: the hinge); the fixed value, or the initial value
+        (> 0) when gamma0 has a Gamma prior.
+    gamma0_shape, gamma0_rate : Array
+        Shape and rate of the Gamma prior on gamma0 (unused when gamma0 is fixed).
     """
 
     prior_prec: Array
@@ -54,6 +58,8 @@ class LinearHyper(NamedTuple):
     a0: Array
     b0: Array
     gamma0: Array
+    gamma0_shape: Array = 1.0
+    gamma0_rate: Array = 1.0
 
 
 def prior_precision(
@@ -98,6 +104,7 @@ def linear_bsvm(
     gamma_prior: tuple[float, float] | None = None,
     gamma0: float = 0.0,
     augmented: bool = False,
+    gamma0_prior: tuple[float, float] | None = None,
 ) -> Array:
     """NumPyro program of the linear Bayesian SVM.
 
@@ -120,8 +127,11 @@ def linear_bsvm(
         Shape and rate of a Gamma prior on gamma (Henao et al. 2014, eq. 6).
     gamma0 : float
         Rate of lambda's exponential prior; 0 is Polson & Scott's hinge (flat prior on lambda).
+        Ignored when ``gamma0_prior`` is given.
     augmented : bool
         If True, lambda is an explicit sample site (the joint of the Gibbs / EM kernels).
+    gamma0_prior : (shape, rate), optional
+        A Gamma prior on gamma0, the sample site ``"gamma0"`` (the skewed Laplace throughout).
 
     Returns
     -------
@@ -133,12 +143,11 @@ def linear_bsvm(
     intercept = 0.0
     if fit_intercept:
         intercept = numpyro.sample("intercept", intercept_prior(intercept_scale))
-    if gamma_prior is not None:
-        gamma = numpyro.sample("gamma", dist.Gamma(gamma_prior[0], gamma_prior[1]))
+    gamma, gamma0 = hinge_scale_sites(gamma, gamma_prior, gamma0, gamma0_prior)
     f = X @ beta + intercept
     if y is None:
         return f
-    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented)
+    max_margin_likelihood(1.0 - y * f, gamma, gamma0, augmented, sampled_gamma0=gamma0_prior is not None)
     return f
 
 class LinearData(NamedTuple):

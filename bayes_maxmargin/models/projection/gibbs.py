@@ -32,6 +32,27 @@ kernel models). One sweep for one binary problem, in the order of Algorithm 1:
    conjugate Gamma posteriors of the precisions of Gaussian vectors), and for ssKMMDP
    pi_l ~ Beta(e0 + sum_k 1(theta_lk != 0), f0 + sum_k 1(theta_lk = 0)).
 
+Without the latent representation (``latent=False``; Sec. 3.2, eq. 11: f_n = w' A' x_n + b, no z_n)
+the sweep is steps 1, 2, 3' and 5, with ``Z`` holding F A (the classifier's inputs) and
+
+3'. a_k | w, b, lambda, alpha_k for k = 1..K in turn, eq. (12): with xi_n^-k = 1 - y_n (sum_{j != k}
+   w_j a_j' x_n + b), the k-th column enters (1 + lambda_n - y_n f_n)^2 / lambda_n as
+   (xi_n^-k + lambda_n - y_n w_k a_k' x_n)^2 / lambda_n, so
+
+       Sigma_ak = (w_k^2 sum_n x_n x_n' / lambda_n + alpha_k I)^-1,
+       mu_ak = Sigma_ak w_k sum_n (xi_n^-k + lambda_n) / lambda_n y_n x_n,
+
+   the conditional of :func:`~bayes_maxmargin.core.augmentation.gaussian_conditional` with design
+   w_k F and the labels y_n scaled by (xi_n^-k + lambda_n) / (1 + lambda_n) (its n-dimensional form
+   when D > n). One D x D (or n x n) Cholesky per column and sweep: the paper's Step 5 cost.
+
+Integrating z_{1k}..z_{nk} out of the MMLDP joint instead gives the conditional of a_k of eq. (13),
+eq. (12) with every lambda_n in a denominator replaced by lambda_n + w_k^2 (and xi_n^-k computed
+from the other coordinates of z_n): with z_n the term w_k^2 bounds the weight of the data on a_k
+where w_k is large, and the prior alpha_k keeps a_k small where w_k is small; without z_n nothing
+ties the scale of a_k to that of w_k but the priors, and ||a_k|| drifts far out along the ridge
+w_k a_k = const (Fig. 1; :func:`bayes_maxmargin.experiments.chen2015.figure1`).
+
 The state's ``log_joint`` is the log density of the augmented program
 :func:`~bayes_maxmargin.models.projection.model.mmdp` (tested). Multi-class problems (Sec. 4.5) run the L
 one-vs-all binary samplers side by side: the kernel vmaps the binary sweep over a leading class axis
@@ -57,11 +78,13 @@ from bayes_maxmargin.core.augmentation import (
     gaussian_conditional,
     sample_gaussian,
     sample_inv_lambda,
+    sample_wide_gaussian,
+    wide_gaussian_conditional,
 )
 from bayes_maxmargin.models.projection.model import ProjectionData, ProjectionHyper
 
-__all__ = ["ProjectionState", "build_projection_kernel", "gamma_draws", "init_projection",
-           "projection_log_joint", "record_projection", "spike_slab_step"]
+__all__ = ["ProjectionState", "build_projection_kernel", "direct_projection_step", "gamma_draws",
+           "init_projection", "projection_log_joint", "record_projection", "spike_slab_step"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -72,7 +95,7 @@ class ProjectionState(NamedTuple):
     Attributes
     ----------
     A : (L, D, K) projection A (MMLDP) or coefficients Theta (KMMDP, ssKMMDP).
-    Z : (L, n, K) latent features z_n.
+    Z : (L, n, K) latent features z_n (F A without the latent representation).
     w : (L, K) classifier weights.  b : (L,) bias.
     inv_lam : (L, n) 1 / lambda_n.
     alpha : (L, K) precisions of the columns of A.  sigma : (L,) precision of [w; b].
@@ -129,9 +152,12 @@ def _gamma_logpdf(x: Array, shape: Array, rate: Array) -> Array:
 
 def projection_log_joint(
     A: Array, Z: Array, FA: Array, w: Array, b: Array, inv_lam: Array, alpha: Array, sigma: Array,
-    pi: Array, y: Array, hyper: ProjectionHyper, spike_slab: bool,
+    pi: Array, y: Array, hyper: ProjectionHyper, spike_slab: bool, latent: bool = True,
 ) -> Array:
     """Log density of the augmented program (one binary problem) at the state.
+
+    ``latent=False``: the program without the latent representation (eq. 11), no density of Z
+    (which is then F A).
 
     For the spike and slab (eq. 21) the density of Theta is taken with respect to the product of
     (Lebesgue + point mass at 0) measures: pi_l N(theta_lk | 0, 1 / alpha_k) where theta_lk != 0
@@ -151,7 +177,8 @@ def projection_log_joint(
     else:
         lp = lp + jnp.sum(gauss)
     lp = lp + 0.5 * (K + 1) * (jnp.log(sigma) - _LOG_2PI) - 0.5 * sigma * (jnp.sum(w**2) + b**2)
-    lp = lp - 0.5 * n * K * _LOG_2PI - 0.5 * jnp.sum((Z - FA) ** 2)
+    if latent:
+        lp = lp - 0.5 * n * K * _LOG_2PI - 0.5 * jnp.sum((Z - FA) ** 2)
     u = 1.0 - y * (Z @ w + b)
     return lp + jnp.sum(augmented_log_likelihood(u, inv_lam, 1.0))
 
@@ -167,6 +194,54 @@ def _dense_projection_step(key: Array, Z: Array, alpha: Array, data: ProjectionD
         eps = jax.random.normal(k2, A.shape, Z.dtype)
         A = A + (eps - data.V @ (data.V.T @ eps)) / jnp.sqrt(alpha)[None, :]
     return A
+
+
+def direct_projection_step(
+    key: Array, A: Array, w: Array, b: Array, inv_lam: Array, alpha: Array, F: Array, y: Array, full_rank: bool,
+) -> Array:
+    """a_k | w, b, lambda, alpha_k for k = 1..K in turn, without the latent representation (eq. 12;
+    module docstring, step 3').
+
+    Parameters
+    ----------
+    key : Array
+    A : Array, shape (D, K)
+        Current projection.
+    w : Array, shape (K,)
+    b : Array
+    inv_lam : Array, shape (n,)
+    alpha : Array, shape (K,)
+    F : Array, shape (n, D)
+    y : Array, shape (n,)
+        Labels coded +-1.
+    full_rank : bool
+        n >= D: the D x D form of the conditional; otherwise its n x n (Woodbury) form.
+
+    Returns
+    -------
+    Array, shape (D, K)
+        The new projection.
+    """
+    D, K = A.shape
+    keys = jax.random.split(key, K)
+    one_plus_lam = 1.0 + 1.0 / inv_lam
+
+    def column(k, A):
+        a_k = jax.lax.dynamic_index_in_dim(A, k, axis=1, keepdims=False)
+        w_k = w[k]
+        design = w_k * F
+        rest = F @ (A @ w) + b - design @ a_k  # sum_{j != k} w_j a_j' x_n + b
+        # xi^-k + lambda = 1 + lambda - y rest; the labels scaled so that the conditional's linear term
+        # sum_n y_n (1 + lambda_n) / lambda_n x~_n becomes eq. (12)'s sum_n y_n (xi^-k + lambda_n) / lambda_n x~_n
+        scaled_y = y * (one_plus_lam - y * rest) / one_plus_lam
+        prec = jnp.full((D,), alpha[k], A.dtype)
+        if full_rank:
+            new = sample_gaussian(keys[k], gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec))
+        else:
+            new = sample_wide_gaussian(keys[k], wide_gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec))
+        return jax.lax.dynamic_update_index_in_dim(A, new, k, axis=1)
+
+    return jax.lax.fori_loop(0, K, column, A)
 
 
 def spike_slab_step(key: Array, A: Array, B: Array, gram: Array, alpha: Array, pi: Array) -> Array:
@@ -242,14 +317,15 @@ def _z_step(key: Array, FA: Array, w: Array, b: Array, inv_lam: Array, y: Array)
 
 def _binary_sweep(
     key: Array, st: ProjectionState, data: ProjectionData, y: Array, hyper: ProjectionHyper,
-    spike_slab: bool, full_rank: bool,
+    spike_slab: bool, full_rank: bool, latent: bool = True,
 ) -> ProjectionState:
-    """One sweep of Algorithm 1 for one binary problem (state fields without the class axis)."""
+    """One sweep of Algorithm 1 for one binary problem (state fields without the class axis); with
+    ``latent=False`` the sweep without the latent representation (module docstring)."""
     k_w, k_lam, k_a, k_z, k_alpha = jax.random.split(key, 5)
     F = data.features
     n, K = st.Z.shape
     dtype = st.Z.dtype
-    # 1. [w; b] | Z, lambda, sigma (eq. 9)
+    # 1. [w; b] | Z, lambda, sigma (eq. 9; Z = F A without the latent representation)
     design = jnp.concatenate([st.Z, jnp.ones((n, 1), dtype)], axis=1)
     cond = gaussian_conditional(design, y, st.inv_lam, 1.0, jnp.full((K + 1,), st.sigma, dtype))
     wb = sample_gaussian(k_w, cond)
@@ -257,14 +333,19 @@ def _binary_sweep(
     # 2. 1 / lambda | w, b, Z (eq. 10)
     u = 1.0 - y * (st.Z @ w + b)
     inv_lam = sample_inv_lambda(k_lam, u, 1.0, 0.0)
-    # 3. A | Z, alpha (eq. 7 / 20), or Theta | Z, alpha, pi (eq. 22)
-    A = _dense_projection_step(k_a, st.Z, st.alpha, data, full_rank)
-    if spike_slab:
-        A = jnp.where(st.iteration < hyper.dense_warmup, A,
-                      spike_slab_step(k_a, st.A, F.T @ st.Z, data.gram, st.alpha, st.pi))
-    FA = F @ A  # the prior mean of z_n, reused by the log joint
-    # 4. Z | A, w, b, lambda (eq. 8, as a block)
-    Z = _z_step(k_z, FA, w, b, inv_lam, y)
+    if latent:
+        # 3. A | Z, alpha (eq. 7 / 20), or Theta | Z, alpha, pi (eq. 22)
+        A = _dense_projection_step(k_a, st.Z, st.alpha, data, full_rank)
+        if spike_slab:
+            A = jnp.where(st.iteration < hyper.dense_warmup, A,
+                          spike_slab_step(k_a, st.A, F.T @ st.Z, data.gram, st.alpha, st.pi))
+        FA = F @ A  # the prior mean of z_n, reused by the log joint
+        # 4. Z | A, w, b, lambda (eq. 8, as a block)
+        Z = _z_step(k_z, FA, w, b, inv_lam, y)
+    else:
+        # 3'. a_k | w, b, lambda, alpha_k (eq. 12), no z_n
+        A = direct_projection_step(k_a, st.A, w, b, inv_lam, st.alpha, F, y, full_rank)
+        FA = Z = F @ A
     # 5. alpha, sigma (normal-gamma), pi (Beta)
     # one call of the Gamma sampler for every Gamma and Beta draw
     D = A.shape[0]
@@ -283,7 +364,7 @@ def _binary_sweep(
         pi = jnp.clip(g_on / (g_on + g_off), tiny, 1.0 - tiny)  # Beta(e0 + used, f0 + K - used)
     else:
         pi = st.pi
-    log_joint = projection_log_joint(A, Z, FA, w, b, inv_lam, alpha, sigma, pi, y, hyper, spike_slab)
+    log_joint = projection_log_joint(A, Z, FA, w, b, inv_lam, alpha, sigma, pi, y, hyper, spike_slab, latent)
     iteration = st.iteration + 1
     keep = (iteration > hyper.num_warmup).astype(dtype)
     return ProjectionState(
@@ -294,7 +375,7 @@ def _binary_sweep(
 
 
 @functools.cache
-def build_projection_kernel(spike_slab: bool, full_rank: bool = True):
+def build_projection_kernel(spike_slab: bool, full_rank: bool = True, latent: bool = True):
     """The Gibbs kernel of MMLDP / KMMDP (``spike_slab=False``) or ssKMMDP (cached per structure).
 
     Parameters
@@ -304,6 +385,9 @@ def build_projection_kernel(spike_slab: bool, full_rank: bool = True):
     full_rank : bool
         Whether F has at least as many rows as columns (n >= D); otherwise the projection draw
         adds the prior's component in the null space of F.
+    latent : bool
+        False: the model without the latent representation z_n (Sec. 3.2, eq. 11-12; not with
+        ``spike_slab``).
 
     Returns
     -------
@@ -312,11 +396,14 @@ def build_projection_kernel(spike_slab: bool, full_rank: bool = True):
         vmapped over the leading class axis of ``state`` and ``data.Y``.
     """
 
+    if spike_slab and not latent:
+        raise ValueError("spike_slab=True needs latent=True (eq. 22 draws Theta given Z)")
+
     def kernel(rng_key: Array, state: ProjectionState, data: ProjectionData, hyper: ProjectionHyper):
         L = data.Y.shape[0]
         keys = jax.random.split(rng_key, L)
         sweep = jax.vmap(
-            lambda k, s, y: _binary_sweep(k, s, data, y, hyper, spike_slab, full_rank), in_axes=(0, 0, 0)
+            lambda k, s, y: _binary_sweep(k, s, data, y, hyper, spike_slab, full_rank, latent), in_axes=(0, 0, 0)
         )
         return sweep(keys, state, data.Y), None
 

@@ -14,6 +14,14 @@ Ga(shape, rate) throughout, sigma and alpha_k are precisions, as the paper's con
 variance as sigma^-2, which its own updates do not use. The bias b is the paper's "w represents
 the concatenation of w and b" (Sec. 3) and shares the prior precision sigma.
 
+Without the latent representation (``latent_representation=False``, Sec. 3.2, eq. 11) the
+classifier acts on the projection itself, f_n = w' A' x_n + b, with no z_n site: the model the paper
+sets beside MMLDP to show why z_n is there (Fig. 1). Eq. (11) writes the normaliser of the
+augmented factor as 1 / (sqrt(2 pi) lambda_n); it is (2 pi lambda_n)^-1/2, as in eq. (3), for the
+integral over lambda_n to be exp(-2 max(1 - y_n f_n, 0)). Its Gibbs conditional of a_k is eq. (12);
+integrating z_n out of the MMLDP joint instead gives eq. (13), whose denominators lambda_n + w_k^2 in
+place of lambda_n are what z_n adds (see :mod:`bayes_maxmargin.models.projection.gibbs`).
+
 Like the other programs of the library it has two forms: marginal (lambda integrated out, the
 hinge entered with ``numpyro.factor``; NUTS on it is the reference posterior) and augmented (lambda
 a sample site with a flat improper prior), the joint the Gibbs kernel of
@@ -75,6 +83,7 @@ def mmdp(
     c0: float = 1.0,
     d0: float = 1.0,
     augmented: bool = False,
+    latent_representation: bool = True,
 ) -> Array:
     """NumPyro program of MMLDP (``X`` the data) or KMMDP (``X`` the kernel features K(X, V)).
 
@@ -90,11 +99,14 @@ def mmdp(
         Gamma priors of sigma and alpha_k (shape, rate).
     augmented : bool
         If True, lambda is an explicit sample site (the joint of the Gibbs kernel).
+    latent_representation : bool
+        True (MMLDP, eq. 5-6): the sample site Z, z_n ~ N(A' x_n, I_K), feeds the classifier.
+        False (Sec. 3.2, eq. 11): no Z site; f_n = w' A' x_n + b.
 
     Returns
     -------
     Array
-        The classifier output f_n = w' z_n + b.
+        The classifier output f_n = w' z_n + b (w' A' x_n + b without the latent representation).
     """
     n, p = X.shape
     K = n_components
@@ -103,7 +115,7 @@ def mmdp(
     sigma = numpyro.sample("sigma", dist.Gamma(a0, b0))
     w = numpyro.sample("w", dist.Normal(0.0, 1.0 / jnp.sqrt(sigma)).expand([K]).to_event(1))
     b = numpyro.sample("b", dist.Normal(0.0, 1.0 / jnp.sqrt(sigma)))
-    Z = numpyro.sample("Z", dist.Normal(X @ A, 1.0).to_event(2))
+    Z = numpyro.sample("Z", dist.Normal(X @ A, 1.0).to_event(2)) if latent_representation else X @ A
     f = Z @ w + b
     if y is None:
         return f
