@@ -1,6 +1,7 @@
 """Wenzel et al. (2017), Fig. 2 and Fig. 3 with S-BSVM (``GPBSVM(inference="svi")``, float32): the
 experiments of :mod:`bayes_maxmargin.experiments.wenzel2017_figs` (also ``bmm +experiment=wenzel_fig2``
-and ``wenzel_fig3``) with this script's options, JSON fields and plots.
+and ``wenzel_fig3``) with this script's options and JSON fields; the plots are the library's
+(``fig2_figures``, ``fig3_figures``).
 
 Fig. 2 (``--fig2-dataset``, default heart): the length-scale theta auto-tuned by ML-II inside
 S-BSVM (``learn_kernel=("lengthscale",)``, ``mlii_every=10``) against grid search: the
@@ -36,28 +37,30 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def fig2(args) -> dict[str, Any]:
-    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig2` with this script's options and field names."""
+def fig2(args) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig2` with this script's options: its result with this
+    script's field names, and the library's row (for its figure)."""
     from bayes_maxmargin.experiments.wenzel2017_figs import fig2 as run_fig2
 
     (r,), _ = run_fig2(dataset=args.fig2_dataset, folds=args.folds, grid=args.grid, num_inducing=args.fig2_M,
                        batch_size=args.fig2_batch, steps=args.fig2_steps, learning_rate=args.fig2_lr, verbose=True)
     curve = [{"lengthscale": th, "cv_error": e, "cv_std": sd}
              for th, e, sd in zip(r["grid_lengthscales"], r["grid_errors"], r["grid_error_sds"])]
-    return {"dataset": r["dataset"], "n": r["n"], "folds": r["folds"], "theta_init": r["theta_init"], "curve": curve,
+    return r, {"dataset": r["dataset"], "n": r["n"], "folds": r["folds"], "theta_init": r["theta_init"], "curve": curve,
             "grid_best": min(curve, key=lambda c: c["cv_error"]), "grid_time_s": r["grid_time_s"],
             "auto_lengthscale_mean": r["auto_lengthscale"], "auto_lengthscales": r["auto_lengthscales"],
             "auto_cv_error": r["auto_error"], "auto_cv_std": r["auto_error_sd"], "auto_time_s": r["auto_time_s"],
             "time_ratio_grid_over_auto": r["time_ratio_grid_over_auto"], "settings": r["settings"]}
 
 
-def fig3(args) -> list[dict[str, Any]]:
-    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig3` on usps_3vs5 with this script's options."""
+def fig3(args) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`bayes_maxmargin.experiments.wenzel2017_figs.fig3` on usps_3vs5 with this script's options: the
+    library's rows (for its figure) and this script's."""
     from bayes_maxmargin.experiments.wenzel2017_figs import fig3 as run_fig3
 
     rows, _ = run_fig3(ms=args.ms, folds=args.fig3_folds, batch_size=args.fig3_batch, steps=args.fig3_steps,
                        verbose=True)
-    return [{"M": r["M"], "inducing": r["inducing"], "cv_error": r["cv_error"], "cv_std": r["cv_error_sd"],
+    return rows, [{"M": r["M"], "inducing": r["inducing"], "cv_error": r["cv_error"], "cv_std": r["cv_error_sd"],
              "fit_s_mean": r["time_s"], "fit_s_median": float(np.median(r["fold_times"])),
              "lengthscale": r["lengthscale"]} for r in rows]
 
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     from _common import RESULTS, markdown_table, write_results
 
-    from bayes_maxmargin.experiments.henao2014 import limit_blas_threads
+    from bayes_maxmargin.experiments.wenzel2017_figs import fig2_figures, fig3_figures
 
     out_dir = args.out_dir or RESULTS
     suffix = "_quick" if args.quick else ""
@@ -103,12 +106,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    with limit_blas_threads(1), warnings.catch_warnings():
+    with warnings.catch_warnings():  # the library's functions limit OpenBLAS to one thread
         warnings.simplefilter("ignore")
         if "fig2" in args.parts:
-            f2 = fig2(args)
+            row, f2 = fig2(args)
             payload["fig2"] = f2
             write_results(f"wenzel_figs{suffix}", payload, out_dir)  # partial results
             print(f"## Fig. 2: {f2['dataset']} ({f2['folds']}-fold CV), grid search vs auto-tuned length-scale\n")
@@ -117,32 +119,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"auto-tuned theta {f2['auto_lengthscale_mean']:.4g} (CV error {f2['auto_cv_error']:.4f}); "
                   f"time grid {f2['grid_time_s']:.1f} s vs auto {f2['auto_time_s']:.1f} s "
                   f"(x{f2['time_ratio_grid_over_auto']:.1f})\n")
-            fig, ax = plt.subplots(figsize=(5, 3.5))
-            ax.semilogx([r["lengthscale"] for r in f2["curve"]], [r["cv_error"] for r in f2["curve"]], "k.-",
-                        label=f"grid search ({f2['folds']}-fold CV)")
-            ax.semilogx([f2["auto_lengthscale_mean"]], [f2["auto_cv_error"]], "o", mfc="none", mec="r", ms=12, mew=2,
-                        label="auto-tuned (ML-II)")
-            ax.set(xlabel="length-scale theta", ylabel="CV error", title=f"S-BSVM on {f2['dataset']}")
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(out_dir / f"wenzel_fig2{suffix}.png", dpi=120)
+            fig2_figures([row], [])["fig2.png"].savefig(out_dir / f"wenzel_fig2{suffix}.png", dpi=120)
         if "fig3" in args.parts:
-            f3 = fig3(args)
+            rows, f3 = fig3(args)
             payload["fig3"] = f3
             print("## Fig. 3: usps_3vs5, k-means vs random inducing points\n")
             print(markdown_table(f3, ["M", "inducing", "cv_error", "cv_std", "fit_s_mean", "fit_s_median"]))
-            fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-            for method, c in (("kmeans", "C0"), ("random", "C1")):
-                sel = [r for r in f3 if r["inducing"] == method]
-                ms = [r["M"] for r in sel]
-                ax[0].errorbar(ms, [r["cv_error"] for r in sel], [r["cv_std"] for r in sel], fmt="o-", color=c,
-                               label=method, capsize=3)
-                ax[1].plot(ms, [r["fit_s_median"] for r in sel], "o-", color=c, label=method)
-            ax[0].set(xscale="log", xlabel="M inducing points", ylabel="CV error", title="usps 3 vs 5")
-            ax[1].set(xscale="log", xlabel="M inducing points", ylabel="median fit time (s)")
-            ax[0].legend()
-            fig.tight_layout()
-            fig.savefig(out_dir / f"wenzel_fig3{suffix}.png", dpi=120)
+            fig3_figures(rows, [])["fig3.png"].savefig(out_dir / f"wenzel_fig3{suffix}.png", dpi=120)
     path = write_results(f"wenzel_figs{suffix}", payload, out_dir)
     print(f"wrote {path}")
     return payload
