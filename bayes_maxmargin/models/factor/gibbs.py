@@ -78,11 +78,12 @@ from bayes_maxmargin.core.augmentation import (
 )
 from bayes_maxmargin.core.distributions import InverseGaussian, sample_positive_normal
 from bayes_maxmargin.core.kernels import get_kernel
-from bayes_maxmargin.core.parameters import field_values, free_fields, pack, thaw, unpack
+from bayes_maxmargin.core.parameters import pack, thaw, unpack
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, probit_pseudo_labels, score_conditional
 from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
 from bayes_maxmargin.models.gp.gibbs import sample_f
-from bayes_maxmargin.models.gp.gibbs_theta import GPThetaData, sampled_coordinates, slice_sweep, theta_log_conditional
+from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordinates, sampled_field_values, slice_sweep,
+                                                   theta_log_conditional)
 
 __all__ = ["FactorState", "build_factor_kernel", "build_factor_record", "draw_inv_scale", "draw_log_theta",
            "ess_step", "init_factor", "log_marginal_z", "record_factor"]
@@ -528,11 +529,9 @@ def build_factor_record(theta_template: tuple | None = None, fields: tuple[str, 
 
 @functools.cache
 def _build_theta_record(theta_template: tuple, fields: tuple[str, ...] | None):
-    params_like = thaw(theta_template)
-    names = free_fields(params_like) if fields is None else fields
+    theta = sampled_field_values(theta_template, fields)
 
     def record(state: FactorState) -> dict[str, Array]:
-        theta = field_values(unpack(state.log_theta, params_like))
-        return {**record_factor(state), **{name: theta[name] for name in names}}
+        return {**record_factor(state), **theta(state.log_theta)}
 
     return record

@@ -118,8 +118,8 @@ from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covarian
 
 __all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel",
            "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
-           "slice_1d", "slice_settings", "slice_sweep", "surrogate_log_conditional", "surrogate_whiten",
-           "theta_log_conditional"]
+           "sampled_field_values", "slice_1d", "slice_settings", "slice_sweep", "surrogate_log_conditional",
+           "surrogate_whiten", "theta_log_conditional"]
 
 LogDensity = Callable[[Array], Array]
 
@@ -661,18 +661,25 @@ def build_gp_theta_record(params_like: Any, fields: tuple[str, ...] | None = Non
 
 
 @functools.cache
-def _build_record(frozen: tuple, fields: tuple[str, ...] | None):
+def sampled_field_values(frozen: tuple, fields: tuple[str, ...] | None) -> Callable[[Array], dict[str, Array]]:
+    """``log_theta -> {path: value}``: the sampled kernel fields (``fields``; None: every positive one) of a
+    packed log theta, constrained, for the kernel parameters of :func:`template` ``frozen``. Cached."""
     params_like = thaw(frozen)
     names = free_fields(params_like) if fields is None else fields
 
+    def values(log_theta: Array) -> dict[str, Array]:
+        theta = field_values(unpack(log_theta, params_like))
+        return {name: theta[name] for name in names}
+
+    return values
+
+
+@functools.cache
+def _build_record(frozen: tuple, fields: tuple[str, ...] | None):
+    theta = sampled_field_values(frozen, fields)
+
     def record(state: GPThetaState) -> dict[str, Array]:
-        theta = field_values(unpack(state.log_theta, params_like))
-        return {
-            "f": state.f,
-            "gamma": state.gamma,
-            "gamma0": state.gamma0,
-            "log_joint": state.log_joint,
-            **{name: theta[name] for name in names},
-        }
+        return {"f": state.f, "gamma": state.gamma, "gamma0": state.gamma0, "log_joint": state.log_joint,
+                **theta(state.log_theta)}
 
     return record
