@@ -120,15 +120,26 @@ def test_invalid_value_names_the_parameter(tmp_path):
         run(_composed("inference.num_samples=-5", "plots=false"), tmp_path)
 
 
-def test_compiled_programs_are_kept_between_runs(tmp_path):
-    """The second run of a job finds every compiled program in the cache and writes nothing new."""
-    cache = tmp_path / "cache"
-    args = (f"compilation_cache={cache}", "smoke=true", "plots=false", "progress_bar=false")
-    listings = []
+@pytest.fixture(scope="module")
+def em_job_twice(tmp_path_factory):
+    """`bmm inference=em` run twice with a compilation cache of its own (the suite's shared cache
+    unset): the folder of the runs, each run's process and the cache's listing after each run. The
+    first run serves test_point_estimate_job_logs_and_skips_the_trace too."""
+    tmp = tmp_path_factory.mktemp("em_job")
+    cache = tmp / "cache"
+    runs, listings = [], []
     for run in ("first", "second"):
-        res = bmm(*args, f"hydra.run.dir={tmp_path / run}", cwd=tmp_path, unset_env=("JAX_COMPILATION_CACHE_DIR",))
+        runs.append(bmm("inference=em", f"compilation_cache={cache}", f"hydra.run.dir={tmp / run}", cwd=tmp,
+                        unset_env=("JAX_COMPILATION_CACHE_DIR",)))
+        listings.append(sorted(p.name for p in cache.iterdir()) if cache.is_dir() else [])
+    return tmp, runs, listings
+
+
+def test_compiled_programs_are_kept_between_runs(em_job_twice):
+    """The second run of a job finds every compiled program in the cache and writes nothing new."""
+    _, runs, listings = em_job_twice
+    for res in runs:
         assert res.returncode == 0, res.stderr
-        listings.append(sorted(p.name for p in cache.iterdir()))
     assert len(listings[0]) >= 5
     assert listings[1] == listings[0]
 
@@ -380,13 +391,13 @@ def test_help_describes_the_command_and_the_data(tmp_path):
         assert text in res.stdout, text
 
 
-def test_point_estimate_job_logs_and_skips_the_trace(tmp_path):
+def test_point_estimate_job_logs_and_skips_the_trace(em_job_twice):
     """EM: no "max R-hat nan" and no empty trace plot, but a line saying there are no draws; the
     coefficients carry the dataset's feature names; cli.log holds the run's steps."""
     from bayes_maxmargin.data import load_dataset
 
-    out = tmp_path / "run"
-    res = bmm(f"hydra.run.dir={out}", "inference=em", "compilation_cache=null", cwd=tmp_path)
+    tmp, (res, _), _ = em_job_twice
+    out = tmp / "first"
     assert res.returncode == 0, res.stderr
     assert "nan" not in res.stdout and "point estimate, not draws" in res.stdout
     assert not (out / "trace.png").exists() and (out / "reliability.png").exists()
@@ -412,7 +423,8 @@ OPTION_VALUES = {
     "kernel_params": ("{lengthscale:2.0,amplitude:0.5}", {"lengthscale": 2.0, "amplitude": 0.5}),
     "learn_kernel": ("[lengthscale]", ("lengthscale",)), "kernel_prior_scale": ("0.5", 0.5), "jitter": ("1e-5", 1e-5),
     "calibrate": ("false", False), "num_samples": ("123", 123), "num_warmup": ("45", 45), "num_chains": ("3", 3),
-    "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "theta_sampler": ("surrogate", "surrogate"), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
+    "thin": ("2", 2), "overrelaxation": ("0.5", 0.5), "marginal_moves": ("false", False),
+    "theta_sampler": ("surrogate", "surrogate"), "max_iter": ("77", 77), "tol": ("1e-6", 1e-6),
     "solver": ("fixed_point", "fixed_point"), "accelerate": ("false", False), "mlii_every": ("5", 5),
     "mlii_steps": ("3", 3), "mlii_tol": ("null", None), "mlii_criterion": ("loo", "loo"),
     "optimizer": ("adam", "adam"), "learning_rate": ("0.1", 0.1),

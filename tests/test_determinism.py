@@ -20,7 +20,12 @@ MC = dict(num_samples=25, num_warmup=15, random_state=11, progress_bar=False)
     # of one sweep (n eps = 1e-14 relative for 40 rows) that the inverse-Gaussian draws of lambda, whose
     # sensitivity reaches 1 / lambda at the margin points, carry through 40 sweeps; measured 1.4e-10 on an
     # AMD EPYC. 1e-8 leaves a factor 70 and is far below what another random stream changes (all of it).
-    (lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), **MC), 1e-8),
+    # The slice moves of marginal_moves can amplify such a difference further (measured 8e-6 relative with
+    # them), or turn it into another draw where a bracket end falls within rounding of the slice's level,
+    # so the layout promise is checked on the conjugate sweep; the repeat promise (two == again) holds
+    # with the moves too (test_marginal_moves).
+    (lambda chains: LinearBSVM(num_chains=chains, gamma0=0.5, gamma_prior=(2.0, 2.0), marginal_moves=False, **MC),
+     1e-8),
     # XLA:CPU vectorises some of this sampler's per-chain sums differently for 2 and 3 chains: the
     # first chains agree to the last bit or two (3e-16 absolute on 2 of 150 draws)
     pytest.param(lambda chains: LinearBSVM(num_chains=chains, prior="laplace_zero", **MC), 1e-14,

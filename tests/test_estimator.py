@@ -97,6 +97,10 @@ def test_one_class(synthetic_binary):
         LinearBSVM("em").fit(X, np.ones(len(X)))
 
 
+# extended: check_classifiers_train and check_classifiers_classes of test_sklearn_compatible fit the same
+# estimator on three classes (one-vs-rest) and check its predictions, decision_function of shape (n, 3) and
+# predict_proba; the coefficients' shape here
+@pytest.mark.extended
 def test_three_classes(synthetic_binary):
     """K > 2 classes are fitted one-vs-rest (tests/test_multiclass.py checks them in detail)."""
     X, y = synthetic_binary

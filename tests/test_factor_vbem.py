@@ -91,10 +91,11 @@ def test_mstep_gradient_matches_autodiff(problem):
         X, y = jnp.asarray(X), jnp.asarray(y)
         th = to_unconstrained(SEParams(1.3, 1.0))
         s = init_vb(X, y, 2, th, HYPER)
-        s = e_step(s, X, y, se, LIKE, HYPER)
+        # compiled programs rather than one per operation (op by op, this test took several times longer)
+        s = jax.jit(lambda s: e_step(s, X, y, se, LIKE, HYPER))(s)
         W = s.W + 0.3 * jax.random.normal(jax.random.PRNGKey(0), s.W.shape, s.W.dtype)
-        auto = jax.grad(lambda W: mstep_bound(W, th, s, X, y, se, LIKE, HYPER))(W)
-        analytic = mstep_grad_w_se(W, 1.3, 1.0, s, X, y)
+        auto = jax.jit(jax.grad(lambda W: mstep_bound(W, th, s, X, y, se, LIKE, HYPER)))(W)
+        analytic = jax.jit(lambda W: mstep_grad_w_se(W, 1.3, 1.0, s, X, y))(W)
         np.testing.assert_allclose(analytic, auto, rtol=1e-7, atol=1e-9 * float(jnp.abs(auto).max()))
         assert float(jnp.abs(auto).max()) > 1e-2  # a non-trivial point
 

@@ -73,8 +73,9 @@ def test_mlii_increases_log_z_and_moves_inducing(sine):
             assert np.all(np.diff(tr) >= -1e-9 * np.abs(tr[1:]))
         for leaf in (res.f, res.inv_lam, res.V, res.params.lengthscale, res.params.amplitude):
             assert np.all(np.isfinite(np.asarray(leaf)))
-        # log Z of eq. (10) at the returned (theta, V) and omega is finite
-        assert np.isfinite(float(gp_log_marginal(res.params, X, y, res.inv_lam, res.gamma, V=res.V)))
+        # log Z of eq. (10) at the returned (theta, V) and omega is finite (one compiled program: op by op,
+        # every operation compiles a program of its own)
+        assert np.isfinite(float(jax.jit(gp_log_marginal)(res.params, X, y, res.inv_lam, res.gamma, V=res.V)))
 
 
 def _shapes(jaxpr) -> list[tuple[int, ...]]:
@@ -140,7 +141,9 @@ def test_factors_full_rank_reproduce_k(sine):
     """With V = X the FITC covariance diag(dq) + U U' equals K + jitter I up to O(jitter)."""
     X, y = sine
     with jax.enable_x64(True):
-        fac = fitc_factors(KP, jnp.asarray(X), jnp.asarray(X), jnp.asarray(y), "rbf", 1e-8)
-        Kf = np.asarray(fac.U @ fac.U.T) + np.diag(np.asarray(fac.dq))
-        K = np.asarray(prior_covariance(X, "rbf", KP, jitter=1e-8))
+        # compiled (op by op, every operation compiles a program of its own)
+        fac = jax.jit(fitc_factors, static_argnums=(4, 5))(KP, jnp.asarray(X), jnp.asarray(X), jnp.asarray(y), "rbf",
+                                                           1e-8)
+        Kf = np.asarray(fac.U) @ np.asarray(fac.U).T + np.diag(np.asarray(fac.dq))
+        K = np.asarray(jax.jit(prior_covariance, static_argnums=(1, 3))(jnp.asarray(X), "rbf", KP, 1e-8))
     np.testing.assert_allclose(Kf, K, atol=1e-7)

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpyro.infer.util import log_density
 from scipy import stats
 
 import bayes_maxmargin as bmm
@@ -22,6 +21,8 @@ from bayes_maxmargin.models.gp.model import GPHyper, gp_bsvm, prior_covariance
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, prior_precision
 
+from ._compiled import init_gp as compiled_init_gp
+from ._compiled import log_density_program
 from ._posterior import assert_posteriors_agree
 from .reference import GAMMA0_PRIOR, GP_FIXED, LINEAR, gp_tiny, load_reference, synthetic_binary
 
@@ -57,8 +58,9 @@ def test_gamma0_conditional_is_prior_times_the_lambda_priors(masked):
     with jax.enable_x64(True):
         inv_lam = jnp.asarray(rng.gamma(2.0, 1.0, size=9))
         mask = jnp.asarray(np.arange(9) < 6) if masked else None
-        joint = np.array([float(log_gamma0_prior(g, SHAPE, RATE) + log_lambda_prior(inv_lam, jnp.asarray(g), mask))
-                          for g in grid])
+        # one compiled program for the whole grid (op by op, every operation compiles a program of its own)
+        joint = np.asarray(jax.jit(jax.vmap(lambda g: log_gamma0_prior(g, SHAPE, RATE) + log_lambda_prior(
+            inv_lam, g, mask)))(jnp.asarray(grid)))
         shape, rate = (float(v) for v in gamma0_conditional(inv_lam, SHAPE, RATE, mask))
     n = 6 if masked else 9
     assert shape == SHAPE + n and np.isclose(rate, RATE + np.sum(1.0 / np.asarray(inv_lam)[:n]), rtol=1e-14)
@@ -78,14 +80,17 @@ def test_log_joint_is_the_augmented_program(model):
             X, y = X[:40], y[:40]
             data, hyper, kwargs = _linear(X, y)
             kernel = jax.jit(build_linear_kernel(True, sample_gamma0=True))
-            state = init_linear(jnp.full(4, 0.1), data, hyper, True, True)
+            # float64, not weakly typed: the state's types are then those the sweep returns (one program)
+            state = jax.jit(init_linear, static_argnums=(3, 4))(jnp.full(4, 0.1, jnp.float64), data, hyper, True, True)
             program = linear_bsvm
         else:
             X, y = gp_tiny()
             data, hyper, kwargs = _gp(X, y)
             kernel = jax.jit(build_gp_kernel(False, True))
-            state = init_gp(jnp.full(len(y), 0.1), data, hyper, False, True)
+            state = compiled_init_gp(jnp.full(len(y), 0.1), data, hyper, False, True)
             program = gp_bsvm
+        density = log_density_program(program, (jnp.asarray(X), jnp.asarray(y, jnp.float64)),
+                                      {**kwargs, "augmented": True})
         for i in range(3):
             if i:
                 state, _ = kernel(jax.random.PRNGKey(i), state, data, hyper)
@@ -94,10 +99,8 @@ def test_log_joint_is_the_augmented_program(model):
                 sites.update(beta=state.coef[:3], intercept=state.coef[3], gamma=state.gamma)
             else:
                 sites["f"] = state.f
-            expected, _ = log_density(program, (jnp.asarray(X), jnp.asarray(y, jnp.float64)),
-                                      {**kwargs, "augmented": True}, sites)
             # the same terms summed in another order in float64: as the other log-joint tests, 1e-10
-            np.testing.assert_allclose(state.log_joint, expected, rtol=1e-10)
+            np.testing.assert_allclose(state.log_joint, density(sites), rtol=1e-10)
     assert float(state.gamma0) != SHAPE / RATE  # sampled, not kept
 
 
@@ -128,7 +131,7 @@ def test_gp_gibbs_agrees_with_nuts():
     X, y = gp_tiny()
     with jax.enable_x64(True):
         data, hyper, _ = _gp(X, y)
-        init = jax.vmap(lambda f: init_gp(f, data, hyper, False, True))(jnp.zeros((4, len(y))))
+        init = jax.jit(jax.vmap(lambda f: init_gp(f, data, hyper, False, True)))(jnp.zeros((4, len(y))))
         draws = _gibbs(build_gp_kernel(False, True), record_gp, init, data, hyper, 1500)
     ref = load_reference("gp_gamma0_prior")
     assert ref.diverging == 0

@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpyro.infer.util import log_density
 
 from bayes_maxmargin.core.kernels import ARDParams, SEParams
 from bayes_maxmargin.engine.mcmc import init_chains, run_chains
@@ -16,6 +15,8 @@ from bayes_maxmargin.models.gp.covariance import GPData, gp_alpha, gp_data
 from bayes_maxmargin.models.gp.gibbs import build_gp_kernel, init_gp, record_gp, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, gp_bsvm, prior_covariance
 
+from ._compiled import init_gp as compiled_init_gp
+from ._compiled import log_density_program
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import GP_FIXED, gp_tiny, load_reference
 
@@ -29,8 +30,12 @@ def tiny() -> tuple[np.ndarray, np.ndarray]:
     return gp_tiny(N)
 
 
+#: prior_covariance as one compiled program (op by op, every operation compiles a program of its own)
+_covariance = jax.jit(prior_covariance, static_argnums=(1, 3))
+
+
 def _problem(X, y, gamma0, gamma_prior, kernel="rbf", kernel_params=KERNEL_PARAMS):
-    K = prior_covariance(jnp.asarray(X), kernel, kernel_params, 1e-6)
+    K = _covariance(jnp.asarray(X), kernel, kernel_params, 1e-6)
     data = gp_data(K, jnp.asarray(y))
     a0, b0 = gamma_prior or (1.0, 1.0)
     hyper = GPHyper(*(jnp.asarray(v, K.dtype) for v in (1.0, a0, b0, gamma0)))
@@ -50,16 +55,14 @@ def test_log_joint_is_the_augmented_program(tiny, gamma0, gamma_prior, kernel):
         data, hyper, kwargs = _problem(X, y, gamma0, gamma_prior, kernel, params)
         sample_gamma = gamma_prior is not None
         kernel_fn = jax.jit(build_gp_kernel(sample_gamma))
-        state = init_gp(jnp.full(N, 0.1), data, hyper, sample_gamma)
+        state = compiled_init_gp(jnp.full(N, 0.1), data, hyper, sample_gamma)
+        density = log_density_program(gp_bsvm, (jnp.asarray(X), jnp.asarray(y)), {**kwargs, "augmented": True})
         for i in range(3):
             state, _ = kernel_fn(jax.random.PRNGKey(i), state, data, hyper)
             sites = {"f": state.f, "lam": 1.0 / state.inv_lam}
             if sample_gamma:
                 sites["gamma"] = state.gamma
-            expected, _ = log_density(
-                gp_bsvm, (jnp.asarray(X), jnp.asarray(y)), {**kwargs, "augmented": True}, sites
-            )
-            np.testing.assert_allclose(state.log_joint, expected, rtol=1e-10)
+            np.testing.assert_allclose(state.log_joint, density(sites), rtol=1e-10)
 
 
 def test_f_draw_is_the_conditional_of_eq7(tiny):
@@ -73,7 +76,7 @@ def test_f_draw_is_the_conditional_of_eq7(tiny):
         gamma = jnp.asarray(1.7)
         n = 100_000
         keys = jax.random.split(jax.random.PRNGKey(0), n)
-        draws = np.asarray(jax.vmap(lambda k: sample_f(k, data, inv_lam, gamma))(keys))
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: sample_f(k, data, inv_lam, gamma)))(keys))  # one program
         alpha = np.asarray(gp_alpha(data, inv_lam, gamma))
     K = np.asarray(data.K)
     lam = 1.0 / np.asarray(inv_lam)
@@ -106,7 +109,7 @@ def test_init_chains_is_init_of_each_chain(tiny, sample_gamma):
         F = 0.1 * jax.random.normal(jax.random.PRNGKey(5), (3, N))
         chains = init_chains(init_gp, (0, None, None), F, data, hyper, sample_gamma=sample_gamma)
         for c in range(F.shape[0]):
-            for a, b in zip(chains, init_gp(F[c], data, hyper, sample_gamma)):
+            for a, b in zip(chains, compiled_init_gp(F[c], data, hyper, sample_gamma)):
                 np.testing.assert_allclose(a[c], b, rtol=1e-10)
         assert chains.f.shape == (3, N) and chains.log_joint.shape == (3,)
 
@@ -124,10 +127,12 @@ def test_float32_sweeps_stay_finite(tiny):
     assert data.K.dtype == jnp.float32
     hyper = GPHyper(*(jnp.asarray(v, jnp.float32) for v in (1.0, 2.0, 1.0, 0.0)))
     kernel = jax.jit(build_gp_kernel(True))
-    state = init_gp(jnp.zeros(N, jnp.float32), data, hyper, True)
+    state = compiled_init_gp(jnp.zeros(N, jnp.float32), data, hyper, True)
+    keys = jax.random.split(jax.random.PRNGKey(0), 200)
     for i in range(200):
-        state, _ = kernel(jax.random.PRNGKey(i), state, data, hyper)
-        assert all(bool(jnp.isfinite(v).all()) for v in state), f"non-finite state at sweep {i}"
+        state, _ = kernel(keys[i], state, data, hyper)
+        # on the host: a JAX isfinite per field and sweep would dispatch (and first compile) small programs
+        assert all(np.isfinite(np.asarray(v)).all() for v in state), f"non-finite state at sweep {i}"
     assert state.f.dtype == jnp.float32
 
 
@@ -146,7 +151,7 @@ def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior):
     with jax.enable_x64(True):
         data, hyper, kwargs = _problem(X, y, gamma0, gamma_prior)
         sample_gamma = gamma_prior is not None
-        init = jax.vmap(lambda f: init_gp(f, data, hyper, sample_gamma))(jnp.zeros((4, N)))
+        init = jax.jit(jax.vmap(lambda f: init_gp(f, data, hyper, sample_gamma)))(jnp.zeros((4, N)))
         gibbs = run_chains(
             build_gp_kernel(sample_gamma), record_gp, init, jax.random.PRNGKey(0), data, hyper,
             num_warmup=250, num_samples=5000, progress_bar=False,

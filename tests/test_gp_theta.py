@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpyro.infer.util import log_density
 
 from bayes_maxmargin.core.kernels import ARDParams, PolyParams, SEParams
 from bayes_maxmargin.core.parameters import pack, unpack
+from bayes_maxmargin.core.slice import slice_1d, slice_sweep
 from bayes_maxmargin.engine.mcmc import init_chains, run_chains
 from bayes_maxmargin.models.gp.gibbs_theta import (
     GPThetaState,
@@ -19,11 +19,11 @@ from bayes_maxmargin.models.gp.gibbs_theta import (
     gp_theta_data,
     gp_theta_log_joint,
     init_gp_theta,
-    slice_1d,
-    slice_sweep,
 )
 from bayes_maxmargin.models.gp.model import GPHyper, default_kernel_prior, gp_bsvm, kernel_prior
 
+from ._compiled import init_gp_theta as compiled_init_gp_theta
+from ._compiled import log_density_program
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import GP_THETA, gp_theta_statistics, gp_wave, load_reference
 
@@ -42,7 +42,12 @@ def _hyper(gamma0: float, dtype=jnp.float64) -> GPHyper:
 
 
 def _augmented_log_density(X, y, sites, **kwargs):
-    return log_density(gp_bsvm, (jnp.asarray(X), jnp.asarray(y)), {**kwargs, "augmented": True}, sites)[0]
+    return _augmented_program(X, y, **kwargs)(sites)
+
+
+def _augmented_program(X, y, **kwargs):
+    """sites -> NumPyro's log density of gp_bsvm(augmented=True, **kwargs) at them, one compiled program."""
+    return log_density_program(gp_bsvm, (jnp.asarray(X), jnp.asarray(y)), {**kwargs, "augmented": True})
 
 
 @pytest.mark.parametrize(
@@ -87,16 +92,16 @@ def test_kernel_state_is_the_augmented_program(wave):
         data, hyper = gp_theta_data(X, y, prior), _hyper(0.1)
         kernel_fn = jax.jit(build_gp_theta_kernel("rbf", SE, True))
         record = build_gp_theta_record(SE)
-        state = init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf", sample_gamma=True)
+        state = compiled_init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf", sample_gamma=True)
         moved = [np.asarray(state.log_theta)]
+        density = _augmented_program(X, y, kernel="rbf", kernel_params=SE, gamma_prior=(2.0, 1.0), gamma0=0.1,
+                                     kernel_prior=prior)
         for i in range(3):
             state, _ = kernel_fn(jax.random.PRNGKey(i), state, data, hyper)
             draw = record(state)
             sites = {"f": state.f, "lam": 1.0 / state.inv_lam, "gamma": state.gamma,
                      "lengthscale": draw["lengthscale"], "amplitude": draw["amplitude"]}
-            expected = _augmented_log_density(X, y, sites, kernel="rbf", kernel_params=SE, gamma_prior=(2.0, 1.0),
-                                              gamma0=0.1, kernel_prior=prior)
-            np.testing.assert_allclose(state.log_joint, expected, rtol=1e-9)
+            np.testing.assert_allclose(state.log_joint, density(sites), rtol=1e-9)
             moved.append(np.asarray(state.log_theta))
     assert set(draw) == {"f", "gamma", "gamma0", "log_joint", "lengthscale", "amplitude"}
     assert np.all(np.diff(np.stack(moved), axis=0) != 0)
@@ -154,7 +159,7 @@ def test_init_chains_is_init_of_each_chain(wave, kernel, params):
         chains = init_chains(init_gp_theta, (0, None, None, None), F, params, data, hyper, kernel=kernel,
                              sample_gamma=True)
         for c in range(F.shape[0]):
-            one = init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
+            one = compiled_init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
             for a, b in zip(chains, one):
                 np.testing.assert_allclose(a[c], b, rtol=1e-8)  # a batched sum of ~1e4 terms: rounding differs
         assert chains.log_theta.shape == (3, len(pack(params)))
@@ -174,10 +179,11 @@ def test_float32_sweeps_stay_finite(wave):
     data = gp_theta_data(np.asarray(X, np.float32), y, kernel_prior(SE, 0.5), jitter=1e-3)
     hyper = _hyper(0.0, jnp.float32)
     kernel = jax.jit(build_gp_theta_kernel("rbf", SE, True))
-    state = init_gp_theta(jnp.zeros(N, jnp.float32), SE, data, hyper, kernel="rbf", sample_gamma=True)
+    state = compiled_init_gp_theta(jnp.zeros(N, jnp.float32), SE, data, hyper, kernel="rbf", sample_gamma=True)
     for i in range(30):
         state, _ = kernel(jax.random.PRNGKey(i), state, data, hyper)
-        assert all(bool(jnp.isfinite(v).all()) for v in state), f"non-finite state at sweep {i}"
+        # on the host: a JAX isfinite per field and sweep would dispatch (and first compile) small programs
+        assert all(np.isfinite(np.asarray(v)).all() for v in state), f"non-finite state at sweep {i}"
     assert isinstance(state, GPThetaState) and state.f.dtype == jnp.float32 and state.log_theta.dtype == jnp.float32
 
 
@@ -200,7 +206,7 @@ def test_gibbs_with_theta_agrees_with_nuts(wave, theta_sampler, adapt_steps):
         prior = kernel_prior(SE, prior_scale)
         data = gp_theta_data(X, y, prior, jitter=jitter, adapt_steps=adapt_steps)
         hyper = _hyper(gamma0)
-        init = jax.vmap(lambda f: init_gp_theta(f, SE, data, hyper, kernel="rbf"))(jnp.zeros((4, N)))
+        init = jax.jit(jax.vmap(lambda f: init_gp_theta(f, SE, data, hyper, kernel="rbf")))(jnp.zeros((4, N)))
         gibbs = run_chains(
             build_gp_theta_kernel("rbf", SE, False, theta_sampler=theta_sampler), build_gp_theta_record(SE), init,
             jax.random.PRNGKey(0),
@@ -250,8 +256,10 @@ def test_slice_widths_adapt_over_the_warmup_then_stay(wave):
     adapt = 4
     with jax.enable_x64(True):
         data, hyper = gp_theta_data(X, y, kernel_prior(SE, 0.5), slice_width=0.7, adapt_steps=adapt), _hyper(0.1)
-        kernel_fn = jax.jit(build_gp_theta_kernel("rbf", SE, False))
-        state = init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf")
+        # gamma sampled as in test_kernel_state_is_the_augmented_program (the slice steps on theta are the
+        # same; one compiled program serves both)
+        kernel_fn = jax.jit(build_gp_theta_kernel("rbf", SE, True))
+        state = compiled_init_gp_theta(jnp.zeros(N), SE, data, hyper, kernel="rbf", sample_gamma=True)
         path, settings = [np.asarray(state.log_theta)], []
         for i in range(adapt + 2):
             settings.append(gt.slice_settings(state, data))

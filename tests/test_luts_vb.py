@@ -74,22 +74,39 @@ def _missing(X, y, frac=0.25, seed=2):
     return MissingData(jnp.asarray(np.where(obs > 0, X, 0.0)), jnp.asarray(obs), jnp.asarray(y)), obs
 
 
+#: The VB loops' max_iter (static: one compiled program per value) in every test that does not test
+#: the limit or the defaults: the fits of one problem shape then share their compiled program across
+#: the tests (passed the same way, as keywords with tol: jit compiles per signature too).
+MAX_ITER = 3000
+SHARED = dict(max_iter=MAX_ITER, accelerate=False)
+
+
+def _alg4_problem():
+    """Algorithm 4's problem: 12 rows, 2 columns, about 30 % of the second column missing."""
+    X, y = _data(n=12, d=2)
+    imp = ImputationHyper(jnp.asarray(10.0), 0.5 * jnp.eye(2), jnp.asarray(4.0))
+    data, obs = _missing(X, y, frac=0.3)
+    return data, obs, imp
+
+
 # ---------------------------------------------------------------------------------------- monotone
 def _fit(algorithm, tol=0.0, max_iter=200, accelerate=False):
-    X, y = _data(n=40, d=3)
+    """The problems of the bound checks below (12 rows, 2 columns), so that the plain fits reuse
+    their compiled programs."""
+    X, y = _data(n=12, d=2)
     hyper = _hyper()
     kw = dict(tol=tol, max_iter=max_iter, accelerate=accelerate)
     if algorithm == "alg1":
-        design = jnp.asarray(np.hstack([X, np.ones((40, 1))]))
-        return vb_gaussian(LinearData(design, jnp.asarray(y)), jnp.array([4.0, 4.0, 4.0, 0.01]), **kw)
+        design = jnp.asarray(np.hstack([X, np.ones((12, 1))]))
+        return vb_gaussian(LinearData(design, jnp.asarray(y)), jnp.array([4.0, 4.0, 0.01]), **kw)
     if algorithm == "alg2_penalty":
         return vb_penalty(_mixed(X, y), hyper, **kw)
     if algorithm == "alg2_random_intercept":
-        return vb_penalty(_mixed(X, y, _groups(40, 5)), hyper, **kw)
+        return vb_penalty(_mixed(X, y, _groups(12, 3)), hyper, **kw)
     if algorithm == "alg3":
         return vb_laplace_zero(_mixed(X, y), _hyper(rho=0.2), **kw)
-    imp = ImputationHyper(jnp.asarray(100.0), 0.1 * jnp.eye(3), jnp.asarray(4.0))
-    return vb_missing(_missing(X, y)[0], hyper, imp, **kw)
+    data, _, imp = _alg4_problem()
+    return vb_missing(data, hyper, imp, **kw)
 
 
 ALGORITHMS = ["alg1", "alg2_penalty", "alg2_random_intercept", "alg3", "alg4"]
@@ -100,12 +117,12 @@ def test_lower_bound_never_decreases_and_squarem_reaches_the_same_fixed_point(x6
     """Plain sweeps and SQUAREM cycles both increase the bound at every iteration. Against 3000
     plain sweeps (tol = 0), the accelerated fit stopped at tol = 1e-10 is at least as close as the
     plain fit stopped there, with a third of its sweeps or fewer."""
-    ref = _fit(algorithm, tol=0.0, max_iter=3000)
-    plain = _fit(algorithm, tol=1e-10, max_iter=3000)
-    fast = _fit(algorithm, tol=1e-10, max_iter=3000, accelerate=True)
+    ref = _fit(algorithm, tol=0.0, max_iter=MAX_ITER)
+    plain = _fit(algorithm, tol=1e-10, max_iter=MAX_ITER)
+    fast = _fit(algorithm, tol=1e-10, max_iter=MAX_ITER, accelerate=True)
     _assert_monotone(_trace(ref))
     _assert_monotone(_trace(fast))
-    assert int(plain.n_iter) < 3000
+    assert int(plain.n_iter) < MAX_ITER
     assert 3 * int(fast.n_iter) < int(plain.n_iter)  # three sweeps per cycle
     b_ref = _trace(ref)[-1]
     assert abs(_trace(fast)[-1] - b_ref) <= abs(_trace(plain)[-1] - b_ref) + 1e-12 * abs(b_ref)
@@ -116,7 +133,7 @@ def test_lower_bound_never_decreases_and_squarem_reaches_the_same_fixed_point(x6
 
 def test_stops_at_the_papers_tolerance(x64):
     """The loop stops at the first sweep whose increase is below tol (1e-10 by default)."""
-    X, y = _data()
+    X, y = _data(n=12, d=2)
     res = vb_penalty(_mixed(X, y), _hyper())
     lb = _trace(res)
     assert int(res.n_iter) < 1000
@@ -204,7 +221,7 @@ def test_alg3_lower_bound_is_the_elbo(x64):
     X, y = _data(n=12, d=3)
     data = _mixed(X, y)
     hyper = _hyper(rho=0.4)
-    res = vb_laplace_zero(data, hyper)
+    res = vb_laplace_zero(data, hyper, tol=1e-10, **SHARED)
     p, m = 1, 3
     kwargs = dict(rho=0.4, sigma_beta2=HYPER["sigma_beta2"], A_u=HYPER["A_u"], B_u=HYPER["B_u"], augmented=True)
 
@@ -227,12 +244,10 @@ def test_alg3_lower_bound_is_the_elbo(x64):
 
 
 def test_alg4_lower_bound_is_the_elbo(x64):
-    X, y = _data(n=12, d=2)
-    data, obs = _missing(X, y, frac=0.3)
+    data, obs, imp = _alg4_problem()
     hyper = _hyper()
-    Psi = 0.5 * jnp.eye(2)
-    imp = ImputationHyper(jnp.asarray(10.0), Psi, jnp.asarray(4.0))
-    res = vb_missing(data, hyper, imp)
+    Psi = imp.Psi
+    res = vb_missing(data, hyper, imp, tol=1e-10, **SHARED)
     n, d = 12, 2
     rows, cols = np.nonzero(obs == 0)
     kwargs = dict(sigma_beta2=HYPER["sigma_beta2"], A_u=HYPER["A_u"], B_u=HYPER["B_u"], sigma_mu2=10.0,
@@ -266,10 +281,11 @@ def test_alg4_lower_bound_is_the_elbo(x64):
 def test_missing_data_vb_without_missing_values_is_alg2(x64):
     """With every entry observed, Algorithm 4's q(beta, u), q(sigma_u^2) and q(a) are Algorithm 2's
     (Example 1): the imputation model separates from the classifier."""
-    X, y = _data(n=40)
-    imp = ImputationHyper(jnp.asarray(1e8), 0.01 * jnp.eye(3), jnp.asarray(3.0))
-    full = vb_missing(MissingData(jnp.asarray(X), jnp.ones_like(jnp.asarray(X)), jnp.asarray(y)), _hyper(), imp)
-    ref = vb_penalty(_mixed(X, y), _hyper())
+    X, y = _data(n=12, d=2)
+    imp = ImputationHyper(jnp.asarray(1e8), 0.01 * jnp.eye(2), jnp.asarray(3.0))
+    full = vb_missing(MissingData(jnp.asarray(X), jnp.ones_like(jnp.asarray(X)), jnp.asarray(y)), _hyper(), imp,
+                      tol=1e-10, **SHARED)
+    ref = vb_penalty(_mixed(X, y), _hyper(), tol=1e-10, **SHARED)
     np.testing.assert_allclose(full.state.mean, ref.state.mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(full.state.chi, ref.state.chi, rtol=1e-7)
     np.testing.assert_allclose(full.state.B_sigma, ref.state.B_sigma, rtol=1e-7)
@@ -279,9 +295,9 @@ def test_missing_data_vb_without_missing_values_is_alg2(x64):
 def test_laplace_zero_with_everything_included_is_alg2_with_laplace_scales(x64):
     """rho -> 1 forces mu_q(gamma) = 1; the q(beta, v) update is then Algorithm 2's with prior
     precisions mu_q(sigma_u^-2) mu_q(b)."""
-    X, y = _data(n=40)
+    X, y = _data(n=12, d=3)  # the problem of test_alg3_lower_bound_is_the_elbo
     data = _mixed(X, y)
-    res = vb_laplace_zero(data, _hyper(rho=1 - 1e-12), tol=0.0, max_iter=3000)
+    res = vb_laplace_zero(data, _hyper(rho=1 - 1e-12), tol=0.0, **SHARED)
     s = res.state
     np.testing.assert_allclose(s.mu_gamma, 1.0, atol=1e-9)
     from bayes_maxmargin.core.augmentation import gaussian_conditional, vb_inv_lambda
@@ -293,8 +309,8 @@ def test_laplace_zero_with_everything_included_is_alg2_with_laplace_scales(x64):
 
 
 def test_vb_is_jitted_once(x64):
-    X, y = _data(n=30)
-    vb_penalty(_mixed(X, y), _hyper())
+    X, y = _data(n=12, d=2)
+    vb_penalty(_mixed(X, y), _hyper())  # the program of test_stops_at_the_papers_tolerance
     size = vb_penalty._cache_size()
     vb_penalty(_mixed(X + 1.0, y), _hyper(A_u=3.0))
     assert vb_penalty._cache_size() == size

@@ -85,7 +85,8 @@ def test_mixed_chains_and_point_estimates_do_not_warn():
 
 
 def test_short_gibbs_fit_warns_and_em_does_not(synthetic_binary):
-    X, y = synthetic_binary
+    # the Gibbs fit of test_warning_points_at_the_callers_line
+    X, y = synthetic_binary[0][:60], synthetic_binary[1][:60]
     with pytest.warns(MixingWarning, match=r"LinearBSVM have not mixed: (beta|intercept|gamma)"):
         LinearBSVM(num_samples=20, num_warmup=5, num_chains=2, progress_bar=False, random_state=0).fit(X, y)
     with warnings.catch_warnings():

@@ -11,6 +11,7 @@ from scipy.special import log_ndtr
 
 from bayes_maxmargin import GPBSVM
 from bayes_maxmargin.core.kernels import SEParams
+from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.covariance import fitc_factors
 from bayes_maxmargin.core.kernels import ARDParams
@@ -26,6 +27,11 @@ INV_LAM = rng.uniform(0.3, 20.0, 14)  # omega = 1 / lambda of some E-step
 GAMMA = 0.7
 THETA = SEParams(lengthscale=1.3, amplitude=1.5)
 V = X[::3] + 0.1  # FITC pseudo-inputs
+
+
+def _float64(theta: SEParams) -> SEParams:
+    """theta as float64 arrays (not weakly typed Python floats)."""
+    return SEParams(*(jnp.asarray(v, jnp.float64) for v in theta))
 
 
 def _refit_without_each_point(K: np.ndarray) -> float:
@@ -67,7 +73,8 @@ def test_mlii_step_raises_the_loo_criterion():
         ml = mlii_update(THETA, jnp.asarray(X), jnp.asarray(Y), jnp.asarray(INV_LAM), jnp.asarray(GAMMA),
                          kernel="rbf", criterion="loo")
         criterion = jax.jit(gp_loo_log_predictive)
-        before, after = (float(criterion(theta, X, Y, INV_LAM, GAMMA)) for theta in (THETA, ml.params))
+        # THETA as the float64 arrays ML-II returns: one compiled criterion serves both
+        before, after = (float(criterion(theta, X, Y, INV_LAM, GAMMA)) for theta in (_float64(THETA), ml.params))
     assert after > before + 1e-3
     np.testing.assert_allclose([float(ml.log_z_before), float(ml.log_z_after)], [before, after], rtol=1e-12)
 
@@ -121,11 +128,17 @@ def test_loo_criterion_keeps_the_kernel_finite_on_separable_data():
     bound 1e4 below the runaway a hundredth of the smallest value seen. On crabs the runaway reached 2e14 and
     every test prediction 0.5."""
     X_sep, y_sep = _separable(60, 0)
-    start = SEParams(lengthscale=np.sqrt(5.0), amplitude=1.0)
-    with jax.enable_x64(True):
-        hyper = GPHyper(*(jnp.asarray(v) for v in (1.0, 2.0, 1.0, 0.0)))
-        alone = gp_ecm_mlii(jnp.asarray(X_sep), jnp.asarray(y_sep), start, hyper, 1e-10, max_iter=200,
-                            mlii_every=20, criterion="loo", mlii_tol=1e-4)
+    with float_precision(True):  # the estimator's precision setting (part of what a program is looked up by)
+        f64 = lambda v: jnp.asarray(v, jnp.float64)  # noqa: E731
+        start = SEParams(lengthscale=f64(np.sqrt(5.0)), amplitude=f64(1.0))
+        hyper = GPHyper(*map(f64, (1.0, 2.0, 1.0, 0.0, 1.0, 1.0)))
+        # the criterion alone: the estimator's fit below (the same arrays and static arguments, so that one
+        # compiled program serves both) with its log-normal prior 1e4 times wider, whose pull on log theta
+        # (1e-8 of the estimator's) is nothing against the criterion's
+        alone = gp_ecm_mlii(jnp.asarray(X_sep), jnp.asarray(y_sep), start, hyper, f64(1e-10), kernel="rbf",
+                            max_iter=200, mlii_every=20, mlii_steps=10, optimizer="lbfgs", learning_rate=0.05,
+                            estimate_gamma=False, jitter=1e-6, trainable=("lengthscale", "amplitude"), mlii_tol=1e-4,
+                            accelerate=True, exact=True, criterion="loo", theta_prior=kernel_prior(start, f64(1e4)))
     assert float(alone.params.amplitude) > 1e4
     est = GPBSVM(inference="ecm", mlii_criterion="loo", kernel_params={"lengthscale": np.sqrt(5.0), "amplitude": 1.0},
                  random_state=0, progress_bar=False).fit(X_sep, y_sep)

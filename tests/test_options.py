@@ -149,7 +149,7 @@ _PROJECTION_KERNEL = dict(n_basis=[5], basis=["random"], kernel_params=[{"length
 
 ALONE: dict[str, dict[str, list]] = {
     "linear-gibbs": {**_LINEAR, **_LINEAR_HINGE, **_MCMC, **_LUTS, "overrelaxation": [0.0],
-                     "gamma0_prior": [(2.0, 4.0)]},
+                     "gamma0_prior": [(2.0, 4.0)], "marginal_moves": [False]},
     "linear-em": {**_LINEAR, **_LINEAR_HINGE, "solver": ["fixed_point"], "tol": [1e-6]},
     "linear-nuts": {**_LINEAR, **_LINEAR_HINGE, **_MCMC},
     "linear-vb": {**_LINEAR, **_LUTS, "accelerate": [False], "tol": [1e-6]},
@@ -328,17 +328,20 @@ DEFAULT_RUN = (
                                                   "random_state=RandomState")),
     # GPBSVM: Gibbs with part of the kernel sampled (prediction combines the sampled field's draws with the
     # fixed one); VI, the cheapest full GP, with every kernel name and object (the file holds the kernel)
-    # and without the learnt link
-    "gp-gibbs-learn_kernel=('lengthscale',)", "gp-gibbs-theta_sampler='surrogate'",
+    # and without the learnt link. (theta_sampler='surrogate', extended: its fit stores what the collapsed
+    # sampler's stores, the kernel field's draws, round-tripped by learn_kernel=('lengthscale',) here; the
+    # sampler itself runs in tests/test_gp_theta.py::test_gibbs_with_theta_agrees_with_nuts, the option's
+    # save and load in tests/test_persistence.py::test_theta_sampler_saves_and_files_without_it_load)
+    "gp-gibbs-learn_kernel=('lengthscale',)",
     "gp-vi", *(f"gp-vi-{o}" for o in ("kernel='rbf'", "kernel='ard'", "kernel='poly'", "kernel='linear'",
                                         "kernel=RBF+Linear", "kernel_params={'lengthscale':1.5}", "gamma=2.0",
                                         "calibrate=False", *_SAVED_FORMS)),
     # FactorBSVM: VB-EM, and with a second-stage GP (the file holds the second stage too); its numbers
     "factor-vldfm", "factor-vldfm+n", *(f"factor-vldfm-{o}" for o in ("nu=2.0", "psi_prior=(2.0,2.0)", "gamma=2.0",
                                                                       "gamma_prior=None", "random_state=None")),
-    # MaxMarginProjection: MMLDP and its numbers
+    # MaxMarginProjection: MMLDP and its numbers (latent_representation=False, extended: fitted, saved, loaded
+    # and predicting identically in test_persistence.py::test_projection_option_saves_and_files_without_it_load)
     "projection-mmldp", *(f"projection-mmldp-{o}" for o in ("a0=2.0", "b0=2.0", "c0=2.0", "d0=2.0",
-                                                             "latent_representation=False",
                                                              "random_state=None", "random_state=RandomState")),
 )
 _unknown = sorted(set(DEFAULT_RUN) - set(CASES))

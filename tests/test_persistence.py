@@ -81,15 +81,18 @@ def test_loaded_estimator_predicts_exactly_as_the_original(saved):
 
 
 def test_projection_option_saves_and_files_without_it_load(tmp_path):
-    """``latent_representation`` is saved and loaded; a file written before the option existed (the
-    stored MaxMarginProjection files of tests/data/saved) loads as the model with the latent
-    representation, the only one there was."""
+    """``latent_representation`` is saved and loaded, and the loaded model predicts and projects exactly as
+    the fit (the same code on the same arrays); a file written before the option existed (the stored
+    MaxMarginProjection files of tests/data/saved) loads as the model with the latent representation, the
+    only one there was."""
     from .data.make_golden import SAVED_DIR
 
     est = _fitted("projection-no-latent")
     loaded = bmm.load(bmm.save(est, tmp_path / "direct.bmm"))
     assert loaded.get_params()["latent_representation"] is False
     assert loaded._model_name() == "MMLDP without z_n (eq. 11)"
+    for method in ("predict", "decision_function", "transform"):
+        np.testing.assert_array_equal(getattr(loaded, method)(X_NEW), getattr(est, method)(X_NEW), err_msg=method)
     for name in ("MaxMarginProjection-linear", "MaxMarginProjection-rbf-spike-slab"):
         path = SAVED_DIR / f"{name}.bmm"
         assert "latent_representation" not in json.loads(unzip(path.read_bytes())[0]["manifest.json"])["params"]

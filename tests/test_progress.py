@@ -47,7 +47,8 @@ def shown(monkeypatch):
 
 @pytest.mark.parametrize("make", [
     lambda pb: LinearBSVM(inference="em", progress_bar=pb, random_state=0),
-    lambda pb: LinearBSVM(num_samples=30, num_warmup=10, num_chains=2, progress_bar=pb, random_state=0),
+    # the sampler's settings of test_sampler_reports_every_few_sweeps_and_its_total: its reporting program once
+    lambda pb: LinearBSVM(num_samples=60, num_warmup=20, num_chains=2, progress_bar=pb, random_state=0),
     lambda pb: GPBSVM(inference="ecm", learn_kernel=False, max_iter=15, progress_bar=pb, random_state=0),
 ], ids=["linear-em", "linear-gibbs", "gp-ecm"])
 def test_fit_reports_compiling_then_iterations_and_computes_the_same(synthetic_binary, shown, make):

@@ -69,18 +69,23 @@ def test_one_svi_step_equals_one_batch_vi_step():
         spec, hyper, chol, whiten = _gp_problem(X, theta, X)
         K = np.asarray(chol @ chol.T)  # K + jitter I, the prior both runs use
         feats = gp_svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
-        nat = svi.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
-        for sweeps in (1, 2, 3):
+
+        @jax.jit  # one program (op by op, each operation compiles alone)
+        def step(nat):
             nat = jax.tree.map(jnp.add, nat, svi.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30)))
-            batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).state
             mu_v, R = svi.moments(nat)
             A = R @ chol.T
-            np.testing.assert_allclose(chol @ mu_v, batch.mu, atol=1e-6)
-            np.testing.assert_allclose(jnp.diag(A.T @ A), batch.zeta_diag, atol=1e-6)
+            # eq. (8) at the inducing points, for the batch bound
+            return nat, chol @ mu_v, jnp.diag(A.T @ A), svi.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
+
+        nat = svi.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
+        for sweeps in (1, 2, 3):
+            nat, mean, zeta_diag, elbo = step(nat)
+            batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps)
+            np.testing.assert_allclose(mean, batch.state.mu, atol=1e-6)
+            np.testing.assert_allclose(zeta_diag, batch.state.zeta_diag, atol=1e-6)
             # and the ELBOs agree: eq. (8) at the inducing points = the batch bound
-            elbo = svi.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
-            bound = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps).lower_bound[sweeps - 1]
-            np.testing.assert_allclose(elbo, bound, rtol=1e-7)
+            np.testing.assert_allclose(elbo, batch.lower_bound[sweeps - 1], rtol=1e-7)
 
 
 # ----------------------------------------------------------------------------- natural gradient
@@ -121,10 +126,13 @@ def test_elbo_is_maximised_by_the_alpha_update():
         feats = gp_svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
         eye = jnp.eye(10)
         nat = svi.NatParams(jnp.zeros(10), -0.5 * eye)
-        values = []
-        for rho in (0.0, 0.1, 0.5, 1.0):
+
+        @jax.jit  # one program for every rho (op by op, each operation compiles alone)
+        def elbo_after_step(rho):
             g = svi.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, eye)
-            values.append(float(svi.elbo(jax.tree.map(lambda a, b: a + rho * b, nat, g), feats, jnp.asarray(y), 1.0, 1.0, eye)))
+            return svi.elbo(jax.tree.map(lambda a, b: a + rho * b, nat, g), feats, jnp.asarray(y), 1.0, 1.0, eye)
+
+        values = [float(elbo_after_step(rho)) for rho in (0.0, 0.1, 0.5, 1.0)]
     assert values[0] < values[1] < values[2] < values[3]
 
 
@@ -153,13 +161,23 @@ def test_svi_on_minibatches_approaches_the_batch_optimum():
     np.testing.assert_allclose(mean, batch.state.mu, atol=0.1)
 
 
-def test_memory_map_input_gives_the_same_run(tmp_path):
-    X, y = _moons(300, seed=4)  # the shapes of test_mlii_moves_the_lengthscale_toward_a_better_elbo's fixed run
+@pytest.fixture(scope="module")
+def short_lengthscale_run():
+    """300 moons, 1500 steps from the length-scale 0.05 held: the run of
+    test_mlii_moves_the_lengthscale_toward_a_better_elbo that test_memory_map_input_gives_the_same_run repeats
+    (the number of steps sets the shape of the compiled chunk: one program serves both)."""
+    X, y = _moons(300, seed=7)
+    with jax.enable_x64(True):
+        res, problem = _run(X, y, steps=1500, batch=30, lengthscale=0.05)
+    return X, y, res, problem
+
+
+def test_memory_map_input_gives_the_same_run(short_lengthscale_run, tmp_path):
+    X, y, a, _ = short_lengthscale_run
     path = tmp_path / "X.npy"
     np.save(path, X)
     with jax.enable_x64(True):
-        a, _ = _run(X, y, steps=100, batch=30)
-        b, _ = _run(np.load(path, mmap_mode="r"), y, steps=100, batch=30)
+        b, _ = _run(np.load(path, mmap_mode="r"), y, steps=1500, batch=30, lengthscale=0.05)
     np.testing.assert_array_equal(np.asarray(a.state.nat.eta1), np.asarray(b.state.nat.eta1))
     np.testing.assert_array_equal(a.elbo, b.elbo)
 
@@ -218,10 +236,9 @@ def test_classes_run_together_each_as_its_binary_run():
     assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree.leaves(stopped.state))
 
 
-def test_mlii_moves_the_lengthscale_toward_a_better_elbo():
+def test_mlii_moves_the_lengthscale_toward_a_better_elbo(short_lengthscale_run):
+    X, y, fixed, problem_f = short_lengthscale_run
     with jax.enable_x64(True):
-        X, y = _moons(300, seed=7)
-        fixed, problem_f = _run(X, y, steps=1500, batch=30, lengthscale=0.05)
         learnt, problem_l = _run(X, y, steps=1500, batch=30, lengthscale=0.05, learn=("lengthscale",))
         ell = float(jax.nn.softplus(learnt.state.hyper["lengthscale"]))
         e_fixed = svi.full_elbo(fixed.state, problem_f, X, y)
@@ -256,13 +273,12 @@ def test_mlii_objective_is_the_elbo_of_the_remapped_state():
         at_state = svi.elbo(nat, gp_svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
         moved = {"lengthscale": hyper["lengthscale"] + 0.3, "amplitude": hyper["amplitude"] - 0.2,
                  "inducing": hyper["inducing"] + 0.1 * jnp.asarray(rng.normal(size=(m, 2)))}
-        # compiled: op by op the values and gradients take many more small compilations
-        (value, grad), (value_remapped, grad_remapped) = (
-            (jax.jit(f), jax.jit(jax.grad(f))) for f in (objective, remapped_elbo))
-        np.testing.assert_allclose(value(hyper), at_state, rtol=1e-10)
+        # compiled, value and gradient in one program each: op by op they take many more small compilations
+        value_and_grad, remapped_value_and_grad = (jax.jit(jax.value_and_grad(f)) for f in (objective, remapped_elbo))
+        np.testing.assert_allclose(value_and_grad(hyper)[0], at_state, rtol=1e-10)
         for h in (hyper, moved):
-            np.testing.assert_allclose(value(h), value_remapped(h), rtol=1e-9)
-            want, got = grad_remapped(h), grad(h)
+            (value, got), (value_remapped, want) = value_and_grad(h), remapped_value_and_grad(h)
+            np.testing.assert_allclose(value, value_remapped, rtol=1e-9)
             for k in h:
                 np.testing.assert_allclose(got[k], want[k], rtol=1e-7, atol=1e-9, err_msg=k)
 
@@ -309,14 +325,17 @@ _HEADER = textwrap.dedent(
     """
 )
 #: A GPBSVM and a LinearBSVM svi fit on ``devices`` (None: all): ``fits``, the number of devices the
-#: minibatches were split over, and the predictions.
+#: minibatches were split over, and the predictions. GPBSVM with its kernel held and without the learnt link,
+#: whose programs would double the compilation time of each process: ML-II on split minibatches is
+#: svi_gp's in ``_DATA_PARALLEL`` (the minibatch sums, split over the devices, are the ELBO's and its
+#: gradient's alike), and the link's leave-one-out pass runs after the run, on the local device.
 _ESTIMATOR_FITS = textwrap.dedent(
     """
     def estimator_fits(devices):
         from bayes_maxmargin import GPBSVM, LinearBSVM
         X, y = make_moons(160, noise=0.3, random_state=0)
         gp = GPBSVM(inference="svi", num_inducing=20, batch_size=40, max_iter=40, precision="float64",
-                    devices=devices, random_state=0).fit(X, y)
+                    learn_kernel=False, calibrate=False, devices=devices, random_state=0).fit(X, y)
         lin = LinearBSVM(inference="svi", batch_size=40, max_iter=40, devices=devices, random_state=0).fit(X, y)
         print("fits", devices or len(jax.devices()), *gp.predict_proba(X)[:, 1], *lin.predict_proba(X)[:, 1])
     """
@@ -437,13 +456,25 @@ def test_robbins_monro_parameters_are_checked():
 
 
 # ----------------------------------------------------------------------------- estimators
-def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
+#: The GPBSVM svi fit of test_gpbsvm_svi_and_vi_predict_like_the_paper_says, the kernel and the inducing points
+#: held as in the paper's experiment; test_inducing_posterior_is_q_u_and_specs_are_compilation_keys refits it.
+PAPER_SVI = dict(inference="svi", num_inducing=20, batch_size=20, max_iter=400, learn_kernel=False,
+                 optimize_inducing=False, calibrate=False, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def paper_svi():
     X, y = _moons(400, seed=8)
+    return X, y, GPBSVM(kernel_params={"lengthscale": 0.7}, **PAPER_SVI).fit(X, y)
+
+
+def test_gpbsvm_svi_and_vi_predict_like_the_paper_says(paper_svi):
+    X, y, clf = paper_svi
     Xt, yt = _moons(400, seed=9)
     # 400 steps: test error 0.100 (0.1025 after 1500), half the bound below
-    clf = GPBSVM(inference="svi", num_inducing=20, batch_size=20, max_iter=400, kernel_params={"lengthscale": 0.7},
-                 learn_kernel=False, optimize_inducing=False, calibrate=False, random_state=0).fit(X, y)
-    vi = GPBSVM(inference="vi", kernel_params={"lengthscale": 0.7}, max_iter=100, calibrate=False).fit(X[:150], y[:150])
+    # the kernel held, as in the svi fit (B-BSVM's ML-II: test_calibration.test_predictions_go_through_the_link[vi])
+    vi = GPBSVM(inference="vi", kernel_params={"lengthscale": 0.7}, learn_kernel=False, max_iter=100,
+                calibrate=False).fit(X[:150], y[:150])
     for model in (clf, vi):
         mean, var = model.predict_latent(Xt)
         assert np.all(var > 0)
@@ -460,10 +491,8 @@ def test_gpbsvm_svi_and_vi_predict_like_the_paper_says():
         assert "u[0]" in az.summary(clf.idata_).index
 
 
-def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
-    X, y = _moons(300, seed=3)
-    kw = dict(inference="svi", num_inducing=12, batch_size=30, max_iter=40, mlii_every=10, random_state=0)
-    clf = GPBSVM(kernel_params={"lengthscale": 0.7}, **kw).fit(X, y)
+def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys(paper_svi):
+    X, y, clf = paper_svi  # its programs then serve the refit below
     state, problem = clf._posterior
     spec = problem.features.spec
     with jax.enable_x64(True):  # the fit's float64 (and on a GPU no reduced-precision matmul)
@@ -483,7 +512,7 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys():
         return gp_svi._gp_start._cache_size(), svi._moments_chunk._cache_size(), len(svi._PROGRAMS)
 
     before = sizes()
-    GPBSVM(kernel_params={"lengthscale": 1.3}, **kw).fit(X, y).predict_proba(X)  # predictions too
+    GPBSVM(kernel_params={"lengthscale": 1.3}, **PAPER_SVI).fit(X, y).predict_proba(X)  # predictions too
     assert sizes() == before
 
 

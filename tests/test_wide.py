@@ -201,17 +201,28 @@ def test_estimator_forms_agree_and_save(monkeypatch, tmp_path, inference):
     np.testing.assert_array_equal(loaded.predict_proba(Xt), wide.predict_proba(Xt))
 
 
-def test_estimator_picks_the_form_by_shape():
+def test_estimator_picks_the_form_by_shape(monkeypatch):
     X, y = _problem(12, 20)
     # the settings and data of test_estimator_forms_agree_and_save: its compiled programs serve these fits
     em = dict(inference="em", max_iter=30, accelerate=False, progress_bar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert isinstance(LinearBSVM(**em).fit(X, y)._posterior, LowRankPosterior)
-        assert isinstance(LinearBSVM(**em).fit(X[:, :5], y)._posterior, PrecisionPosterior)
         assert isinstance(LinearBSVM(intercept_scale=None, **em).fit(X, y)._posterior, PrecisionPosterior)
         vb = LinearBSVM("vb", max_iter=200, accelerate=False, progress_bar=False).fit(X, y)
+        # fewer coefficients than points: the rule's answer, the fit stopped there (a fit of its own shape
+        # would compile alone; an answer of False gives the p-dimensional fit, as the flat intercept's above)
+        answers, real = [], linear_estimator.use_wide_form
+
+        def answer_and_stop(n, p, prec):
+            answers.append((n, p, real(n, p, prec)))
+            raise _Answered
+
+        with monkeypatch.context() as patched, pytest.raises(_Answered):
+            patched.setattr(linear_estimator, "use_wide_form", answer_and_stop)
+            LinearBSVM(**em).fit(X[:, :5], y)
     assert isinstance(vb._posterior, LowRankPosterior)
+    assert answers == [(12, 6, False)]
 
 
 def test_svi_forms_agree_and_save(monkeypatch, tmp_path):
@@ -414,7 +425,11 @@ def _rounding_tolerance(cond: float) -> float:
     return 1e3 * cond * np.finfo(np.float64).eps
 
 
-@pytest.mark.parametrize("groups", [0, 3], ids=["penalty", "random-intercept"])
+# random-intercept: extended; test_luts_vb_estimator_forms_agree_and_save[random-intercept] runs the same
+# solver (vb_penalty with groups) in both forms and compares every sweep's bound, the coefficients and the
+# predictive moments (which the covariance sets); the penalty model's sweeps here
+@pytest.mark.parametrize("groups", [0, pytest.param(3, marks=pytest.mark.extended)],
+                         ids=["penalty", "random-intercept"])
 def test_penalty_vb_sweeps_agree(x64, groups):
     """Algorithm 2 in both forms (n = 15, p + m = 61 or 64): the same bound after every sweep, the same
     q(beta, u) and chi at the end, and the same covariance."""

@@ -135,11 +135,19 @@ class ChainResult(NamedTuple):
     info: dict[str, np.ndarray] = {}
 
 
+def _field_finite(field: Any) -> Array | None:
+    """Per chain: whether every array of a state field (an array or a tuple of them) is finite; None for
+    a field with no array (None, an optional part of the state left out)."""
+    leaves = jax.tree_util.tree_leaves(field)
+    if not leaves:
+        return None
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf), axis=tuple(range(1, leaf.ndim))) for leaf in leaves]), axis=0)
+
+
 def _first_nonfinite(state: Any) -> tuple[Array, Array]:
     """Per chain: whether every field of the state is finite, and the first field that is not (a field
-    that is None, an optional part of the state left out, counts as finite)."""
-    per_field = [None if leaf is None else jnp.all(jnp.isfinite(leaf), axis=tuple(range(1, leaf.ndim)))
-                 for leaf in state]
+    that is None counts as finite)."""
+    per_field = [_field_finite(field) for field in state]
     shape = next(ok.shape for ok in per_field if ok is not None)
     finite = jnp.stack([jnp.ones(shape, bool) if ok is None else ok for ok in per_field], axis=-1)
     return jnp.all(finite, axis=-1), jnp.argmin(finite, axis=-1)

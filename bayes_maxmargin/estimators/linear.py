@@ -153,6 +153,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         leaves the posterior invariant; alpha near -1 suppresses the random walk caused by the
         coupling of coefficients and augmentation variables (the default -0.9 gave 2-3.5 times the
         minimum ESS of the plain draw, alpha = 0, in ``benchmarks/gibbs_vs_nuts.py``).
+    marginal_moves : bool
+        Gibbs only (``prior="gaussian"``, not for p > n): start each sweep with slice moves of the
+        coefficients along the whitened directions of their posterior, estimated in warm-up, with
+        lambda integrated out (:mod:`~bayes_maxmargin.models.linear.gibbs`). The sweep keeps its exact
+        target; on breast cancer it raised the intercept's effective draws per draw from 0.09 to 0.5.
     max_iter : int
         Maximum EM or VB iterations (interior-point steps with ``solver="interior_point"``).
     tol : float
@@ -294,6 +299,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         num_chains: int = 4,
         thin: int = 1,
         overrelaxation: float = -0.9,
+        marginal_moves: bool = True,
         max_iter: int = 1000,
         tol: float = 1e-10,
         accelerate: bool = True,
@@ -331,6 +337,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.num_chains = num_chains
         self.thin = thin
         self.overrelaxation = overrelaxation
+        self.marginal_moves = marginal_moves
         self.max_iter = max_iter
         self.tol = tol
         self.accelerate = accelerate
@@ -369,10 +376,11 @@ class LinearBSVM(_BayesianSVMClassifier):
             "tol": check_scalar_param("tol", self.tol, low=0.0),
             "solver": check_option("solver", self.solver, ("fixed_point", "interior_point")),
         }
-        for name in ("fit_intercept", "accelerate"):
+        for name in ("fit_intercept", "accelerate", "marginal_moves"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"Invalid value for {name}: {getattr(self, name)!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
+        p["marginal_moves"] = bool(self.marginal_moves)
         p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
         p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, p["inference"])
         if p["missing"] == "model" and p["prior"] != "penalty":
@@ -516,12 +524,14 @@ class LinearBSVM(_BayesianSVMClassifier):
         sample_gamma0 = params["gamma0_prior"] is not None
         if not params["wide"] and checkpoint_folder(**params["run_io"]) is None:
             data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
+        moves = params["marginal_moves"] and not params["wide"]
+        hyper = hyper._replace(adapt_steps=jnp.asarray(params["num_warmup"], jnp.int32))
         k_run, coef0 = _chain_starts(key, params["num_chains"], (data.design.shape[1],), data.design.dtype, 0.5)
         state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma,
-                            sample_gamma0=sample_gamma0)
+                            sample_gamma0=sample_gamma0, directions=moves)
         result = self._solve(
             run_chains,
-            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"], sample_gamma0),
+            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"], sample_gamma0, moves),
             record_linear,
             state,
             k_run,

@@ -288,8 +288,10 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
     states = [a[2] for a in per_class]
     inner_type = type(states[0])
     C = jax.tree_util.tree_leaves(states[0])[0].shape[0]
-    flat = [None if getattr(states[0], f) is None else jnp.concatenate([jnp.asarray(getattr(s, f)) for s in states])
-            for f in inner_type._fields]  # a field None (an unused part of the state) stays None
+    # each field's arrays (a field may be a tuple of them) stacked along the chains; None (an unused part
+    # of the state) stays None
+    flat = [jax.tree_util.tree_map(lambda *xs: jnp.concatenate([jnp.asarray(x) for x in xs]),
+                                   *(getattr(s, f) for s in states)) for f in inner_type._fields]
     extra = [jnp.repeat(b, C, axis=0) for b in split.batched]
     state_type = _class_state_type(inner_type._fields, len(extra))
     wrapped = _ClassKernel(kernel, record, inner_type, state_type, split.treedef, split.mask)
@@ -302,7 +304,7 @@ def _run_chains_batched(fn: Callable, per_class: list[tuple], kwargs: dict) -> l
         rows = slice(k * C, (k + 1) * C)
         samples = {name: v[rows] for name, v in res.samples.items()}
         info = {name: v[rows] for name, v in res.info.items()}
-        final = inner_type(*(None if getattr(res.final_state, f) is None else getattr(res.final_state, f)[rows]
+        final = inner_type(*(jax.tree_util.tree_map(lambda v: v[rows], getattr(res.final_state, f))
                              for f in inner_type._fields))
         out.append(ChainResult(samples, final, res.num_iterations, info))
     return out

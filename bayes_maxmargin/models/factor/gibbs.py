@@ -79,10 +79,11 @@ from bayes_maxmargin.core.augmentation import (
 from bayes_maxmargin.core.distributions import InverseGaussian, sample_positive_normal
 from bayes_maxmargin.core.kernels import get_kernel
 from bayes_maxmargin.core.parameters import pack, thaw, unpack
+from bayes_maxmargin.core.slice import slice_sweep
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, probit_pseudo_labels, score_conditional
 from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
 from bayes_maxmargin.models.gp.gibbs import sample_f
-from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordinates, sampled_field_values, slice_sweep,
+from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordinates, sampled_field_values,
                                                    theta_log_conditional)
 
 __all__ = ["FactorState", "build_factor_kernel", "build_factor_record", "draw_inv_scale", "draw_log_theta",
@@ -336,14 +337,14 @@ def draw_log_theta(
     params_like,
 ):
     """log theta | W, lambda, gamma, f integrated out: the slice sweep of the GP sampler with theta
-    sampled (Sec. 3; :func:`~bayes_maxmargin.models.gp.gibbs_theta.slice_sweep` on
+    sampled (Sec. 3; :func:`~bayes_maxmargin.core.slice.slice_sweep` on
     :func:`~bayes_maxmargin.models.gp.gibbs_theta.theta_log_conditional`), the GP's inputs being the
     current factor scores W.
 
     Given W the classifier is the GP SVM of Sec. 3 on inputs W, and the target, p(log theta) N(Y (1 +
     lambda) | 0, K_theta(W) + Lambda / gamma), is the conditional of log theta in the factor model too
     (A, psi and X enter only through W). Returns the new log theta and its
-    :class:`~bayes_maxmargin.models.gp.gibbs_theta.SliceInfo`.
+    :class:`~bayes_maxmargin.core.slice.SliceInfo`.
     """
     width = jnp.asarray(1.0 if data.slice_width is None else data.slice_width, W.dtype)
     gdata = GPThetaData(X=W, y=data.y, prior=data.prior, jitter=data.jitter, slice_width=width)

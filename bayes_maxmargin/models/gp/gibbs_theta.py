@@ -88,7 +88,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import Array, lax
+from jax import Array
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.stats import norm
 from jax.typing import ArrayLike
@@ -100,6 +100,7 @@ from bayes_maxmargin.core.augmentation import (
     sample_inv_lambda,
 )
 from bayes_maxmargin.core.linalg import gaussian_log_density
+from bayes_maxmargin.core.slice import slice_sweep
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
 from bayes_maxmargin.core.parameters import (
     coordinates,
@@ -116,9 +117,9 @@ from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
 
-__all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "SliceInfo", "build_gp_theta_kernel",
+__all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "build_gp_theta_kernel",
            "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
-           "sampled_field_values", "slice_1d", "slice_settings", "slice_sweep", "surrogate_log_conditional",
+           "sampled_field_values", "slice_settings", "surrogate_log_conditional",
            "surrogate_whiten", "theta_log_conditional"]
 
 LogDensity = Callable[[Array], Array]
@@ -300,179 +301,6 @@ def init_gp_theta(
                         jnp.zeros_like(log_theta))
 
 
-# --------------------------------------------------------------------------- slice sampling
-#: Most shrinkage steps of one univariate slice update; beyond it the point is kept (the bracket is
-#: then narrower than the float resolution around it, which a finite density never needs).
-MAX_SHRINK = 64
-
-# phases of one univariate update
-_LEFT, _RIGHT, _SHRINK, _DONE = 0, 1, 2, 3
-
-
-class _SliceCarry(NamedTuple):
-    """Loop state of :func:`slice_1d`: the bracket, the stepping-out budgets left on each side, the
-    phase, the number of shrinkage draws and of density evaluations so far and the last accepted point."""
-
-    left: Array
-    right: Array
-    budget_left: Array
-    budget_right: Array
-    phase: Array
-    n_shrink: Array
-    n_eval: Array
-    x: Array
-    lp: Array
-
-
-class SliceInfo(NamedTuple):
-    """What slice updates did (:func:`slice_1d` for one coordinate, :func:`slice_sweep` summed).
-
-    Attributes
-    ----------
-    num_evaluations : Array
-        Evaluations of the log density: stepping-out steps and shrinkage draws (sub-iterations).
-    num_stalled : Array
-        Updates that accepted no point within :data:`MAX_SHRINK` shrinkage draws and kept the
-        current one.
-    """
-
-    num_evaluations: Array
-    num_stalled: Array
-
-
-def _skip_spent(phase: Array, budget_left: Array, budget_right: Array) -> Array:
-    """Leave a stepping-out phase whose budget is spent (no evaluation is made for it)."""
-    phase = jnp.where((phase == _LEFT) & (budget_left <= 0), _RIGHT, phase)
-    return jnp.where((phase == _RIGHT) & (budget_right <= 0), _SHRINK, phase)
-
-
-def slice_1d(
-    key: Array, logdensity: LogDensity, x0: Array, lp0: Array, width: Array, max_steps: int = 8
-) -> tuple[Array, Array, SliceInfo]:
-    """One univariate slice-sampling update: stepping out, then shrinkage (Neal 2003, Fig. 3, 5).
-
-    With a height log y = log p(x0) - Exp(1), a bracket of width w placed at random around x0 is
-    stepped out by w on each side while its end lies in the slice {x: log p(x) > log y} (at most
-    ``max_steps`` steps in all, split at random between the sides), then points are drawn uniformly
-    from it, and it is shrunk to the rejected point's side of x0, until one lies in the slice.
-    This leaves p invariant for any w and ``max_steps``. All phases run in one ``lax.while_loop``
-    with one evaluation of ``logdensity`` per iteration: the density is compiled once, and under
-    ``vmap`` chains in different phases advance together.
-
-    Parameters
-    ----------
-    key : Array
-        PRNG key.
-    logdensity : callable
-        Unnormalised log density of a scalar; NaN counts as outside every slice.
-    x0, lp0 : Array
-        Current point and ``logdensity(x0)``.
-    width : Array
-        Bracket width w.
-    max_steps : int
-        Neal's m: most stepping-out steps, both sides together.
-
-    Returns
-    -------
-    x, lp : Array
-        New point and its log density (x0 and lp0 if no point was accepted within
-        :data:`MAX_SHRINK` draws).
-    info : SliceInfo
-        The number of density evaluations, and whether the update stalled (1) or not (0).
-    """
-    # every uniform the update can use, drawn at once: height, bracket offset, budget split, and
-    # one per shrinkage draw (no random-number generation inside the loop)
-    u = jax.random.uniform(key, (3 + MAX_SHRINK,), dtype=x0.dtype)
-    logy = lp0 + jnp.log1p(-u[0])  # log of a uniform height under p(x0); 1 - u[0] > 0
-    left = x0 - width * u[1]
-    budget_left = jnp.floor(max_steps * u[2]).astype(jnp.int32)
-    budget_right = max_steps - 1 - budget_left
-
-    def draw(c: _SliceCarry) -> Array:
-        return c.left + u[3 + c.n_shrink] * (c.right - c.left)
-
-    def cond(c: _SliceCarry) -> Array:
-        return (c.phase != _DONE) & (c.n_shrink < MAX_SHRINK)
-
-    def body(c: _SliceCarry) -> _SliceCarry:
-        point = jnp.select([c.phase == _LEFT, c.phase == _RIGHT], [c.left, c.right], draw(c))
-        lp = logdensity(point)
-        inside = lp > logy
-        stepping_left, stepping_right = c.phase == _LEFT, c.phase == _RIGHT
-        shrinking = c.phase == _SHRINK
-        left = jnp.where(stepping_left & inside, c.left - width, c.left)
-        right = jnp.where(stepping_right & inside, c.right + width, c.right)
-        # a rejected draw becomes the bracket's end on its side of x0
-        left = jnp.where(shrinking & ~inside & (point < x0), point, left)
-        right = jnp.where(shrinking & ~inside & (point >= x0), point, right)
-        budget_left = c.budget_left - (stepping_left & inside)
-        budget_right = c.budget_right - (stepping_right & inside)
-        phase = jnp.where(
-            shrinking, jnp.where(inside, _DONE, _SHRINK),
-            jnp.where(inside, c.phase, c.phase + 1),  # an end outside the slice: next phase
-        )
-        phase = _skip_spent(phase, budget_left, budget_right)
-        accept = shrinking & inside
-        return _SliceCarry(
-            left, right, budget_left, budget_right, phase, c.n_shrink + shrinking, c.n_eval + 1,
-            jnp.where(accept, point, c.x), jnp.where(accept, lp, c.lp),
-        )
-
-    init = _SliceCarry(
-        left, left + width, budget_left, budget_right,
-        _skip_spent(jnp.asarray(_LEFT), budget_left, budget_right), jnp.asarray(0), jnp.asarray(0), x0, lp0,
-    )
-    out = lax.while_loop(cond, body, init)
-    return out.x, out.lp, SliceInfo(out.n_eval, (out.phase != _DONE).astype(out.n_eval.dtype))
-
-
-def slice_sweep(
-    key: Array, logdensity: LogDensity, x: Array, width: ArrayLike, max_steps: int = 8, index: Any = None
-) -> tuple[Array, Array, SliceInfo]:
-    """Univariate slice updates (:func:`slice_1d`) of every coordinate of ``x`` (or those in ``index``) in
-    turn (``lax.scan``).
-
-    Parameters
-    ----------
-    key : Array
-        PRNG key.
-    logdensity : callable
-        Unnormalised log density of the whole vector ``x``.
-    x : Array, shape (p,)
-        Current point.
-    width : ArrayLike
-        Bracket width (scalar or one per coordinate).
-    max_steps : int
-        Most stepping-out steps per coordinate.
-    index : array of int, optional
-        The coordinates to update (the others stay); None: all.
-
-    Returns
-    -------
-    x : Array, shape (p,)
-        The new point.
-    lp : Array
-        ``logdensity`` at it.
-    info : SliceInfo
-        Density evaluations and stalled updates, summed over the coordinates.
-    """
-    p = x.shape[-1]
-    widths = jnp.broadcast_to(jnp.asarray(width, x.dtype), (p,))
-    coords = jnp.arange(p) if index is None else jnp.asarray(index)
-    widths = widths if index is None else widths[coords]
-
-    def one(carry, inputs):
-        x, lp = carry
-        i, k, w = inputs
-        along = lambda t: logdensity(x.at[i].set(t))  # noqa: E731
-        xi, lp, info = slice_1d(k, along, x[i], lp, w, max_steps)
-        return (x.at[i].set(xi), lp), info
-
-    keys = jax.random.split(key, coords.shape[0])
-    (x, lp), info = lax.scan(one, (x, logdensity(x)), (coords, keys, widths))
-    return x, lp, SliceInfo(*(jnp.sum(v) for v in info))
-
-
 #: Neal's m (stepping-out steps per update) during the warm-up, and throughout without adaptation.
 MAX_STEPS = 8
 
@@ -616,7 +444,7 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
     callable
         ``kernel(rng_key, state, data, hyper) -> (state, info)`` on :class:`GPThetaState`,
         :class:`GPThetaData` and :class:`~bayes_maxmargin.models.gp.model.GPHyper`; pure and
-        jit-able. ``info`` holds the sweep's :class:`SliceInfo` as ``{"slice_evaluations",
+        jit-able. ``info`` holds the sweep's :class:`~bayes_maxmargin.core.slice.SliceInfo` as ``{"slice_evaluations",
         "slice_stalled"}``.
     """
     if theta_sampler not in THETA_SAMPLERS:

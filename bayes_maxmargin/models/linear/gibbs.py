@@ -11,6 +11,24 @@ Linear Bayesian SVM (Polson & Scott 2011; Henao et al. 2014, eq. 7 with f = Phi 
 4. gamma0 | lambda ~ Ga(c0 + N, d0 + sum_n lambda_n) when gamma0 has a Ga(c0, d0) prior
    (:func:`~bayes_maxmargin.core.augmentation.gamma0_conditional`).
 
+With ``directions=True`` each sweep starts with directional moves that integrate lambda out: the
+coefficients are slice-sampled along each direction of a basis adapted in warm-up (their posterior
+covariance's Cholesky factor, :func:`~bayes_maxmargin.core.slice.adapt_directions`), under
+
+    p(w | gamma, gamma0, y)  proportional to  p(w) prod_n sLa(1 - y_n f_n | gamma, gamma0)
+
+(eq. 4-5; the hinge exp(-2 gamma max(u, 0)) for gamma0 = 0), which is the augmented program with
+lambda integrated out (:func:`marginal_log_density`). Step 1 then draws lambda afresh given the
+moved coefficients, so (moves, step 1) is a blocked update of (w, lambda) that leaves the joint
+invariant, and the sweep keeps its exact target once the basis is fixed (after warm-up).
+
+Why. Given lambda, points near the margin (lambda_n small) pin their f_n to within
+sqrt(lambda_n / gamma), so the coefficients' conditional is much narrower than their posterior and
+steps 1-2 move them slowly along the posterior's wide directions: on breast cancer (569 x 30,
+standardised, 4 chains of 500 warm-up and 1000 kept sweeps) the intercept had 0.08 effective
+draws per draw with the overrelaxed step 2, 0.06 without. Slicing the whitened coordinates of the
+marginal moves along exactly those directions at the posterior's own scale (0.5 there).
+
 The kernel targets the augmented program ``linear_bsvm(..., augmented=True)``; its ``log_joint``
 equals that program's log density (tested).
 """
@@ -20,6 +38,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax import Array
 
@@ -30,22 +49,26 @@ from bayes_maxmargin.core.augmentation import (
     gaussian_conditional,
     log_gamma0_prior,
     log_lambda_prior,
+    log_pseudo_likelihood,
     masked_rows,
     prior_gram,
     sample_gaussian,
     sample_wide_gaussian,
     wide_gaussian_conditional,
 )
+from bayes_maxmargin.core.slice import Directions, adapt_directions, direction_sweep, init_directions
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
 
-__all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log_joint", "record_linear"]
+__all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log_joint", "marginal_log_density",
+           "record_linear"]
 
 
 class LinearGibbsState(NamedTuple):
     """State of the linear Gibbs sampler (one chain).
 
     ``coef`` is [beta, intercept] (shape (p,)); ``inv_lam`` (1 / lambda_n), ``gamma``, ``gamma0`` and
-    ``log_joint`` are as in the GP sampler's :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState`.
+    ``log_joint`` are as in the GP sampler's :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState`;
+    ``directions`` is the basis of the directional moves and its warm-up moments (None without them).
     """
 
     coef: Array
@@ -53,6 +76,7 @@ class LinearGibbsState(NamedTuple):
     gamma: Array
     gamma0: Array
     log_joint: Array
+    directions: Directions | None = None
 
 
 def linear_log_joint(
@@ -74,22 +98,33 @@ def linear_log_joint(
     return lp
 
 
+def marginal_log_density(coef: Array, margin: Array, gamma: Array, gamma0: Array, data: LinearData,
+                         hyper: LinearHyper) -> Array:
+    """log p(coef) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) at f = ``margin`` = design @ coef: the
+    augmented program's log density in the coefficients with lambda integrated out (Henao et al.
+    2014, eq. 4-5), up to terms free of them."""
+    u = 1.0 - data.y * margin
+    return log_prior(coef, gamma, hyper, False) + jnp.sum(masked_rows(log_pseudo_likelihood(u, gamma, gamma0),
+                                                                      data.mask))
+
+
 def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool,
-                sample_gamma0: bool = False) -> LinearGibbsState:
-    """A state at ``coef`` with 1 / lambda at its conditional mean, gamma at ``hyper.gamma`` and gamma0
-    at ``hyper.gamma0``."""
+                sample_gamma0: bool = False, directions: bool = False) -> LinearGibbsState:
+    """A state at ``coef`` with 1 / lambda at its conditional mean, gamma at ``hyper.gamma``, gamma0
+    at ``hyper.gamma0`` and, with ``directions``, the coordinate axes as the moves' basis."""
     gamma = jnp.asarray(hyper.gamma, coef.dtype)
     gamma0 = jnp.asarray(hyper.gamma0, coef.dtype)
     u = 1.0 - data.y * (data.design @ coef)
     inv_lam = expected_inv_lambda(u, gamma, gamma0)
     log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma,
                                  sample_gamma0)
-    return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint)
+    basis = init_directions(coef.shape[-1], coef.dtype) if directions else None
+    return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint, basis)
 
 
 @functools.cache
 def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: bool = False,
-                        sample_gamma0: bool = False):
+                        sample_gamma0: bool = False, directions: bool = False):
     """The Gibbs kernel of the linear Bayesian SVM (cached: one function per structure).
 
     Parameters
@@ -106,6 +141,10 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
     sample_gamma0 : bool
         Whether gamma0 has a Gamma(``hyper.gamma0_shape``, ``hyper.gamma0_rate``) prior and is sampled
         (else it stays at its value).
+    directions : bool
+        Start each sweep with slice moves of the coefficients along a basis adapted over the first
+        ``hyper.adapt_steps`` sweeps, lambda integrated out (module docstring); the state needs
+        ``init_linear(..., directions=True)``. Not with ``wide``.
 
     Returns
     -------
@@ -116,21 +155,32 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
     def kernel(
         rng_key: Array, state: LinearGibbsState, data: LinearData, hyper: LinearHyper
     ) -> tuple[LinearGibbsState, None]:
+        current = hyper._replace(gamma0=state.gamma0)
+        coef, basis = state.coef, state.directions
+        if directions:
+            def logdensity(c: Array, margin: Array) -> Array:
+                return marginal_log_density(c, margin, state.gamma, state.gamma0, data, hyper)
+
+            coef, _, _ = direction_sweep(jax.random.fold_in(rng_key, 7), logdensity, coef, data.design @ coef,
+                                         basis.basis, data.design @ basis.basis.T)
+        previous = coef  # the point the overrelaxed draw reflects
+
         def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:
             if wide:
                 gram = prior_gram(data.design, hyper.prior_prec)
                 cond = wide_gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec, gram)
-                return sample_wide_gaussian(key, cond, state.coef, overrelaxation)
+                return sample_wide_gaussian(key, cond, previous, overrelaxation)
             cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
-            return sample_gaussian(key, cond, state.coef, overrelaxation)
+            return sample_gaussian(key, cond, previous, overrelaxation)
 
-        current = hyper._replace(gamma0=state.gamma0)
-        coef, inv_lam, gamma, gamma0 = augmented_sweep(rng_key, state.coef, state.gamma, data.y, current,
+        coef, inv_lam, gamma, gamma0 = augmented_sweep(rng_key, coef, state.gamma, data.y, current,
                                                        lambda c: data.design @ c, draw_coef, sample_gamma, data.mask,
                                                        sample_gamma0)
         log_joint = linear_log_joint(coef, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma,
                                      sample_gamma0)
-        return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint), None
+        if directions:
+            basis = adapt_directions(basis, coef, hyper.adapt_steps)
+        return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint, basis), None
 
     return kernel
 

@@ -51,6 +51,9 @@ class LinearHyper(NamedTuple):
         (> 0) when gamma0 has a Gamma prior.
     gamma0_shape, gamma0_rate : Array
         Shape and rate of the Gamma prior on gamma0 (unused when gamma0 is fixed).
+    adapt_steps : Array
+        Warm-up sweeps over which the Gibbs kernel's directional moves adapt their basis
+        (:func:`~bayes_maxmargin.core.slice.adapt_directions`; unused without them).
     """
 
     prior_prec: Array
@@ -60,6 +63,7 @@ class LinearHyper(NamedTuple):
     gamma0: Array
     gamma0_shape: Array = 1.0
     gamma0_rate: Array = 1.0
+    adapt_steps: Array = 0
 
 
 def prior_precision(
