@@ -20,9 +20,10 @@ import jax.numpy as jnp
 from jax import Array, lax
 from jax.typing import ArrayLike
 
-__all__ = ["MAX_SHRINK", "Directions", "SliceInfo", "adapt_directions", "direction_sweep", "init_directions", "slice_1d",
-           "slice_sweep"]
+__all__ = ["MAX_SHRINK", "Directions", "LogDensity", "SliceInfo", "adapt_directions", "direction_sweep",
+           "init_directions", "slice_1d", "slice_sweep"]
 
+#: A log density of one argument (unnormalised; NaN counts as outside every slice).
 LogDensity = Callable[[Array], Array]
 
 #: Most shrinkage steps of one univariate slice update; beyond it the point is kept (the bracket is

@@ -100,7 +100,7 @@ from bayes_maxmargin.core.augmentation import (
     sample_inv_lambda,
 )
 from bayes_maxmargin.core.linalg import gaussian_log_density
-from bayes_maxmargin.core.slice import slice_sweep
+from bayes_maxmargin.core.slice import LogDensity, slice_sweep
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
 from bayes_maxmargin.core.parameters import (
     coordinates,
@@ -121,8 +121,6 @@ __all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "build_gp_theta_kern
            "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
            "sampled_field_values", "slice_settings", "surrogate_log_conditional",
            "surrogate_whiten", "theta_log_conditional"]
-
-LogDensity = Callable[[Array], Array]
 
 
 class GPThetaData(NamedTuple):
