@@ -8,7 +8,7 @@ each fitted by hand-written conjugate Gibbs, EM, VB and SVI kernels compiled wit
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.compilation import use_compilation_cache
 from bayes_maxmargin.data import Dataset, list_datasets, load_dataset
-from bayes_maxmargin.diagnostics import MixingWarning, convergence_summary, to_inference_data
+from bayes_maxmargin.diagnostics import MixingWarning, SeparableClassesWarning, convergence_summary, to_inference_data
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError
 from bayes_maxmargin.engine.nuts import DivergenceWarning, DivergentSamplerError
 from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
@@ -25,6 +25,7 @@ __all__ = [
     "MaxMarginProjection",
     "MixingWarning",
     "NonFiniteStateError",
+    "SeparableClassesWarning",
     "__version__",
     "convergence_summary",
     "list_datasets",

@@ -13,7 +13,8 @@ import numpy as np
 if TYPE_CHECKING:  # ArviZ (with xarray, pandas and matplotlib) is imported by the functions that use it
     import xarray as xr
 
-__all__ = ["APPROXIMATION_DRAWS", "MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "convergence_summary",
+__all__ = ["APPROXIMATION_DRAWS", "MAX_RHAT", "MIN_ESS_PER_CHAIN", "MixingWarning", "SeparableClassesWarning",
+           "convergence_summary",
            "gaussian_draws", "has_draws", "inside_model_selection", "mixing_problem", "rank_diagnostics",
            "to_inference_data", "warn_if_not_mixed"]
 
@@ -42,6 +43,20 @@ class MixingWarning(UserWarning):
     ...     warnings.simplefilter("error", MixingWarning)  # chains that have not mixed stop the script
     >>> issubclass(MixingWarning, UserWarning)
     True
+    """
+
+
+class SeparableClassesWarning(UserWarning):
+    """The training classes of an MCMC fit of a linear model are linearly separable: the likelihood is
+    flat along the separating direction, so only the priors bound the scale of the coefficients and
+    the intercept there. Wide intervals and slow mixing along that direction are what the posterior
+    is, not a sampler failure: this warning replaces the :class:`MixingWarning` for those classes.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin import MixingWarning, SeparableClassesWarning
+    >>> issubclass(SeparableClassesWarning, MixingWarning)
+    False
     """
 
 
@@ -338,7 +353,7 @@ def rank_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(missing, np.nan, rhat), np.where(missing, np.nan, ess)
 
 
-def mixing_problem(idata: xr.DataTree) -> MixingProblem | None:
+def mixing_problem(idata: xr.DataTree, skip_classes: Any = ()) -> MixingProblem | None:
     """The worst-mixing posterior element if the chains have not mixed, else None.
 
     Not mixed: with at least two chains, a rank-normalised split R-hat above :data:`MAX_RHAT`;
@@ -346,12 +361,17 @@ def mixing_problem(idata: xr.DataTree) -> MixingProblem | None:
     chains. The worst element is the one of the largest R-hat when one is too large, else the one
     of the smallest bulk ESS. Posteriors of fewer than four draws (point estimates) and independent
     draws from a deterministic fit's approximation (:func:`has_draws`) give None;
-    elements whose draws are all equal (fixed values) are skipped.
+    elements whose draws are all equal (fixed values) are skipped, and so are the one-vs-rest
+    problems labelled ``skip_classes`` (on the ``class`` dimension).
     """
     post = idata.posterior
     chains, draws = int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 1))
     if draws < 4 or not has_draws(idata):
         return None
+    if len(skip_classes) and "class" in post.dims:
+        post = post.to_dataset().drop_sel({"class": [str(c) for c in skip_classes]})
+        if post.sizes["class"] == 0:
+            return None
     worst_r, worst_e = None, None
     for var in post.data_vars:
         values = np.asarray(post[var].transpose("chain", "draw", ...).values, dtype=float)
@@ -409,7 +429,7 @@ def inside_model_selection() -> bool:
 
 
 def warn_if_not_mixed(
-    idata: xr.DataTree, owner: str = "the fit", stacklevel: int | None = None
+    idata: xr.DataTree, owner: str = "the fit", stacklevel: int | None = None, separable: Any = None
 ) -> MixingProblem | None:
     """Issue a :class:`MixingWarning` naming the worst variable when :func:`mixing_problem` finds
     one (MCMC fits only: a point estimate or the draws of an approximation are never checked); return it.
@@ -419,22 +439,46 @@ def warn_if_not_mixed(
     Inside scikit-learn's inner model-selection fits (:func:`inside_model_selection`), where the fitted
     clone is thrown away and the user cannot act on it, nothing is issued (the problem is still returned);
     the search's refit on all the data warns as any fit does.
+
+    ``separable`` (True, or the labels of the one-vs-rest problems) says that the training classes
+    are linearly separable: a :class:`SeparableClassesWarning` names them, and the mixing of their
+    draws, which only the priors bound along the separating direction, is not judged.
     """
-    problem = mixing_problem(idata)
-    if problem is None or inside_model_selection():
-        return problem
+    if inside_model_selection():
+        return mixing_problem(idata)
+    stacklevel = stacklevel or _stacklevel_outside_package()
+    if separable:
+        which = "" if separable is True else f" (class {', '.join(map(str, separable))} against the rest)"
+        warnings.warn(
+            f"The training classes of {owner} are linearly separable{which}: the posterior-mean hyperplane "
+            "classifies every training point correctly. The likelihood is flat along the separating direction, "
+            "so only the priors bound the scale of the coefficients and the intercept there (sigma, A_u and B_u, "
+            "intercept_scale): wide intervals and slow mixing along it are the posterior's, not a sampler "
+            "failure.",
+            SeparableClassesWarning, stacklevel=stacklevel,
+        )
+        if separable is True:
+            return None
+    problem = mixing_problem(idata, skip_classes=separable) if separable else mixing_problem(idata)
+    if problem is None:
+        return None
+    warnings.warn(
+        f"The chains of {owner} have not mixed: {_described(problem)} (Vehtari et al. 2021: R-hat <= {MAX_RHAT}, "
+        f"bulk ESS >= {MIN_ESS_PER_CHAIN} per chain). Its draws may not represent the posterior: run longer "
+        "chains (num_warmup, num_samples) or more of them, and check bayes_maxmargin.convergence_summary / "
+        "plots.plot_trace.",
+        MixingWarning, stacklevel=stacklevel,
+    )
+    return problem
+
+
+def _described(problem: MixingProblem) -> str:
+    """The problem as text: '<name> has R-hat ... and bulk ESS ..., over C chain(s) of D draws', each
+    limit it misses named."""
     least_ess = MIN_ESS_PER_CHAIN * problem.chains
     found = [f"bulk ESS {np.floor(problem.ess_bulk):.0f}"
              + (f" (below {least_ess} = {MIN_ESS_PER_CHAIN} per chain)" if problem.ess_bulk < least_ess else "")]
     if np.isfinite(problem.rhat):
         found.insert(0, f"R-hat {_shown_above(problem.rhat, MAX_RHAT)} (above {MAX_RHAT})"
                      if problem.rhat > MAX_RHAT else f"R-hat {problem.rhat:.3f}")
-    warnings.warn(
-        f"The chains of {owner} have not mixed: {problem.name} has {' and '.join(found)}, over "
-        f"{problem.chains} chain(s) of {problem.draws} draws (Vehtari et al. 2021: R-hat <= {MAX_RHAT}, bulk ESS >= "
-        f"{MIN_ESS_PER_CHAIN} per chain). Its draws may not represent the posterior: run longer chains "
-        "(num_warmup, num_samples) or more of them, and check bayes_maxmargin.convergence_summary / "
-        "plots.plot_trace.",
-        MixingWarning, stacklevel=stacklevel or _stacklevel_outside_package(),
-    )
-    return problem
+    return f"{problem.name} has {' and '.join(found)}, over {problem.chains} chain(s) of {problem.draws} draws"

@@ -36,7 +36,7 @@ from bayes_maxmargin.models.luts.model import (
 from bayes_maxmargin.models.luts.vb import vb_missing, vb_penalty
 
 from ._posterior import assert_posteriors_agree
-from .reference import LUTS_H, load_reference, luts_intercept_problem
+from .reference import LUTS_H, LUTS_IMP, load_reference, luts_intercept_problem, luts_missing_problem, luts_separable_problem
 
 # the chains below are shared by several tests: keep the module on one xdist worker
 pytestmark = pytest.mark.xdist_group("luts_gibbs")
@@ -44,8 +44,9 @@ pytestmark = pytest.mark.xdist_group("luts_gibbs")
 H = LUTS_H
 
 
-def _hyper(rho=0.5):
-    return LutsHyper(*(jnp.asarray(v, jnp.float64) for v in (H["sigma_beta2"], H["A_u"], H["B_u"], rho)))
+def _hyper(rho=0.5, adapt_steps=0):
+    return LutsHyper(*(jnp.asarray(v, jnp.float64) for v in (H["sigma_beta2"], H["A_u"], H["B_u"], rho)),
+                     adapt_steps=jnp.asarray(adapt_steps, jnp.int32))
 
 
 def _penalty_problem(n=50, seed=0):
@@ -58,16 +59,8 @@ def _penalty_problem(n=50, seed=0):
 _intercept_problem = luts_intercept_problem
 
 
-def _missing_problem(n=40, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.multivariate_normal([0.0, 0.0], [[1.0, 0.6], [0.6, 1.0]], size=n)
-    y = np.where(X @ [1.0, -0.7] + 0.2 + 1.0 * rng.normal(size=n) > 0, 1.0, -1.0)
-    obs = np.ones_like(X)
-    obs[rng.choice(n, 8, replace=False), 1] = 0.0
-    return MissingData(jnp.asarray(np.where(obs > 0, X, 0.0)), jnp.asarray(obs), jnp.asarray(y)), obs
-
-
-IMP = dict(sigma_mu2=25.0, nu=4.0)
+_missing_problem = luts_missing_problem
+IMP = LUTS_IMP
 
 
 def _imp(d=2):
@@ -85,33 +78,56 @@ def _chains(kernel, record, state, data, hyper, *, num_samples, num_warmup=500, 
                       num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
 
 
-# Each problem's chains are run once and shared by the tests below (x64 is on while they run).
+# Each problem's chains are run once and shared by the tests below (x64 is on while they run). With
+# ``moves`` the kernels start each sweep with the directional and scale moves (a integrated out),
+# their basis adapted over the warm-up.
+WARMUP = 500
+
+
 @functools.cache
-def _mixed_run(example):
-    data = _penalty_problem()[2] if example == "penalty" else _intercept_problem()
+def _mixed_run(example, moves=False):
+    data = {"penalty": lambda: _penalty_problem()[2], "random_intercept": _intercept_problem,
+            "separable": luts_separable_problem}[example]()
     p, m = data.X.shape[1], data.Z.shape[1]
     coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(5), (4, p + m))
-    state = jax.vmap(init_mixed, (0, None, None, None))(coef0, 1.0, data, _hyper())
-    return data, _chains(build_mixed_kernel(), record_mixed, state, data, _hyper(), num_samples=2000)
+    hyper = _hyper(adapt_steps=WARMUP if moves else 0)
+    state = jax.vmap(functools.partial(init_mixed, directions=moves), (0, None, None, None))(coef0, 1.0, data, hyper)
+    return data, _chains(build_mixed_kernel(), record_mixed, state, data, hyper, num_samples=2000)
 
 
 @functools.cache
-def _laplace_zero_run(num_samples=200, num_warmup=100):
+def _laplace_zero_run(num_samples=200, num_warmup=100, moves=False):
     data = _penalty_problem(n=40)[2]
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     v0 = 0.3 * jax.random.normal(keys[0], (4, 2))
     g0 = jnp.tile(jnp.array([1.0, 0.0]), (4, 1))
-    state = jax.vmap(init_laplace_zero, (None, 0, 0, None, None, None))(jnp.zeros(1), v0, g0, 1.0, data, _hyper())
-    return data, _chains(build_laplace_zero_kernel(), record_laplace_zero, state, data, _hyper(),
+    hyper = _hyper(adapt_steps=num_warmup if moves else 0)
+    init = functools.partial(init_laplace_zero, directions=moves)
+    state = jax.vmap(init, (None, 0, 0, None, None, None))(jnp.zeros(1), v0, g0, 1.0, data, hyper)
+    return data, _chains(build_laplace_zero_kernel(), record_laplace_zero, state, data, hyper,
                          num_samples=num_samples, num_warmup=num_warmup)
 
 
 @functools.cache
-def _missing_run():
+def _missing_run(moves=False):
     mdata, obs = _missing_problem()
     coef0 = 0.3 * jax.random.normal(jax.random.PRNGKey(4), (4, 3))
-    state = jax.vmap(init_missing, (0, None, None, None))(coef0, mdata, _hyper(), _imp())
-    return mdata, obs, _chains(build_missing_kernel(), record_missing, state, mdata, (_hyper(), _imp()), num_samples=3000)
+    hyper = _hyper(adapt_steps=WARMUP if moves else 0)
+    state = jax.vmap(functools.partial(init_missing, directions=moves), (0, None, None, None))(coef0, mdata, hyper, _imp())
+    return mdata, obs, _chains(build_missing_kernel(), record_missing, state, mdata, (hyper, _imp()), num_samples=3000)
+
+
+def _mixed_draws(data, run):
+    p = data.X.shape[1]
+    g = run.samples
+    return {"beta": g["coef"][..., :p], "u": g["coef"][..., p:], "sigma_u2": g["sigma_u2"]}
+
+
+def _missing_draws(obs, run):
+    g = run.samples
+    rows, cols = np.nonzero(obs == 0)
+    return {"beta": g["coef"][..., 0], "u": g["coef"][..., 1:], "mu": g["mu"], "Sigma": g["Sigma"],
+            "D_mis": g["D"][:, :, rows, cols]}
 
 
 def _last(state):
@@ -159,10 +175,8 @@ def _nuts(model, args, kwargs, num_samples=1000, seed=1):
 @pytest.mark.slow
 @pytest.mark.parametrize("example", [pytest.param("penalty", marks=pytest.mark.extended), "random_intercept"])
 def test_appendix_a_agrees_with_nuts(x64, example):
-    data, run = _mixed_run(example)
-    p = data.X.shape[1]
-    g = run.samples
-    gibbs = {"beta": g["coef"][..., :p], "u": g["coef"][..., p:], "sigma_u2": g["sigma_u2"]}
+    gibbs = _mixed_draws(*_mixed_run(example))
+    data = _mixed_run(example)[0]
     if example == "random_intercept":  # the stored reference (tests/reference)
         nuts = load_reference("luts_random_intercept").draws
     else:
@@ -172,11 +186,29 @@ def test_appendix_a_agrees_with_nuts(x64, example):
 
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("problem", ["random_intercept", "separable", "missing"])
+def test_the_moves_keep_the_posterior(x64, problem):
+    """Appendices A and C with the directional and scale moves (a integrated out) against the stored
+    NUTS draws of the same programs (:func:`assert_posteriors_agree`: means within Monte Carlo error,
+    standard deviations within 15 %): a random intercept, the penalty prior on separable classes
+    (where only the priors bound the scale of u and the intercept) and missing predictors."""
+    if problem == "missing":
+        _, obs, run = _missing_run(moves=True)
+        gibbs, names = _missing_draws(obs, run), ["beta", "u", "mu", "Sigma", "D_mis"]
+    else:
+        gibbs, names = _mixed_draws(*_mixed_run(problem, moves=True)), ["beta", "u", "sigma_u2"]
+    reference = {"random_intercept": "luts_random_intercept", "separable": "luts_penalty_separable",
+                 "missing": "luts_missing"}[problem]
+    assert_posteriors_agree(gibbs, load_reference(reference).draws, names, sd_rtol=0.15)
+
+
 @pytest.mark.extended
-def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
+@pytest.mark.parametrize("moves", [False, True])
+def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64, moves):
     """Laplace-zero: NUTS on the program with gamma summed out exactly (m = 2) and b integrated out;
     the inclusion probabilities are compared through NUTS's Rao-Blackwellised P(gamma_k = 1 | rest)."""
-    data, run = _laplace_zero_run(num_samples=6000, num_warmup=1000)
+    data, run = _laplace_zero_run(num_samples=6000, num_warmup=1000, moves=moves)
     g = run.samples
     gibbs = {"beta": g["beta"], "u": g["u"], "sigma_u2": g["sigma_u2"], "inclusion": g["gamma"]}
     kw = dict(rho=0.5, sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"])
@@ -191,15 +223,9 @@ def test_appendix_b_agrees_with_nuts_on_the_enumerated_program(x64):
 
 @pytest.mark.extended
 def test_appendix_c_agrees_with_nuts(x64):
-    mdata, obs, run = _missing_run()
-    g = run.samples
-    rows, cols = np.nonzero(obs == 0)
-    gibbs = {"beta": g["coef"][..., 0], "u": g["coef"][..., 1:], "mu": g["mu"], "Sigma": g["Sigma"],
-             "D_mis": g["D"][:, :, rows, cols]}
-    kw = dict(sigma_beta2=H["sigma_beta2"], A_u=H["A_u"], B_u=H["B_u"], sigma_mu2=IMP["sigma_mu2"], nu=IMP["nu"], Psi=jnp.eye(2))
-    # the missing pattern fixes the number of latent entries: closed over, not traced with the data
-    nuts = _nuts(functools.partial(missing_bsvm, observed=obs > 0), (mdata.D,), {**kw, "y": mdata.y}, num_samples=NUTS_SAMPLES)
-    assert_posteriors_agree(gibbs, nuts, ["beta", "u", "mu", "Sigma", "D_mis"], sd_rtol=0.15)
+    _, obs, run = _missing_run()
+    assert_posteriors_agree(_missing_draws(obs, run), load_reference("luts_missing").draws,
+                            ["beta", "u", "mu", "Sigma", "D_mis"], sd_rtol=0.15)
 
 
 # ---------------------------------------------------------------------------------------- VB vs Gibbs

@@ -20,7 +20,12 @@ updates recur in every model and inference algorithm. They are written once here
   (eq. 7);
 * :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6);
 * :func:`gamma0_conditional` / :func:`draw_gamma0` -- the Gamma conditional of gamma0 when it has
-  a Gamma prior (:func:`draw_scales` draws gamma and gamma0 after the model's parameters).
+  a Gamma prior (:func:`draw_scales` draws gamma and gamma0 after the model's parameters);
+* :func:`marginal_log_density` / :func:`marginal_moves` -- a model's density in weights that enter f
+  linearly with lambda integrated out, and slice moves of the weights under it along directions
+  adapted in warm-up (:mod:`bayes_maxmargin.core.slice`), which every linear Gibbs sampler runs
+  before its lambda draw; :func:`scale_move`, the same for the scale of a block of weights whose
+  whitened values stay fixed (the ancillary step of an interweaving).
 
 Numerical floor
 ---------------
@@ -45,13 +50,14 @@ from jax.scipy.special import gammaln
 
 from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
+from bayes_maxmargin.core.slice import direction_sweep, slice_1d
 
 __all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
            "draw_gamma", "draw_gamma0", "draw_scales", "expected_inv_lambda", "expected_lambda", "gamma0_conditional",
-           "gamma_cm_step", "gamma_conditional", "log_gamma0_prior",
-           "gaussian_conditional", "hinge_c", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
-           "masked_rows", "prior_gram", "sample_gaussian", "sample_wide_gaussian", "sample_inv_lambda", "use_wide_form",
-           "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
+           "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c", "log_gamma0_prior",
+           "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "marginal_log_density", "marginal_moves",
+           "masked_rows", "prior_gram", "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move",
+           "use_wide_form", "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -454,3 +460,88 @@ def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any
     gamma, gamma0 = draw_scales(k_gamma, 1.0 - y * margin(x), inv_lam, gamma, hyper, sample_gamma, sample_gamma0,
                                 mask)
     return x, inv_lam, gamma, gamma0
+
+
+def marginal_log_density(coef: Array, margin: Array, y: Array, log_prior: Callable[[Array], Array], gamma: Array,
+                         gamma0: Array, mask: Array | None = None) -> Array:
+    """log_prior(coef) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) at f = ``margin`` = design @ coef:
+    an augmented program's log density in weights that enter f linearly, with lambda integrated out
+    (Henao et al. 2014, eq. 4-5; the hinge exp(-2 gamma max(u, 0)) for gamma0 = 0), up to terms
+    free of them."""
+    return log_prior(coef) + jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * margin, gamma, gamma0), mask))
+
+
+def marginal_moves(key: Array, coef: Array, design: Array, y: Array, log_prior: Callable[[Array], Array],
+                   gamma: Array, gamma0: Array, basis: Array, mask: Array | None = None) -> Array:
+    """Univariate slice moves of ``coef`` along each row of ``basis`` under :func:`marginal_log_density`
+    (:func:`~bayes_maxmargin.core.slice.direction_sweep`; the margin kept up to date in O(n) per
+    density evaluation).
+
+    Given lambda, points near the margin (lambda_n small) pin f_n to within sqrt(lambda_n / gamma),
+    so the weights' conditional is much narrower than their posterior and a sweep of lambda | w,
+    w | lambda moves slowly along the posterior's wide directions. These moves integrate lambda out.
+    Followed by the sweep's lambda | w draw they form a blocked update of (w, lambda) that leaves the
+    augmented program invariant for any fixed basis; with the rows of ``basis`` the whitened
+    directions of the weights' posterior (:func:`~bayes_maxmargin.core.slice.adapt_directions`) each
+    move is at the posterior's own scale.
+
+    Parameters
+    ----------
+    key : Array
+        PRNG key.
+    coef : Array, shape (p,)
+        The weights; f = ``design @ coef``.
+    design : Array, shape (n, p)
+    y : Array, shape (n,)
+        Labels in {-1, +1}.
+    log_prior : callable
+        ``log_prior(coef)``, the weights' log prior given the other parameters.
+    gamma, gamma0 : Array
+        The hinge scale and the rate of lambda's exponential prior (0: the hinge).
+    basis : Array, shape (p, p)
+        The directions, one per row.
+    mask : Array, optional
+        1 for data rows, 0 for padding rows.
+
+    Returns
+    -------
+    Array, shape (p,)
+        The moved weights.
+    """
+
+    def logdensity(c: Array, margin: Array) -> Array:
+        return marginal_log_density(c, margin, y, log_prior, gamma, gamma0, mask)
+
+    coef, _, _ = direction_sweep(key, logdensity, coef, design @ coef, basis, design @ basis.T)
+    return coef
+
+
+def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Array,
+               log_prior: Callable[[Array], Array], gamma: Array = 1.0, gamma0: Array = 0.0,
+               mask: Array | None = None, width: float = 1.0, max_steps: int = 4) -> Array:
+    """A slice update of t = log s, the scale of a block of weights u = s z, with z fixed and lambda
+    integrated out: the ancillary step of an interweaving strategy (Yu & Meng 2011).
+
+    The latent function is f = ``fixed`` + exp(t - t0) ``scaled`` (``scaled`` = the block's part of f
+    at the current t0 = ``log_scale``), and t is drawn from
+
+        log_prior(t) + sum_n log sLa(1 - y_n f_n(t) | gamma, gamma0)
+
+    (eq. 4-5; ``log_prior`` is the density of t itself, Jacobian included). Given the weights, the
+    conjugate update of a hierarchical variance (sigma_u^2 | u) is pinned by ``||u||``, and u by
+    its variance, so the pair moves slowly; moving s with z = u / s fixed changes both at once.
+    Each update is O(n) per density evaluation, and it leaves the augmented program invariant when the
+    sweep draws lambda afresh before using it.
+
+    Returns
+    -------
+    Array
+        The new t; the weights become exp(t - t0) times their current value.
+    """
+
+    def logdensity(t: Array) -> Array:
+        margin = fixed + jnp.exp(t - log_scale) * scaled
+        return log_prior(t) + jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * margin, gamma, gamma0), mask))
+
+    t, _, _ = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
+    return t

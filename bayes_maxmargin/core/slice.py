@@ -238,8 +238,9 @@ def adapt_directions(state: Directions, x: Array, adapt_steps: Array) -> Directi
     With W = ``adapt_steps``, the draws of sweeps [W/4, W/2) and [W/2, W) form two windows (as in
     Stan's windowed adaptation). At the end of each, ``basis`` becomes L' with L L' = the window's
     covariance shrunk towards 10^-3 I by 5 / (count + 5) (Stan's regulariser), and the moments
-    restart. From sweep W on nothing changes, so a kernel using the basis is a fixed kernel after
-    warm-up and exact. W = 0 keeps the coordinate axes.
+    restart (a window whose covariance has no finite Cholesky factor keeps the previous basis). From
+    sweep W on nothing changes, so a kernel using the basis is a fixed kernel after warm-up and exact.
+    W = 0 keeps the coordinate axes.
     """
     i = state.iteration
     first, middle = adapt_steps // 4, adapt_steps // 2
@@ -253,7 +254,9 @@ def adapt_directions(state: Directions, x: Array, adapt_steps: Array) -> Directi
     shrink = 5.0 / (count + 5.0)
     sample_cov = 0.5 * (scatter + scatter.T) / jnp.maximum(count - 1.0, 1.0)
     cov = (1.0 - shrink) * sample_cov + shrink * 1e-3 * jnp.eye(p, dtype=x.dtype)
-    basis = jnp.where(window_ends, jnp.linalg.cholesky(cov).T, state.basis)
+    chol = jnp.linalg.cholesky(cov).T
+    # a covariance that rounding left indefinite (draws of enormous spread) keeps the previous basis
+    basis = jnp.where(window_ends & jnp.all(jnp.isfinite(chol)), chol, state.basis)
     restart = lambda v: jnp.where(window_ends, jnp.zeros_like(v), v)  # noqa: E731
     return Directions(i + 1, restart(count), restart(mean), restart(scatter), basis)
 

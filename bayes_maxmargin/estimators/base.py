@@ -66,18 +66,19 @@ def reports_progress(fit: Any) -> Any:
         with (fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"),
               limit_blas_threads(getattr(self, "_FIT_BLAS_THREADS", None))):
             fitted = fit(self, *args, **kwargs)
-        draws = self.__dict__.pop(_MIXING_PENDING, None)
-        if draws is not None:  # once per fit, below the closed bar
-            warn_if_not_mixed(draws, type(self).__name__)
+        pending = self.__dict__.pop(_MIXING_PENDING, None)
+        if pending is not None:  # once per fit, below the closed bar
+            warn_if_not_mixed(pending[0], type(self).__name__, separable=pending[1])
         return fitted
 
     return fit_reporting
 
 
-def check_mixing_after_fit(estimator: Any, draws: xr.DataTree) -> None:
+def check_mixing_after_fit(estimator: Any, draws: xr.DataTree, separable: Any = None) -> None:
     """Have ``estimator``'s :func:`reports_progress` fit judge ``draws`` once it returns and its progress
-    bar is closed (:func:`~bayes_maxmargin.diagnostics.warn_if_not_mixed`)."""
-    estimator.__dict__[_MIXING_PENDING] = draws
+    bar is closed (:func:`~bayes_maxmargin.diagnostics.warn_if_not_mixed`; ``separable``: its training
+    classes are linearly separable, True or the one-vs-rest labels)."""
+    estimator.__dict__[_MIXING_PENDING] = (draws, separable)
 
 
 class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
@@ -172,9 +173,11 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = subs[0].feature_names_in_
         self.estimators_ = subs
         draws = [s.__dict__.pop("_mixing_draws", None) for s in subs]
+        separable = [c for c, s in zip(self.classes_, subs) if s.__dict__.pop("_separable", False)]
         self.__dict__.update(_mc.combine_attributes(subs))
         if all(hasattr(s, "idata_") for s in subs):
             self.idata_ = _mc.combine_draws([s.idata_ for s in subs], self.classes_)
+        self._separable = separable
         self._check_mixing(_mc.combine_draws(draws, self.classes_) if all(d is not None for d in draws) else None)
         return True
 
@@ -196,12 +199,15 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`), when the fit returns
         (:func:`check_mixing_after_fit`), if the chains of this MCMC fit have not mixed, judged on ``draws``
         (default: the posterior, ``idata_``); a one-vs-rest
-        sub-fit keeps its ``draws`` for the multi-class fit, which checks all classes once."""
+        sub-fit keeps its ``draws`` for the multi-class fit, which checks all classes once. A fit that
+        found its training classes linearly separable (``_separable``: True, or the one-vs-rest labels)
+        warns that they are (:class:`~bayes_maxmargin.diagnostics.SeparableClassesWarning`) instead."""
         if "_ovr_recorder" in self.__dict__:
             if draws is not None:
                 self._mixing_draws = draws
         elif hasattr(self, "idata_"):
-            check_mixing_after_fit(self, self.idata_ if draws is None else draws)
+            separable = self.__dict__.pop("_separable", None)
+            check_mixing_after_fit(self, self.idata_ if draws is None else draws, separable)
 
     @property
     def _multiclass(self) -> bool:

@@ -154,10 +154,11 @@ class LinearBSVM(_BayesianSVMClassifier):
         coupling of coefficients and augmentation variables (the default -0.9 gave 2-3.5 times the
         minimum ESS of the plain draw, alpha = 0, in ``benchmarks/gibbs_vs_nuts.py``).
     marginal_moves : bool
-        Gibbs only (``prior="gaussian"``, not for p > n): start each sweep with slice moves of the
+        Gibbs only (every prior, not for p > n): start each sweep with slice moves of the
         coefficients along the whitened directions of their posterior, estimated in warm-up, with
-        lambda integrated out (:mod:`~bayes_maxmargin.models.linear.gibbs`). The sweep keeps its exact
-        target; on breast cancer it raised the intercept's effective draws per draw from 0.09 to 0.5.
+        lambda integrated out (:mod:`~bayes_maxmargin.models.linear.gibbs`,
+        :mod:`~bayes_maxmargin.models.luts.gibbs`). The sweep keeps its exact target; on breast
+        cancer it raised the intercept's effective draws per draw from 0.09 to 0.5.
     max_iter : int
         Maximum EM or VB iterations (interior-point steps with ``solver="interior_point"``).
     tol : float
@@ -468,7 +469,10 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
         if reason is not None:
             self._check_luts(params, reason)
-            self._check_mixing(self._fit_luts(X, y, Z, nan, params))
+            coordinates = self._fit_luts(X, y, Z, nan, params)
+            if Z is None:  # with a random intercept the groups also separate
+                self._note_separable(X, y, params)
+            self._check_mixing(coordinates)
             return self
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
@@ -493,8 +497,17 @@ class LinearBSVM(_BayesianSVMClassifier):
             fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
             coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
+        self._note_separable(X, y, params)
         self._check_mixing(self._chain_coordinates(X, design, coef_draws, gamma_draws, hyper, params))
         return self
+
+    def _note_separable(self, X: np.ndarray, y: np.ndarray, params) -> None:
+        """Record, for the fit's warning, whether the training classes of an MCMC fit are linearly
+        separable: the posterior-mean hyperplane classifies every training point correctly (a sufficient
+        condition). Not checked for p >= n - 1, where classes in general position always are, nor with
+        missing entries."""
+        if params["inference"] in ("gibbs", "nuts") and X.shape[1] < X.shape[0] - 1 and not np.isnan(X).any():
+            self._separable = bool(np.all(y * self.decision_function(X) > 0))
 
     def _chain_coordinates(self, X, design, coef_draws, gamma_draws, hyper, params) -> Any:
         """What the chains of a wide Gibbs or NUTS fit move, for its mixing check (None for other fits:
@@ -793,7 +806,8 @@ class LinearBSVM(_BayesianSVMClassifier):
             yj = jnp.asarray(y, dtype)
 
             def hyper(sigma_beta2):
-                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")))
+                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")),
+                                 adapt_steps=jnp.asarray(params["num_warmup"], jnp.int32))
 
             if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
                 out.update(nan=nan, X=X)
@@ -812,7 +826,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                                imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
-                    state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp)
+                    state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp,
+                                        directions=params["marginal_moves"])
                     r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
@@ -832,7 +847,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                 else:
                     v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
                     state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
-                                        np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h)
+                                        np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h,
+                                        directions=params["marginal_moves"] and not wide)
                     r = self._solve(run_chains, build_laplace_zero_kernel(wide), record_laplace_zero, state, key, data, h,
                                     **run)
                     s = r.samples
@@ -859,7 +875,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                                res=res)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
-                    state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h)
+                    state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h,
+                                        directions=params["marginal_moves"] and not wide)
                     r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
                                     data, h, **run)
                     s = r.samples

@@ -19,6 +19,7 @@ File layout: ``draws/<key>`` (chain, draw, ...) arrays compared by the test, ``g
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,32 @@ def luts_intercept_problem(n: int = 60, m: int = 4, seed: int = 0):
     return MixedData(jnp.asarray(X), jnp.asarray(np.eye(m)[g]), jnp.asarray(y))
 
 
+def luts_separable_problem(n: int = 40, seed: int = 0):
+    """Luts & Ormerod Example 1 (X = 1, Z = two features) on linearly separable classes: a gap of 0.5
+    around the line x1 = 0.5 x2 (MixedData, float64 under x64)."""
+    from bayes_maxmargin.models.luts.model import MixedData
+
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(3 * n, 2))
+    score = Z[:, 0] - 0.5 * Z[:, 1]
+    Z = Z[np.abs(score) > 0.5][:n]
+    y = np.where(Z[:, 0] - 0.5 * Z[:, 1] > 0, 1.0, -1.0)
+    return MixedData(jnp.ones((n, 1)), jnp.asarray(Z), jnp.asarray(y))
+
+
+def luts_missing_problem(n: int = 40, seed: int = 0):
+    """Luts & Ormerod Sec. 3.3: two correlated predictors, 8 entries of the second missing
+    ((MissingData, observed mask), float64 under x64)."""
+    from bayes_maxmargin.models.luts.model import MissingData
+
+    rng = np.random.default_rng(seed)
+    X = rng.multivariate_normal([0.0, 0.0], [[1.0, 0.6], [0.6, 1.0]], size=n)
+    y = np.where(X @ [1.0, -0.7] + 0.2 + 1.0 * rng.normal(size=n) > 0, 1.0, -1.0)
+    obs = np.ones_like(X)
+    obs[rng.choice(n, 8, replace=False), 1] = 0.0
+    return MissingData(jnp.asarray(np.where(obs > 0, X, 0.0)), jnp.asarray(obs), jnp.asarray(y)), obs
+
+
 # ---------------------------------------------------------------------------------------- constants
 PROJECTION_HP = dict(a0=2.0, b0=2.0, c0=3.0, d0=3.0)
 PROJECTION_N, PROJECTION_P = 20, 2
@@ -106,6 +133,7 @@ FACTOR_GAMMA0 = 0.5
 FACTOR_THETA = dict(lengthscale=1.5, prior_scale=0.5)  # the GP factor model with the length-scale sampled
 FACTOR_PROBIT_THETA = (1.5, 1.0)  # SE length-scale and amplitude of the probit factor problem
 LUTS_H = dict(sigma_beta2=25.0, A_u=3.0, B_u=2.0)
+LUTS_IMP = dict(sigma_mu2=25.0, nu=4.0)  # the imputation model's prior of the missing-data problem (Psi = I)
 LINEAR = dict(gamma0=0.5, gamma_prior=(2.0, 2.0), random_state=1, num_chains=4, num_warmup=300, num_samples=700)
 GAMMA0_PRIOR = (2.0, 4.0)  # Ga(shape, rate) on gamma0 of the gamma0-prior problems (prior mean 0.5)
 
@@ -244,6 +272,23 @@ def _luts_build():
     return (data.X, data.Z, data.y), dict(**LUTS_H, noncentred=True)
 
 
+def _luts_separable_build():
+    data = luts_separable_problem()
+    return (data.X, data.Z, data.y), dict(**LUTS_H, noncentred=True)
+
+
+def _luts_missing_model():
+    from bayes_maxmargin.models.luts.model import missing_bsvm
+
+    # the missing pattern fixes the number of latent entries: closed over, not traced with the data
+    return functools.partial(missing_bsvm, observed=luts_missing_problem()[1] > 0)
+
+
+def _luts_missing_build():
+    data, _ = luts_missing_problem()
+    return (data.D,), dict(**LUTS_H, **LUTS_IMP, Psi=jnp.eye(2), y=data.y)
+
+
 def _linear_build():
     X, y = synthetic_binary()
     kwargs = dict(sigma=1.0, intercept_scale=10.0, fit_intercept=True, gamma=1.0, gamma_prior=LINEAR["gamma_prior"],
@@ -334,6 +379,19 @@ PROBLEMS: dict[str, Problem] = {
             dict(num_warmup=400, num_samples=800, num_chains=4, target_accept_prob=0.9),
             _select("beta", "u", "sigma_u2"),
             "Luts & Ormerod Appendix A, random intercept (non-centred), n = 60: tests/test_luts_gibbs.py",
+        ),
+        Problem(
+            "luts_penalty_separable", _model("luts", "mixed_bsvm"), _luts_separable_build,
+            lambda: jax.random.PRNGKey(1), dict(num_warmup=400, num_samples=800, num_chains=4, target_accept_prob=0.9),
+            _select("beta", "u", "sigma_u2"),
+            "Luts & Ormerod Appendix A, penalty prior (non-centred), separable classes, n = 40: "
+            "tests/test_luts_gibbs.py",
+        ),
+        Problem(
+            "luts_missing", _luts_missing_model, _luts_missing_build, lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=400, num_samples=800, num_chains=4, target_accept_prob=0.9),
+            _select("beta", "u", "mu", "Sigma", "D_mis"),
+            "Luts & Ormerod Appendix C, missing predictors, n = 40: tests/test_luts_gibbs.py",
         ),
         Problem(
             "linear_synthetic_gamma", _model("linear", "linear_bsvm"), _linear_build, _linear_key,

@@ -18,7 +18,7 @@ covariance's Cholesky factor, :func:`~bayes_maxmargin.core.slice.adapt_direction
     p(w | gamma, gamma0, y)  proportional to  p(w) prod_n sLa(1 - y_n f_n | gamma, gamma0)
 
 (eq. 4-5; the hinge exp(-2 gamma max(u, 0)) for gamma0 = 0), which is the augmented program with
-lambda integrated out (:func:`marginal_log_density`). Step 1 then draws lambda afresh given the
+lambda integrated out (:func:`~bayes_maxmargin.core.augmentation.marginal_moves`). Step 1 then draws lambda afresh given the
 moved coefficients, so (moves, step 1) is a blocked update of (w, lambda) that leaves the joint
 invariant, and the sweep keeps its exact target once the basis is fixed (after warm-up).
 
@@ -49,18 +49,17 @@ from bayes_maxmargin.core.augmentation import (
     gaussian_conditional,
     log_gamma0_prior,
     log_lambda_prior,
-    log_pseudo_likelihood,
+    marginal_moves,
     masked_rows,
     prior_gram,
     sample_gaussian,
     sample_wide_gaussian,
     wide_gaussian_conditional,
 )
-from bayes_maxmargin.core.slice import Directions, adapt_directions, direction_sweep, init_directions
+from bayes_maxmargin.core.slice import Directions, adapt_directions, init_directions
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
 
-__all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log_joint", "marginal_log_density",
-           "record_linear"]
+__all__ = ["LinearGibbsState", "build_linear_kernel", "init_linear", "linear_log_joint", "record_linear"]
 
 
 class LinearGibbsState(NamedTuple):
@@ -96,16 +95,6 @@ def linear_log_joint(
     if sample_gamma0:
         lp = lp + log_gamma0_prior(hyper.gamma0, hyper.gamma0_shape, hyper.gamma0_rate)
     return lp
-
-
-def marginal_log_density(coef: Array, margin: Array, gamma: Array, gamma0: Array, data: LinearData,
-                         hyper: LinearHyper) -> Array:
-    """log p(coef) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) at f = ``margin`` = design @ coef: the
-    augmented program's log density in the coefficients with lambda integrated out (Henao et al.
-    2014, eq. 4-5), up to terms free of them."""
-    u = 1.0 - data.y * margin
-    return log_prior(coef, gamma, hyper, False) + jnp.sum(masked_rows(log_pseudo_likelihood(u, gamma, gamma0),
-                                                                      data.mask))
 
 
 def init_linear(coef: Array, data: LinearData, hyper: LinearHyper, sample_gamma: bool,
@@ -158,11 +147,9 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
         current = hyper._replace(gamma0=state.gamma0)
         coef, basis = state.coef, state.directions
         if directions:
-            def logdensity(c: Array, margin: Array) -> Array:
-                return marginal_log_density(c, margin, state.gamma, state.gamma0, data, hyper)
-
-            coef, _, _ = direction_sweep(jax.random.fold_in(rng_key, 7), logdensity, coef, data.design @ coef,
-                                         basis.basis, data.design @ basis.basis.T)
+            coef = marginal_moves(jax.random.fold_in(rng_key, 7), coef, data.design, data.y,
+                                  lambda c: log_prior(c, state.gamma, hyper, False), state.gamma, state.gamma0,
+                                  basis.basis, data.mask)
         previous = coef  # the point the overrelaxed draw reflects
 
         def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:

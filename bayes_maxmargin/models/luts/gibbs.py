@@ -19,6 +19,19 @@ of each d_i from their Gaussian conditional given the observed ones.
 
 With more coefficients than points (``wide=True``) the Gaussian draws of Appendices A and B use the
 n-dimensional form (Bhattacharya, Chakraborty & Mallick 2016): O(n^2 p) per sweep, no p x p matrix.
+
+With a state built by ``init_*(..., directions=True)`` each sweep starts with two moves that
+integrate a out, then draws a afresh, so that each is half of a blocked update and the kernel keeps
+its target:
+
+* slice moves of the coefficients along the whitened directions of their posterior, estimated over
+  the first ``hyper.adapt_steps`` sweeps and fixed afterwards, under the hinge exp(-2 max(1 - y_i f_i, 0))
+  times their Gaussian prior given the other parameters
+  (:func:`~bayes_maxmargin.core.augmentation.marginal_moves`; the linear sampler's remedy for the slow
+  mixing that near-margin points cause, :mod:`bayes_maxmargin.models.linear.gibbs`);
+* a slice move of sigma_u with u / sigma_u fixed (:func:`~bayes_maxmargin.core.augmentation.scale_move`),
+  the ancillary half of an interweaving with the conjugate sigma_u^2 | u step (Yu & Meng 2011): u
+  and its variance pin each other, and the pair moves together here.
 """
 
 from __future__ import annotations
@@ -37,6 +50,8 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gaussian_conditional,
     margin_floor,
+    marginal_moves,
+    scale_move,
     prior_gram,
     sample_gaussian,
     sample_inv_lambda,
@@ -45,6 +60,7 @@ from bayes_maxmargin.core.augmentation import (
 )
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.distributions import InverseGaussian
+from bayes_maxmargin.core.slice import Directions, adapt_directions, init_directions
 from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData
 from bayes_maxmargin.models.luts.vb import masked_gaussian
 
@@ -77,6 +93,38 @@ def _design(data: MixedData) -> Array:
     return jnp.concatenate([data.X, data.Z], axis=1)
 
 
+def _coef_log_prior(coef: Array, p: int, sigma_beta2: Array, sigma_u2: Array) -> Array:
+    """log N(beta | 0, sigma_beta^2) + log N(u | 0, sigma_u^2) of coef = [beta (p), u] (Appendices A, C)."""
+    return _normal_logpdf(coef[:p], sigma_beta2) + _normal_logpdf(coef[p:], sigma_u2)
+
+
+def _moved(rng_key: Array, coef: Array, p: int, sigma_u2: Array, design: Array, y: Array, log_prior,
+           hyper: LutsHyper, directions: Directions | None) -> tuple[Array, Array]:
+    """(coef = [beta (p), u], sigma_u^2) after the moves with a integrated out (none without
+    ``directions``): the directional moves of coef, then the scale move of (sigma_u, u) with u / sigma_u
+    fixed (:func:`~bayes_maxmargin.core.augmentation.scale_move`, under sigma_u^2's IG(A_u, B_u) prior).
+    The keys are folded from the sweep's, so a sweep without the moves draws what it drew before them."""
+    if directions is None:
+        return coef, sigma_u2
+    coef = marginal_moves(jax.random.fold_in(rng_key, 7), coef, design, y, log_prior, 1.0, 0.0, directions.basis)
+    t0 = 0.5 * jnp.log(sigma_u2)
+
+    def log_prior_t(t: Array) -> Array:  # t = log sigma_u: IG density of sigma_u^2 = e^{2t} times d sigma_u^2 / dt
+        return _log_ig(jnp.exp(2.0 * t), hyper.A_u, hyper.B_u) + 2.0 * t
+
+    t = scale_move(jax.random.fold_in(rng_key, 8), t0, design[:, :p] @ coef[:p], design[:, p:] @ coef[p:], y,
+                   log_prior_t)
+    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t)
+
+
+def _adapted(directions: Directions | None, coef: Array, hyper: LutsHyper) -> Directions | None:
+    return None if directions is None else adapt_directions(directions, coef, hyper.adapt_steps)
+
+
+def _start_directions(coef: Array, directions: bool) -> Directions | None:
+    return init_directions(coef.shape[-1], coef.dtype) if directions else None
+
+
 # ============================================================================ Appendix A
 class MixedGibbsState(NamedTuple):
     """State of the Appendix A sampler (one chain).
@@ -91,37 +139,44 @@ class MixedGibbsState(NamedTuple):
         sigma_u^2.
     log_joint : Array
         Log density of the augmented program :func:`~bayes_maxmargin.models.luts.model.mixed_bsvm` here.
+    directions : Directions or None
+        The basis of the directional moves and its warm-up moments (None without them).
     """
 
     coef: Array
     inv_lam: Array
     sigma_u2: Array
     log_joint: Array
+    directions: Directions | None = None
 
 
 def mixed_log_joint(coef: Array, inv_lam: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) -> Array:
     """Log density of ``mixed_bsvm(..., augmented=True)`` at (beta, u, sigma_u2, a = 1 / inv_lam)."""
-    p = data.X.shape[1]
     f = _design(data) @ coef
     return (
-        _normal_logpdf(coef[:p], hyper.sigma_beta2)
-        + _normal_logpdf(coef[p:], sigma_u2)
+        _coef_log_prior(coef, data.X.shape[1], hyper.sigma_beta2, sigma_u2)
         + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
         + _hinge_aug(f, data.y, inv_lam)
     )
 
 
-@jit
-def init_mixed(coef: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper) -> MixedGibbsState:
-    """A state at (coef, sigma_u2) with 1 / a at its conditional mean."""
+@functools.partial(jit, static_argnames="directions")
+def init_mixed(coef: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper,
+               directions: bool = False) -> MixedGibbsState:
+    """A state at (coef, sigma_u2) with 1 / a at its conditional mean and, with ``directions``, the
+    coordinate axes as the moves' basis."""
     inv_lam = expected_inv_lambda(1.0 - data.y * (_design(data) @ coef), 1.0, 0.0)
     sigma_u2 = jnp.asarray(sigma_u2, coef.dtype)
-    return MixedGibbsState(coef, inv_lam, sigma_u2, mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper))
+    return MixedGibbsState(coef, inv_lam, sigma_u2, mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper),
+                           _start_directions(coef, directions))
 
 
 @functools.cache
 def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
     """The Gibbs kernel of Appendix A (Luts & Ormerod 2014) for model (5) with Sigma = sigma_u^2 I.
+
+    Each sweep starts with the directional moves of (beta, u), a integrated out (module docstring),
+    when the state carries their basis (``init_mixed(..., directions=True)``).
 
     Parameters
     ----------
@@ -140,21 +195,25 @@ def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
         C = _design(data)
         p, m = data.X.shape[1], data.Z.shape[1]
         dtype = C.dtype
-        inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ state.coef), 1.0, 0.0)
+        coef, sigma_u2 = _moved(rng_key, state.coef, p, state.sigma_u2, C, data.y,
+                                lambda c: _coef_log_prior(c, p, hyper.sigma_beta2, state.sigma_u2), hyper,
+                                state.directions)
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate(
-            [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / state.sigma_u2, dtype)]
+            [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / sigma_u2, dtype)]
         )
         if wide:
-            gram = prior_gram(data.X, prior_prec[:p]) + state.sigma_u2 * (data.Z @ data.Z.T)
+            gram = prior_gram(data.X, prior_prec[:p]) + sigma_u2 * (data.Z @ data.Z.T)
             cond = wide_gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec, gram)
-            coef = sample_wide_gaussian(k_coef, cond, state.coef, overrelaxation)
+            coef = sample_wide_gaussian(k_coef, cond, coef, overrelaxation)
         else:
             cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
-            coef = sample_gaussian(k_coef, cond, state.coef, overrelaxation)
+            coef = sample_gaussian(k_coef, cond, coef, overrelaxation)
         u = coef[p:]
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(u**2))
         log_joint = mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper)
-        return MixedGibbsState(coef, inv_lam, sigma_u2, log_joint), None
+        basis = _adapted(state.directions, coef, hyper)
+        return MixedGibbsState(coef, inv_lam, sigma_u2, log_joint, basis), None
 
     return kernel
 
@@ -180,6 +239,8 @@ class LaplaceZeroGibbsState(NamedTuple):
     inv_lam : Array, shape (n,)
     log_joint : Array
         Log density of ``laplace_zero_bsvm(..., augmented=True)`` here.
+    directions : Directions or None
+        The basis of the directional moves of (beta, v) and its warm-up moments (None without them).
     """
 
     beta: Array
@@ -189,6 +250,7 @@ class LaplaceZeroGibbsState(NamedTuple):
     sigma_u2: Array
     inv_lam: Array
     log_joint: Array
+    directions: Directions | None = None
 
 
 def laplace_zero_log_joint(
@@ -214,11 +276,12 @@ def laplace_zero_log_joint(
     )
 
 
-@jit
+@functools.partial(jit, static_argnames="directions")
 def init_laplace_zero(
-    beta: Array, v: Array, gamma: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper
+    beta: Array, v: Array, gamma: Array, sigma_u2: Array, data: MixedData, hyper: LutsHyper, directions: bool = False
 ) -> LaplaceZeroGibbsState:
-    """A state at (beta, v, gamma, sigma_u2) with b and 1 / a at their conditional means."""
+    """A state at (beta, v, gamma, sigma_u2) with b and 1 / a at their conditional means and, with
+    ``directions``, the coordinate axes as the moves' basis."""
     dtype = beta.dtype
     sigma_u2 = jnp.asarray(sigma_u2, dtype)
     gamma = jnp.asarray(gamma, dtype)
@@ -226,7 +289,8 @@ def init_laplace_zero(
     f = data.X @ beta + data.Z @ (gamma * v)
     inv_lam = expected_inv_lambda(1.0 - data.y * f, 1.0, 0.0)
     lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
-    return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj)
+    return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj,
+                                 _start_directions(jnp.concatenate([beta, v]), directions))
 
 
 def laplace_zero_conditional(C: Array, y: Array, gamma: Array, inv_lam: Array, prior_prec: Array, wide: bool):
@@ -282,7 +346,9 @@ def build_laplace_zero_kernel(wide: bool = False):
     One sweep: a | rest; (beta, v) | rest with the design C diag(gamma~) (an excluded v_k is drawn
     from its prior N(0, sigma_u^2 / b_k); :func:`laplace_zero_conditional`); sigma_u^2 | rest ~
     IG(A_u + m/2, B_u + v' diag(b) v / 2); b_k | rest ~ Inverse-Gaussian(sigma_u / ``|v_k|``, 1); then
-    gamma_k | rest, k = 1..m in turn (:func:`draw_inclusions`).
+    gamma_k | rest, k = 1..m in turn (:func:`draw_inclusions`). It starts with the directional moves
+    of (beta, v), a integrated out, under the design C diag(gamma~) and v's prior N(0, sigma_u^2 / b)
+    (module docstring), when the state carries their basis (``init_laplace_zero(..., directions=True)``).
 
     Parameters
     ----------
@@ -297,9 +363,16 @@ def build_laplace_zero_kernel(wide: bool = False):
         X, Z, y = data
         p, m = X.shape[1], Z.shape[1]
         dtype = X.dtype
-        f = X @ state.beta + Z @ (state.gamma * state.v)
-        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * f, 1.0, 0.0)
-        prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), state.b / state.sigma_u2])
+        included = _design(data) * jnp.concatenate([jnp.ones((p,), dtype), state.gamma])  # C diag(gamma~)
+
+        def log_prior(c: Array) -> Array:
+            return _normal_logpdf(c[:p], hyper.sigma_beta2) + _normal_logpdf(c[p:], state.sigma_u2 / state.b)
+
+        coef, sigma_u2 = _moved(rng_key, jnp.concatenate([state.beta, state.v]), p, state.sigma_u2, included, y,
+                                log_prior, hyper, state.directions)
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (included @ coef), 1.0, 0.0)
+        prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype),
+                                      state.b / sigma_u2])
         cond = laplace_zero_conditional(_design(data), y, state.gamma, inv_lam, prior_prec, wide)
         coef = (sample_wide_gaussian if wide else sample_gaussian)(k_coef, cond)
         beta, v = coef[:p], coef[p:]
@@ -307,7 +380,8 @@ def build_laplace_zero_kernel(wide: bool = False):
         b = InverseGaussian(jnp.sqrt(sigma_u2) / jnp.maximum(jnp.abs(v), margin_floor(dtype)), 1.0).sample(k_b)
         gamma = draw_inclusions(k_g, state.gamma, v, X @ beta, data, inv_lam, hyper.rho)
         lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
-        return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj), None
+        basis = _adapted(state.directions, coef, hyper)
+        return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj, basis), None
 
     return kernel
 
@@ -337,6 +411,8 @@ class MissingGibbsState(NamedTuple):
     Sigma : Array, shape (d, d)
     log_joint : Array
         Log density of ``missing_bsvm(..., augmented=True)`` here.
+    directions : Directions or None
+        The basis of the directional moves and its warm-up moments (None without them).
     """
 
     coef: Array
@@ -346,6 +422,7 @@ class MissingGibbsState(NamedTuple):
     mu: Array
     Sigma: Array
     log_joint: Array
+    directions: Directions | None = None
 
 
 def missing_log_joint(
@@ -359,17 +436,18 @@ def missing_log_joint(
         _normal_logpdf(mu, imp.sigma_mu2)
         + dist.InverseWishart(imp.nu, scale_matrix=imp.Psi).log_prob(Sigma)
         + jnp.sum(dist.MultivariateNormal(mu, Sigma).log_prob(D))
-        + _normal_logpdf(coef[0], hyper.sigma_beta2)
+        + _coef_log_prior(coef, 1, hyper.sigma_beta2, jnp.full((d,), sigma_u2))
         + _log_ig(sigma_u2, hyper.A_u, hyper.B_u)
-        + _normal_logpdf(coef[1:], jnp.full((d,), sigma_u2))
         + _hinge_aug(f, data.y, inv_lam)
     )
 
 
-@jit
-def init_missing(coef: Array, data: MissingData, hyper: LutsHyper, imp: ImputationHyper) -> MissingGibbsState:
+@functools.partial(jit, static_argnames="directions")
+def init_missing(coef: Array, data: MissingData, hyper: LutsHyper, imp: ImputationHyper,
+                 directions: bool = False) -> MissingGibbsState:
     """A state at ``coef`` with the missing entries at their column's observed mean, mu and Sigma
-    the observed means and (diagonal) variances, sigma_u^2 = 1 and 1 / a at its conditional mean."""
+    the observed means and (diagonal) variances, sigma_u^2 = 1, 1 / a at its conditional mean and,
+    with ``directions``, the coordinate axes as the moves' basis."""
     D, obs, y = data
     count = jnp.sum(obs, axis=0)
     col_mean = jnp.sum(obs * D, axis=0) / count
@@ -379,7 +457,7 @@ def init_missing(coef: Array, data: MissingData, hyper: LutsHyper, imp: Imputati
     inv_lam = expected_inv_lambda(1.0 - y * (coef[0] + D @ coef[1:]), 1.0, 0.0)
     s2 = jnp.ones((), coef.dtype)
     lj = missing_log_joint(coef, D, inv_lam, s2, col_mean, Sigma, data, hyper, imp)
-    return MissingGibbsState(coef, D, inv_lam, s2, col_mean, Sigma, lj)
+    return MissingGibbsState(coef, D, inv_lam, s2, col_mean, Sigma, lj, _start_directions(coef, directions))
 
 
 @functools.cache
@@ -392,7 +470,9 @@ def build_missing_kernel():
     entries, d_i,M_i | rest ~ N(G_MM^-1 P'(h - G Q Q' d_i), G_MM^-1) with
     G = Sigma^-1 + a_i^-1 u u' and h = Sigma^-1 mu + y_i (1 + a_i^-1) u - a_i^-1 beta u.
 
-    The kernel's ``hyper`` argument is the pair ``(LutsHyper, ImputationHyper)``.
+    The kernel's ``hyper`` argument is the pair ``(LutsHyper, ImputationHyper)``. Each sweep starts
+    with the directional moves of (beta, u) given D, a integrated out (module docstring), when the
+    state carries their basis (``init_missing(..., directions=True)``).
     """
 
     def kernel(rng_key: Array, state: MissingGibbsState, data: MissingData, hypers: tuple[LutsHyper, ImputationHyper]):
@@ -403,9 +483,12 @@ def build_missing_kernel():
         n, d = D.shape
         dtype = D.dtype
         C = jnp.concatenate([jnp.ones((n, 1), dtype), D], axis=1)
-        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (C @ state.coef), 1.0, 0.0)
+        coef, sigma_u2 = _moved(rng_key, state.coef, 1, state.sigma_u2, C, y,
+                                lambda c: _coef_log_prior(c, 1, hyper.sigma_beta2, state.sigma_u2), hyper,
+                                state.directions)
+        inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (C @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate(
-            [jnp.full((1,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((d,), 1.0 / state.sigma_u2, dtype)]
+            [jnp.full((1,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((d,), 1.0 / sigma_u2, dtype)]
         )
         coef = sample_gaussian(k_coef, gaussian_conditional(C, y, inv_lam, 1.0, prior_prec))
         beta, u = coef[0], coef[1:]
@@ -430,7 +513,8 @@ def build_missing_kernel():
 
         D = jax.vmap(one_row)(jax.random.split(k_d, n), D, obs, inv_lam, y)
         lj = missing_log_joint(coef, D, inv_lam, sigma_u2, mu, Sigma, data, hyper, imp)
-        return MissingGibbsState(coef, D, inv_lam, sigma_u2, mu, Sigma, lj), None
+        basis = _adapted(state.directions, coef, hyper)
+        return MissingGibbsState(coef, D, inv_lam, sigma_u2, mu, Sigma, lj, basis), None
 
     return kernel
 

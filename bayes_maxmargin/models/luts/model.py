@@ -58,12 +58,16 @@ class LutsHyper(NamedTuple):
     rho : Array
         Prior inclusion probability of the Laplace-zero prior (Sec. 3.2; paper: 0.01). Unused by
         the other models.
+    adapt_steps : Array
+        Warm-up sweeps over which the Gibbs samplers' directional moves adapt their basis
+        (:func:`~bayes_maxmargin.core.slice.adapt_directions`; unused without them).
     """
 
     sigma_beta2: Array
     A_u: Array
     B_u: Array
     rho: Array
+    adapt_steps: Array = 0
 
 
 class ImputationHyper(NamedTuple):
