@@ -53,9 +53,15 @@ def test_factor_overrides_reach_every_estimator(monkeypatch):
 
     class Recorder:
         def __init__(self, **params):
-            seen.append(params)
+            self.params = params
+
+        def _theta(self):  # the option checks that run before any fit
+            pass
+
+        _learned = _theta
 
         def fit(self, X, y):
+            seen.append(self.params)
             self.label_ = y[0]
             return self
 
@@ -68,3 +74,17 @@ def test_factor_overrides_reach_every_estimator(monkeypatch):
     seen.clear()
     table3(["usps_3vs5"], ["NDFM"], quick=True, seed=3, verbose=False)
     assert len(seen) == 2 and {p["random_state"] for p in seen} == {3}
+
+
+def test_an_option_invalid_for_a_later_dataset_fails_before_any_fit(monkeypatch):
+    """p53_proxy's GP variants use the ARD kernel, whose length-scale field is "lengthscales": a
+    learn_kernel=["lengthscale"] meant for USPS's RBF fails at once, not after USPS's splits."""
+    from bayes_maxmargin.estimators.factor import FactorBSVM
+    from bayes_maxmargin.data.parameters import InvalidParameterError
+
+    def no_fit(self, *args, **kwargs):
+        raise AssertionError("a fit started")
+
+    monkeypatch.setattr(FactorBSVM, "fit", no_fit)
+    with pytest.raises(InvalidParameterError, match="'lengthscale' is not a learnable field.*lengthscales"):
+        table3(["usps_3vs5", "p53_proxy"], ["NDFM"], factor={"learn_kernel": ["lengthscale"]}, verbose=False)

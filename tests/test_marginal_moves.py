@@ -186,3 +186,21 @@ def test_marginal_moves_must_be_a_bool():
     X, y = _iris_setosa()
     with pytest.raises(TypeError, match="marginal_moves"):
         LinearBSVM(marginal_moves="yes").fit(X, y)
+
+
+def test_an_overflow_under_the_vague_penalty_prior_names_a_proper_one(monkeypatch):
+    """Where the classes are (nearly) separable, sigma_u^2 under the paper's IG(0.01, 0.01) prior has a
+    posterior tail up to 1e20 and beyond (breast cancer with 5 % of entries missing: two of four chains
+    reached 1e28 by sweep 650), where the updates overflow. The error then names A_u and B_u; with a
+    proper prior it is passed on unchanged."""
+    from bayes_maxmargin.engine.mcmc import NonFiniteStateError
+
+    def overflow(*args, **kwargs):
+        raise NonFiniteStateError("chain 2 produced a non-finite value of 'D' at iteration 649")
+
+    monkeypatch.setattr(LinearBSVM, "_fit_luts", overflow)
+    X, y = _iris_setosa()
+    with pytest.raises(NonFiniteStateError, match=r"IG\(A_u=0.01, B_u=0.01\).*Pass A_u and B_u of 1 or more"):
+        LinearBSVM(prior="penalty").fit(X, y)
+    with pytest.raises(NonFiniteStateError, match=r"iteration 649$"):
+        LinearBSVM(prior="penalty", A_u=2.0, B_u=2.0).fit(X, y)

@@ -399,7 +399,8 @@ def _record_mixing_checks(monkeypatch) -> list:
     from bayes_maxmargin.estimators import base
 
     checked, real = [], base.warn_if_not_mixed
-    monkeypatch.setattr(base, "warn_if_not_mixed", lambda idata, owner: checked.append(idata) or real(idata, owner))
+    monkeypatch.setattr(base, "warn_if_not_mixed",
+                        lambda idata, owner, **kw: checked.append(idata) or real(idata, owner, **kw))
     return checked
 
 

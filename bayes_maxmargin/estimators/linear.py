@@ -469,7 +469,17 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
         if reason is not None:
             self._check_luts(params, reason)
-            coordinates = self._fit_luts(X, y, Z, nan, params)
+            try:
+                coordinates = self._fit_luts(X, y, Z, nan, params)
+            except NonFiniteStateError as err:
+                if params["inference"] != "gibbs" or min(params["A_u"], params["B_u"]) >= 1.0:
+                    raise
+                raise NonFiniteStateError(
+                    f"{err} The prior IG(A_u={params['A_u']}, B_u={params['B_u']}) of sigma_u^2 is nearly flat "
+                    "in log sigma_u: where the classes are (nearly) separable (missing entries count as free), its "
+                    "posterior reaches values (1e20 and beyond) at which the updates overflow. Pass A_u and B_u of 1 "
+                    "or more, a prior that bounds it."
+                ) from err
             if Z is None:  # with a random intercept the groups also separate
                 self._note_separable(X, y, params)
             self._check_mixing(coordinates)
