@@ -159,7 +159,7 @@ class GibbsConfig(MCMCConfig):
 
     name: str = "gibbs"
     overrelaxation: float = -0.9
-    marginal_moves: bool = True  # model=linear: directional slice moves with lambda integrated out (every prior)
+    marginal_moves: bool = True  # model=linear, gp: moves of the coefficients or f with lambda integrated out
     theta_sampler: str = "collapsed"  # model=gp with learn_kernel: "collapsed" or "surrogate" slice steps on theta
 
 

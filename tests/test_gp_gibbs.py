@@ -137,15 +137,17 @@ def test_float32_sweeps_stay_finite(tiny):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gamma0,gamma_prior", [
-    (GP_FIXED["gamma0"], None),  # the stored reference gp_fixed_theta
-    pytest.param(0.0, None, marks=pytest.mark.extended),
-    pytest.param(0.5, (2.0, 2.0), marks=pytest.mark.extended),
+@pytest.mark.parametrize("gamma0,gamma_prior,elliptical_steps", [
+    (GP_FIXED["gamma0"], None, 0),  # the stored reference gp_fixed_theta
+    (GP_FIXED["gamma0"], None, 10),  # with the elliptical moves of GPBSVM(marginal_moves=True)
+    pytest.param(0.0, None, 0, marks=pytest.mark.extended),
+    pytest.param(0.0, None, 10, marks=pytest.mark.extended),
+    pytest.param(0.5, (2.0, 2.0), 0, marks=pytest.mark.extended),
 ])
-def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior):
+def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior, elliptical_steps):
     """Gibbs on the augmented joint and NUTS on the marginal program give the same posterior of f
-    (and of gamma when it has a prior). The default case uses the stored NUTS reference
-    ``gp_fixed_theta``, the others run NUTS here."""
+    (and of gamma when it has a prior), with and without the elliptical moves of f (lambda integrated
+    out). The default cases use the stored NUTS reference ``gp_fixed_theta``, the others run NUTS here."""
     X, y = tiny
     stored = (gamma0, gamma_prior) == (GP_FIXED["gamma0"], None)
     with jax.enable_x64(True):
@@ -153,7 +155,8 @@ def test_gibbs_agrees_with_nuts(tiny, gamma0, gamma_prior):
         sample_gamma = gamma_prior is not None
         init = jax.jit(jax.vmap(lambda f: init_gp(f, data, hyper, sample_gamma)))(jnp.zeros((4, N)))
         gibbs = run_chains(
-            build_gp_kernel(sample_gamma), record_gp, init, jax.random.PRNGKey(0), data, hyper,
+            build_gp_kernel(sample_gamma, elliptical_steps=elliptical_steps), record_gp, init, jax.random.PRNGKey(0),
+            data, hyper,
             num_warmup=250, num_samples=5000, progress_bar=False,
         ).samples
         if not stored:

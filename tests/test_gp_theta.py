@@ -188,14 +188,16 @@ def test_float32_sweeps_stay_finite(wave):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("theta_sampler,adapt_steps", [
-    pytest.param("collapsed", 0, marks=pytest.mark.extended),  # the warm-up's sampler throughout
-    ("collapsed", 200),
-    ("surrogate", 200),
+@pytest.mark.parametrize("theta_sampler,adapt_steps,elliptical_steps", [
+    pytest.param("collapsed", 0, 0, marks=pytest.mark.extended),  # the warm-up's sampler throughout
+    ("collapsed", 200, 0),
+    ("collapsed", 200, 10),  # GPBSVM's default: with the elliptical moves of f
+    ("surrogate", 200, 0),
 ])
-def test_gibbs_with_theta_agrees_with_nuts(wave, theta_sampler, adapt_steps):
+def test_gibbs_with_theta_agrees_with_nuts(wave, theta_sampler, adapt_steps, elliptical_steps):
     """Gibbs with theta sampled (slice on theta | lambda, gamma, collapsed or given surrogate data, then
-    f exactly; the bracket widths adapted over the warm-up, then fixed) and NUTS on the marginal program
+    f exactly, and with ``elliptical_steps`` elliptical moves of f, lambda integrated out; the bracket
+    widths adapted over the warm-up, then fixed) and NUTS on the marginal program
     (non-centred, the same posterior; the stored reference ``gp_theta_se``) agree on log theta, on f at
     five inputs and on log N(f | 0, K_theta), a statistic of the joint of f and theta (it is what fails,
     by 20 MCSE, when f is not redrawn after theta moves)."""
@@ -208,7 +210,8 @@ def test_gibbs_with_theta_agrees_with_nuts(wave, theta_sampler, adapt_steps):
         hyper = _hyper(gamma0)
         init = jax.jit(jax.vmap(lambda f: init_gp_theta(f, SE, data, hyper, kernel="rbf")))(jnp.zeros((4, N)))
         gibbs = run_chains(
-            build_gp_theta_kernel("rbf", SE, False, theta_sampler=theta_sampler), build_gp_theta_record(SE), init,
+            build_gp_theta_kernel("rbf", SE, False, theta_sampler=theta_sampler, elliptical_steps=elliptical_steps),
+            build_gp_theta_record(SE), init,
             jax.random.PRNGKey(0),
             data, hyper, num_warmup=200, num_samples=1000, chunk_size=1200, progress_bar=False,  # one compiled chunk
         ).samples

@@ -158,7 +158,8 @@ ALONE: dict[str, dict[str, list]] = {
                "mlii_criterion": ["loo"]},
     "gp-fitc": {**_GP, **_GP_LEARN, **_GP_ML2, **_INDUCING, "mlii_tol": [1e-3], "optimize_inducing": [False],
                 "mlii_criterion": ["loo"]},
-    "gp-gibbs": {**_GP, **_GP_LEARN, **_GP_SAMPLED, "gamma0_prior": [(2.0, 4.0)], "theta_sampler": ["surrogate"]},
+    "gp-gibbs": {**_GP, **_GP_LEARN, **_GP_SAMPLED, "gamma0_prior": [(2.0, 4.0)], "theta_sampler": ["surrogate"],
+                 "marginal_moves": [False]},
     "gp-nuts": {**_GP, **_GP_LEARN, **_GP_SAMPLED},
     "gp-vi": {**_GP, "calibrate": [False]},
     "gp-svi": {**_GP, **_GP_LEARN, **_INDUCING, **_SVI_STEPS, "kernel": ["rbf", "ard", "poly", "linear", RBF_LINEAR,
@@ -369,6 +370,7 @@ REFUSED: dict[str, tuple[Case, str]] = {
     "gp-svi-gamma_prior": (Case(GPBSVM, {**BASES["gp-svi"][1], "gamma_prior": (2.0, 1.0)}), "gamma_prior"),
     "gp-gibbs-calibrate": (Case(GPBSVM, {**BASES["gp-gibbs"][1], "calibrate": True}), "calibrate"),
     "gp-gibbs-theta_sampler": (Case(GPBSVM, {**BASES["gp-gibbs"][1], "theta_sampler": "elliptical"}), "theta_sampler"),
+    "gp-gibbs-marginal_moves": (Case(GPBSVM, {**BASES["gp-gibbs"][1], "marginal_moves": "yes"}), "marginal_moves"),
     "gp-ecm-gamma_prior-mode": (Case(GPBSVM, {**BASES["gp-ecm"][1], "gamma_prior": (1.0, 1.0)}), "gamma_prior"),
     # gamma0 is sampled by Gibbs only
     "linear-nuts-gamma0_prior": (Case(LinearBSVM, {**BASES["linear-nuts"][1], "gamma0_prior": (2.0, 4.0)}),

@@ -25,7 +25,8 @@ updates recur in every model and inference algorithm. They are written once here
   linearly with lambda integrated out, and slice moves of the weights under it along directions
   adapted in warm-up (:mod:`bayes_maxmargin.core.slice`), which every linear Gibbs sampler runs
   before its lambda draw; :func:`scale_move`, the same for the scale of a block of weights whose
-  whitened values stay fixed (the ancillary step of an interweaving).
+  whitened values stay fixed (the ancillary step of an interweaving); :func:`elliptical_moves`, the
+  same for a latent function with a Gaussian process prior (elliptical slice sampling).
 
 Numerical floor
 ---------------
@@ -53,7 +54,7 @@ from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.core.slice import direction_sweep, slice_1d
 
 __all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
-           "draw_gamma", "draw_gamma0", "draw_scales", "expected_inv_lambda", "expected_lambda", "gamma0_conditional",
+           "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda", "expected_lambda", "gamma0_conditional",
            "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c", "log_gamma0_prior",
            "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "marginal_log_density", "marginal_moves",
            "masked_rows", "prior_gram", "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move",
@@ -545,3 +546,32 @@ def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Arr
 
     t, _, _ = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
     return t
+
+
+def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, gamma0: Array, steps: int,
+                     mask: Array | None = None) -> Array:
+    """``steps`` elliptical slice updates (Murray, Adams & MacKay 2010; BlackJAX's ``elliptical_proposal``)
+    of f ~ N(0, K), K = ``chol`` ``chol``', under the pseudo-likelihood with lambda integrated out,
+    prod_n sLa(1 - y_n f_n | gamma, gamma0) (eq. 4-5).
+
+    The GP samplers' remedy for the coupling of f and lambda: given lambda, points near the margin
+    pin their f_n, so the conditional draws of f move slowly along the posterior's wide directions,
+    which the prior's ellipses follow. Each update leaves p(f | gamma, gamma0, y) invariant; the
+    sweep then draws lambda afresh given the new f, which makes the pair a blocked update of
+    (f, lambda). One update costs O(n^2) for its prior draw and O(n) per likelihood evaluation,
+    against the O(n^3) of the sweep's Gaussian draw.
+    """
+    from blackjax.mcmc.elliptical_slice import EllipSliceState, elliptical_proposal
+
+    def loglik(g: Array) -> Array:
+        return jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * g, gamma, gamma0), mask))
+
+    def momentum(k: Array, position: Array) -> Array:
+        return chol @ jax.random.normal(k, position.shape, position.dtype)
+
+    update = elliptical_proposal(loglik, momentum, jnp.zeros((), f.dtype))
+
+    def one(i: Array, state: EllipSliceState) -> EllipSliceState:
+        return update(jax.random.fold_in(key, i), state)[0]
+
+    return jax.lax.fori_loop(0, steps, one, EllipSliceState(f, loglik(f)))[0]

@@ -146,6 +146,9 @@ def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
 #: Gibbs factorises N x N matrices in every sweep (about a dozen with the kernel sampled): on 150 x 30
 #: rows, one chain, 2 shared cores, one thread ran 90 sweeps per second against 0.8 with OpenBLAS's two.
 _BLAS_THREADS = {"ecm": 1, "fitc": 1, "svi": 1, "gibbs": 1}
+#: Elliptical slice updates of f per Gibbs sweep with ``marginal_moves`` (on iris, class 2 against the
+#: rest, theta fixed, f's least bulk ESS per draw was 0.09 with none, 0.11 with 1, 0.16 with 4, 0.29 with 10)
+ELLIPTICAL_STEPS = 10
 
 
 def _blas_threads(inference: Any) -> int | None:
@@ -485,6 +488,12 @@ class GPBSVM(_BayesianSVMClassifier):
         sampler of Murray & Adams (2010) that Henao et al. (2014) use (two per evaluation). Both leave
         the posterior invariant; the collapsed one gave more effective draws of theta per second
         (:mod:`~bayes_maxmargin.models.gp.gibbs_theta`). The bracket widths adapt during the warm-up.
+    marginal_moves : bool, default=True
+        Gibbs only: add :data:`ELLIPTICAL_STEPS` elliptical slice updates of f with lambda integrated out
+        to each sweep (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`), then draw lambda
+        given the moved f. The sweep keeps its exact target; the updates cost O(N^2) each against the
+        sweep's O(N^3), and raise f's effective draws per draw (iris, class 2 against the rest, theta
+        fixed: from 0.09 to 0.29).
     gamma : float
         Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
     gamma_prior : (float, float) or None
@@ -677,6 +686,7 @@ class GPBSVM(_BayesianSVMClassifier):
         learn_kernel: bool | tuple[str, ...] = True,
         kernel_prior_scale: float = 1.0,
         theta_sampler: str = "collapsed",
+        marginal_moves: bool = True,
         gamma: float = 1.0,
         gamma_prior: tuple[float, float] | None = None,
         gamma0: float | None = None,
@@ -713,6 +723,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.learn_kernel = learn_kernel
         self.kernel_prior_scale = kernel_prior_scale
         self.theta_sampler = theta_sampler
+        self.marginal_moves = marginal_moves
         self.gamma = gamma
         self.gamma_prior = gamma_prior
         self.gamma0 = gamma0
@@ -797,6 +808,9 @@ class GPBSVM(_BayesianSVMClassifier):
         if not isinstance(self.accelerate, (bool, np.bool_)):
             raise InvalidParameterError(f"Invalid value for accelerate: {self.accelerate!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
+        if not isinstance(self.marginal_moves, (bool, np.bool_)):
+            raise InvalidParameterError(f"Invalid value for marginal_moves: {self.marginal_moves!r} (must be a bool)")
+        p["elliptical_steps"] = ELLIPTICAL_STEPS if self.marginal_moves else 0
         if self.optimize_inducing is not None and not isinstance(self.optimize_inducing, (bool, np.bool_)):
             raise InvalidParameterError(
                 f"Invalid value for optimize_inducing: {self.optimize_inducing!r} (must be a bool or None)"
@@ -1067,14 +1081,14 @@ class GPBSVM(_BayesianSVMClassifier):
             data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
             state = init_chains(init_gp, (0, None, None), f0, data, hyper, sample_gamma=sample_gamma,
                                 sample_gamma0=sample_gamma0)
-            kernel, record = build_gp_kernel(sample_gamma, sample_gamma0), record_gp
+            kernel, record = build_gp_kernel(sample_gamma, sample_gamma0, params["elliptical_steps"]), record_gp
         else:  # theta sampled too (slice steps on log theta given lambda, gamma)
             data = gp_theta_data(X, y, _kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"],
                                  adapt_steps=params["num_warmup"])  # slice widths adapt during the warm-up
             state = init_chains(init_gp_theta, (0, None, None, None), f0, theta0, data, hyper, kernel=params["kernel"],
                                 sample_gamma=sample_gamma, sample_gamma0=sample_gamma0)
             kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma, sample_gamma0,
-                                           params["theta_sampler"])
+                                           params["theta_sampler"], params["elliptical_steps"])
             record = build_gp_theta_record(theta0, learn)
         result = self._solve(
             run_chains, kernel, record, state, k_run, data, hyper,

@@ -30,6 +30,7 @@ from jax.scipy.linalg import cho_solve
 from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
     augmented_sweep,
+    elliptical_moves,
     expected_inv_lambda,
     log_gamma0_prior,
     log_lambda_prior,
@@ -157,7 +158,7 @@ def init_gp(f: Array, data: GPData, hyper: GPHyper, sample_gamma: bool, sample_g
 
 
 @functools.cache
-def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False):
+def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False, elliptical_steps: int = 0):
     """The Gibbs kernel of the GP Bayesian SVM at fixed theta, eq. (7) (cached: one per structure).
 
     Parameters
@@ -166,6 +167,10 @@ def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False):
         Whether gamma has a Gamma(a0, b0) prior and is sampled (else it stays at its value).
     sample_gamma0 : bool
         Whether gamma0 has a Gamma(``hyper.gamma0_shape``, ``hyper.gamma0_rate``) prior and is sampled.
+    elliptical_steps : int
+        Elliptical slice updates of f with lambda integrated out that start each sweep
+        (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`); step 1 then draws lambda given
+        the moved f. 0: the plain sweep.
 
     Returns
     -------
@@ -176,8 +181,12 @@ def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False):
     def kernel(
         rng_key: Array, state: GPGibbsState, data: GPData, hyper: GPHyper
     ) -> tuple[GPGibbsState, None]:
+        f = state.f
+        if elliptical_steps:
+            f = elliptical_moves(jax.random.fold_in(rng_key, 7), f, data.chol, data.y, state.gamma, state.gamma0,
+                                 elliptical_steps)
         f, inv_lam, gamma, gamma0 = augmented_sweep(
-            rng_key, state.f, state.gamma, data.y, hyper._replace(gamma0=state.gamma0), lambda f: f,
+            rng_key, f, state.gamma, data.y, hyper._replace(gamma0=state.gamma0), lambda f: f,
             lambda key, inv_lam, gamma: sample_f(key, data, inv_lam, gamma), sample_gamma,
             sample_gamma0=sample_gamma0,
         )

@@ -94,6 +94,7 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import (
+    elliptical_moves,
     augmented_log_likelihood,
     draw_scales,
     expected_inv_lambda,
@@ -415,7 +416,7 @@ def _theta_target(
 
 # --------------------------------------------------------------------------- the kernel
 def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma: bool, sample_gamma0: bool = False,
-                          theta_sampler: str = "collapsed"):
+                          theta_sampler: str = "collapsed", elliptical_steps: int = 0):
     """The Gibbs kernel of the GP Bayesian SVM with theta sampled (module docstring; eq. 7, 9).
 
     Cached: the same (kernel, parameter structure, ``sample_gamma``, ``sample_gamma0``, ``theta_sampler``) returns
@@ -436,6 +437,10 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
         The slice step's target (:data:`THETA_SAMPLERS`): theta | lambda, gamma with f integrated out
         (:func:`theta_log_conditional`), or theta | nu, g, lambda, gamma given surrogate data
         (:func:`surrogate_log_conditional`).
+    elliptical_steps : int
+        Elliptical slice updates of f under the new theta with lambda integrated out, after the f
+        draw (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`), then a fresh lambda draw
+        given the moved f before gamma's. 0: the plain sweep.
 
     Returns
     -------
@@ -448,12 +453,12 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
     if theta_sampler not in THETA_SAMPLERS:
         raise ValueError(f"Invalid value for theta_sampler: {theta_sampler!r} (must be one of {THETA_SAMPLERS})")
     return _build_kernel(get_kernel(kernel), template(params_like), bool(sample_gamma), bool(sample_gamma0),
-                         theta_sampler)
+                         theta_sampler, int(elliptical_steps))
 
 
 @functools.cache
 def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample_gamma0: bool,
-                  theta_sampler: str = "collapsed"):
+                  theta_sampler: str = "collapsed", elliptical_steps: int = 0):
     params_like = thaw(frozen)
 
     def step(rng_key: Array, state: GPThetaState, data: GPThetaData, hyper: GPHyper):
@@ -470,6 +475,10 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
                                            index=sampled_coordinates(data.prior, params_like))
         gdata = gp_data(_covariance(log_theta, data, kernel_fn, params_like), data.y)
         f = sample_f(k_f, gdata, inv_lam, gamma)  # f | theta, lambda, gamma, eq. (7)
+        if elliptical_steps:  # f | theta, gamma with lambda integrated out, then lambda | f afresh
+            f = elliptical_moves(jax.random.fold_in(rng_key, 7), f, gdata.chol, data.y, gamma, hyper.gamma0,
+                                 elliptical_steps)
+            inv_lam = sample_inv_lambda(jax.random.fold_in(rng_key, 8), 1.0 - data.y * f, gamma, hyper.gamma0)
         gamma, gamma0 = draw_scales(k_gamma, 1.0 - data.y * f, inv_lam, gamma, hyper, sample_gamma, sample_gamma0)
         log_joint = _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper._replace(gamma0=gamma0),
                                     params_like, sample_gamma, sample_gamma0)
