@@ -94,9 +94,9 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import (
-    elliptical_moves,
     augmented_log_likelihood,
     draw_scales,
+    elliptical_moves,
     expected_inv_lambda,
     sample_inv_lambda,
 )

@@ -51,11 +51,11 @@ from bayes_maxmargin.core.augmentation import (
     gaussian_conditional,
     margin_floor,
     marginal_moves,
-    scale_move,
     prior_gram,
     sample_gaussian,
     sample_inv_lambda,
     sample_wide_gaussian,
+    scale_move,
     wide_gaussian_conditional,
 )
 from bayes_maxmargin.core.compilation import jit
