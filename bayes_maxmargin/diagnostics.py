@@ -459,7 +459,7 @@ def warn_if_not_mixed(
         )
         if separable is True:
             return None
-    problem = mixing_problem(idata, skip_classes=separable) if separable else mixing_problem(idata)
+    problem = mixing_problem(idata, skip_classes=separable or ())
     if problem is None:
         return None
     warnings.warn(

@@ -46,7 +46,7 @@ def test_the_value_shown_is_on_the_side_of_the_limit_it_is():
     messages = []
     for problem in problems:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr("bayes_maxmargin.diagnostics.mixing_problem", lambda idata, p=problem: p)
+            mp.setattr("bayes_maxmargin.diagnostics.mixing_problem", lambda idata, skip_classes=(), p=problem: p)
             with pytest.warns(MixingWarning) as record:
                 warn_if_not_mixed(None, "LinearBSVM")
         messages.append(str(record[0].message))

@@ -21,12 +21,13 @@ updates recur in every model and inference algorithm. They are written once here
 * :func:`log_lambda_prior` -- the Exp(gamma0) prior of the augmentation variables (eq. 6);
 * :func:`gamma0_conditional` / :func:`draw_gamma0` -- the Gamma conditional of gamma0 when it has
   a Gamma prior (:func:`draw_scales` draws gamma and gamma0 after the model's parameters);
-* :func:`marginal_log_density` / :func:`marginal_moves` -- a model's density in weights that enter f
-  linearly with lambda integrated out, and slice moves of the weights under it along directions
-  adapted in warm-up (:mod:`bayes_maxmargin.core.slice`), which every linear Gibbs sampler runs
-  before its lambda draw; :func:`scale_move`, the same for the scale of a block of weights whose
-  whitened values stay fixed (the ancillary step of an interweaving); :func:`elliptical_moves`, the
-  same for a latent function with a Gaussian process prior (elliptical slice sampling).
+* :func:`marginal_log_likelihood` / :func:`marginal_log_density` / :func:`marginal_moves` -- the
+  pseudo-likelihood and a model's density in weights that enter f linearly, lambda integrated out,
+  and slice moves of the weights under it along directions adapted in warm-up
+  (:mod:`bayes_maxmargin.core.slice`), which every linear Gibbs sampler runs before its lambda draw;
+  :func:`scale_move`, the same for the scale of a block of weights whose whitened values stay fixed
+  (the ancillary step of an interweaving); :func:`elliptical_moves`, the same for a latent function
+  with a Gaussian process prior (elliptical slice sampling).
 
 Numerical floor
 ---------------
@@ -54,11 +55,12 @@ from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.core.slice import direction_sweep, slice_1d
 
 __all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
-           "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda", "expected_lambda", "gamma0_conditional",
-           "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c", "log_gamma0_prior",
-           "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "marginal_log_density", "marginal_moves",
-           "masked_rows", "prior_gram", "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move",
-           "use_wide_form", "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
+           "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda", "expected_lambda",
+           "gamma0_conditional", "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c",
+           "log_gamma0_prior", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "marginal_log_density",
+           "marginal_log_likelihood", "marginal_moves", "masked_rows", "prior_gram", "sample_gaussian",
+           "sample_inv_lambda", "sample_wide_gaussian", "scale_move", "use_wide_form", "vb_hinge_bound",
+           "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -463,13 +465,18 @@ def augmented_sweep(rng_key: Array, x: Array, gamma: Array, y: Array, hyper: Any
     return x, inv_lam, gamma, gamma0
 
 
+def marginal_log_likelihood(f: Array, y: Array, gamma: Array, gamma0: Array, mask: Array | None = None) -> Array:
+    """sum_n log sLa(1 - y_n f_n | gamma, gamma0) over the data rows: the pseudo-likelihood with lambda
+    integrated out (Henao et al. 2014, eq. 4-5; the hinge exp(-2 gamma max(u, 0)) for gamma0 = 0)."""
+    return jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * f, gamma, gamma0), mask))
+
+
 def marginal_log_density(coef: Array, margin: Array, y: Array, log_prior: Callable[[Array], Array], gamma: Array,
                          gamma0: Array, mask: Array | None = None) -> Array:
-    """log_prior(coef) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) at f = ``margin`` = design @ coef:
-    an augmented program's log density in weights that enter f linearly, with lambda integrated out
-    (Henao et al. 2014, eq. 4-5; the hinge exp(-2 gamma max(u, 0)) for gamma0 = 0), up to terms
+    """log_prior(coef) + :func:`marginal_log_likelihood` at f = ``margin`` = design @ coef: an augmented
+    program's log density in weights that enter f linearly, with lambda integrated out, up to terms
     free of them."""
-    return log_prior(coef) + jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * margin, gamma, gamma0), mask))
+    return log_prior(coef) + marginal_log_likelihood(margin, y, gamma, gamma0, mask)
 
 
 def marginal_moves(key: Array, coef: Array, design: Array, y: Array, log_prior: Callable[[Array], Array],
@@ -541,8 +548,7 @@ def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Arr
     """
 
     def logdensity(t: Array) -> Array:
-        margin = fixed + jnp.exp(t - log_scale) * scaled
-        return log_prior(t) + jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * margin, gamma, gamma0), mask))
+        return log_prior(t) + marginal_log_likelihood(fixed + jnp.exp(t - log_scale) * scaled, y, gamma, gamma0, mask)
 
     t, _, _ = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
     return t
@@ -564,7 +570,7 @@ def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, 
     from blackjax.mcmc.elliptical_slice import EllipSliceState, elliptical_proposal
 
     def loglik(g: Array) -> Array:
-        return jnp.sum(masked_rows(log_pseudo_likelihood(1.0 - y * g, gamma, gamma0), mask))
+        return marginal_log_likelihood(g, y, gamma, gamma0, mask)
 
     def momentum(k: Array, position: Array) -> Array:
         return chol @ jax.random.normal(k, position.shape, position.dtype)

@@ -112,6 +112,7 @@ def table3(
     base = table3_settings(quick, factor)
     if quick:
         repetitions, folds, max_n = 2, 2, max_n or 100
+
     def settings(dataset: str, name: str) -> dict[str, Any]:
         params = {"random_state": seed, **base, **variant_params(name)}
         if dataset != "usps_3vs5":
@@ -121,7 +122,8 @@ def table3(
     for dataset in datasets:  # an option invalid for a later dataset's kernel fails before any fit
         for name in variants:
             est = FactorBSVM(**settings(dataset, name))
-            est._theta(), est._learned()
+            est._theta()  # kernel_params
+            est._learned()  # learn_kernel against the dataset's kernel
     rows = []
     for dataset in datasets:
         paper = PAPER_TABLE3["usps" if dataset.startswith("usps") else "p53"]
