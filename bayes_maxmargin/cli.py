@@ -147,7 +147,7 @@ class MCMCConfig:
     """Schema shared by the samplers: draws, warm-up, chains, thinning."""
 
     name: str = MISSING
-    num_samples: int = 1000
+    num_samples: Optional[int] = None  # None: the estimator's default (LinearBSVM 1000, GPBSVM 2000 per chain)
     num_warmup: int = 500
     num_chains: int = 4
     thin: int = 1

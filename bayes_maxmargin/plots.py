@@ -14,7 +14,6 @@ quantity plotted.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any

@@ -8,20 +8,21 @@ import numpy as np
 import xarray as xr
 
 
-def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rtol: float = 0.10) -> None:
+def assert_posteriors_agree(a, b, var_names: list[str], *, z: float = 4.0, sd_rtol: float = 0.10,
+                            max_rhat: float = 1.02) -> None:
     """Means within ``z`` combined Monte Carlo standard errors, standard deviations within ``sd_rtol``
     or within ``z`` combined Monte Carlo standard errors of the sd (a heavy-tailed marginal sampled with
     a small effective sample size has an sd estimate noisier than ``sd_rtol``).
 
     ``a`` and ``b`` are InferenceData or dicts of draws laid out (chain, draw, ...); both must have
-    converged (R-hat < 1.02).
+    converged (R-hat < ``max_rhat``).
     """
     sa, sb = (
         az.summary(x if isinstance(x, xr.DataTree) else az.from_dict({"posterior": {k: x[k] for k in var_names}}),
                    var_names=var_names, round_to="none")
         for x in (a, b)
     )
-    assert sa["r_hat"].max() < 1.02 and sb["r_hat"].max() < 1.02, (sa["r_hat"], sb["r_hat"])
+    assert sa["r_hat"].max() < max_rhat and sb["r_hat"].max() < max_rhat, (sa["r_hat"], sb["r_hat"])
     mcse = np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2)
     dist = np.abs(sa["mean"] - sb["mean"]) / mcse
     assert (dist < z).all(), f"means differ by {dist.max():.1f} MCSE\n{sa[['mean', 'sd']]}\n{sb[['mean', 'sd']]}"

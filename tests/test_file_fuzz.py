@@ -159,7 +159,7 @@ def _swap_subs(manifest):
 
 FORGERIES = {
     "n_features_in_=3 (gp)": ("gp", set_state("n_features_in_", 3), "training inputs|feature"),
-    "n_features_in_=3 (projection)": ("projection", set_state("n_features_in_", 3), "shape"),
+    "n_features_in_=3 (projection)": ("projection", set_state("n_features_in_", 3), "shape|feature"),
     "n_features_in_=3 (factor)": ("factor", set_state("n_features_in_", 3), "mean_|feature"),
     "an unknown state key": ("linear", set_state("anything", 1), "unknown attribute 'anything'"),
     "a special name": ("gp", set_state("__class__", 1), "invalid name"),

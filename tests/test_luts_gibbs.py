@@ -27,7 +27,6 @@ from bayes_maxmargin.models.luts.gibbs import (
 from bayes_maxmargin.models.luts.model import (
     ImputationHyper,
     LutsHyper,
-    MissingData,
     MixedData,
     laplace_zero_bsvm,
     missing_bsvm,

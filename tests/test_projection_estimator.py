@@ -147,3 +147,19 @@ def test_model_without_latent_representation():
     assert clf.decision_function(X).shape == (60, 3) and clf.transform(X).shape == (60, 6)
     assert clf.idata_.attrs["model"] == "MMLDP without z_n (eq. 11)"
     assert np.all(np.isfinite(clf.idata_.sample_stats["log_joint"].values))
+
+
+def test_mixing_is_judged_on_what_the_symmetry_leaves_alone(monkeypatch):
+    """The posterior is symmetric under (a_k, z_k, w_k) -> -(a_k, z_k, w_k), so chains started apart may
+    settle in opposite signs of w: the mixing check judges coef = A w, b and sigma, and the draws of coef
+    average to ``coef_`` (both from the same kept iterations)."""
+    from bayes_maxmargin.estimators import projection as estimator
+
+    judged = []
+    monkeypatch.setattr(estimator, "check_mixing_after_fit", lambda est, draws: judged.append(draws))
+    X, y = _three_blobs()
+    clf = MaxMarginProjection(2, num_warmup=50, num_samples=50, num_chains=2, random_state=0).fit(X, y)
+    assert set(judged[0].posterior.data_vars) == {"coef", "b", "sigma"}
+    coef = clf.idata_.posterior["coef"]
+    assert coef.dims == ("chain", "draw", "problem", "feature")
+    np.testing.assert_allclose(coef.mean(("chain", "draw")).values, clf.coef_, rtol=1e-10, atol=1e-12)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,12 +13,24 @@ from numpyro.infer.util import log_density
 from scipy import stats
 
 from bayes_maxmargin.engine import mcmc as driver
-from bayes_maxmargin.models.projection.gibbs import build_projection_kernel, init_projection, spike_slab_step
+from bayes_maxmargin.models.projection.gibbs import (
+    bias_shift,
+    build_projection_kernel,
+    init_projection,
+    spike_slab_step,
+)
 from bayes_maxmargin.models.projection.model import ProjectionHyper, mmdp, projection_data
 
 from ._posterior import assert_jit_equals_eager, assert_posteriors_agree
 from .reference import PROJECTION_HP as HP
-from .reference import PROJECTION_N, PROJECTION_P, load_reference, projection_direct_statistics, projection_tiny
+from .reference import (
+    PROJECTION_N,
+    PROJECTION_P,
+    load_reference,
+    projection_direct_statistics,
+    projection_separable,
+    projection_tiny,
+)
 
 
 def _hyper(num_warmup=0.0, e0=1.0, f0=1.0):
@@ -107,24 +118,52 @@ def _sign_aligned(d):
 
 
 @pytest.mark.slow
-def test_gibbs_agrees_with_nuts():
-    """MMLDP Gibbs and NUTS on the marginal program (the stored reference ``projection_mmldp``): the
-    marginals of w, a_k, z_n (sign-aligned, the posterior being symmetric under (a, z, w) -> -(a, z, w)),
-    b, alpha and sigma agree within 4 combined MCSE, their sds within 25 %. The final Gibbs state's log
-    joint is the augmented program's."""
-    g = _sign_aligned(_gibbs_on_the_nuts_problem(True, _record_nuts_check))
-    n = _sign_aligned(load_reference("projection_mmldp").draws)
-    sg, sn = (az.summary(az.from_dict({"posterior": d}), round_to="none") for d in (g, n))
-    assert sg["r_hat"].max() < 1.05 and sn["r_hat"].max() < 1.05
-    dist = np.abs(sg["mean"] - sn["mean"]) / np.sqrt(sg["mcse_mean"] ** 2 + sn["mcse_mean"] ** 2)
-    assert (dist < 4).all(), f"{dist}\n{sg[['mean', 'sd']]}\n{sn[['mean', 'sd']]}"
-    assert (np.abs(sg["sd"] / sn["sd"] - 1) < 0.25).all(), (sg["sd"], sn["sd"])
+@pytest.mark.parametrize("reference", ["projection_mmldp", "projection_separable"])
+def test_gibbs_agrees_with_nuts(reference):
+    """MMLDP Gibbs (with the shift of (b, z) that keeps f, :func:`bias_shift`) and NUTS on the marginal
+    program (the stored references ``projection_mmldp`` and, with separable classes,
+    ``projection_separable``): the marginals of w, a_k, z_n (sign-aligned, the posterior being symmetric
+    under (a, z, w) -> -(a, z, w)), b, alpha and sigma agree within 4 combined MCSE, their sds within
+    25 % or within 4 MCSE of the sd (:func:`assert_posteriors_agree`: with separable classes a and z are
+    heavy-tailed along the ridge that only the priors bound). The final Gibbs state's log joint is the
+    augmented program's. R-hat below 1.05 as before: ``|w|`` mixes slowly (bulk ESS about 0.001 per draw on
+    larger sets), and its 16 000 draws here reach R-hat 1.035 on the separable problem."""
+    g = _sign_aligned(_gibbs_on_the_nuts_problem(True, _record_nuts_check, reference == "projection_separable"))
+    n = _sign_aligned(load_reference(reference).draws)
+    assert_posteriors_agree(g, n, list(n), sd_rtol=0.25, max_rhat=1.05)
 
 
-def _gibbs_on_the_nuts_problem(latent, record):
-    """4 chains of 300 + 4000 sweeps on the reference problem (K = 1); the final state's log joint
-    checked against the augmented program."""
-    X, y = _tiny(PROJECTION_N, PROJECTION_P)
+def test_bias_shift_keeps_f_and_draws_the_translation_conditional():
+    """(b, Z) -> (b + delta, Z - delta w' / |w|^2) keeps every f_n = w' z_n + b (to rounding), and delta
+    follows the density of the translated priors, log N(b + delta | 0, 1 / sigma) + sum_n log N(z_n - delta u |
+    A' x_n, I), evaluated here directly: it is quadratic in delta, and its mean and variance (read off three
+    evaluations) match those of 20 000 draws within 5 Monte Carlo standard errors."""
+    rng = np.random.default_rng(0)
+    n, K = 30, 3
+    Z, FA = rng.normal(size=(n, K)), rng.normal(size=(n, K))
+    w, b, sigma = rng.normal(size=K), 0.7, 2.0
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(0), 20_000)
+        b_new, Z_new = jax.vmap(lambda k: bias_shift(k, Z, FA, w, b, sigma))(keys)
+    f = np.asarray(Z_new) @ w + np.asarray(b_new)[:, None]
+    np.testing.assert_allclose(f, np.broadcast_to(Z @ w + b, f.shape), rtol=1e-10, atol=1e-10)
+    u = w / (w @ w)
+
+    def log_density(d):
+        return -0.5 * sigma * (b + d) ** 2 - 0.5 * np.sum((Z - d * u - FA) ** 2)
+
+    lp = [log_density(d) for d in (-1.0, 0.0, 1.0)]
+    curvature = lp[0] - 2 * lp[1] + lp[2]  # -precision
+    var, mean = -1.0 / curvature, (lp[2] - lp[0]) / 2 / -curvature
+    delta = np.asarray(b_new) - b
+    assert abs(delta.mean() - mean) < 5 * np.sqrt(var / delta.size)
+    assert abs(delta.var() / var - 1) < 5 * np.sqrt(2 / delta.size)
+
+
+def _gibbs_on_the_nuts_problem(latent, record, separable=False):
+    """4 chains of 300 + 4000 sweeps on the reference problem (K = 1; ``separable``: its separable-class
+    form); the final state's log joint checked against the augmented program."""
+    X, y = (projection_separable if separable else _tiny)(PROJECTION_N, PROJECTION_P)
     with jax.enable_x64(True):
         data = projection_data(jnp.asarray(X), jnp.asarray(y)[None], False)
         init = init_projection(1, data, 1, False, num_chains=4)

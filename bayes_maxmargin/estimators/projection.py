@@ -160,8 +160,12 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         Number of basis vectors used (rows of Theta with a non-zero entry) at every kept draw: its
         histogram is the posterior of the number of basis vectors (Fig. 2d).
     idata_ : xarray.DataTree
-        ArviZ's DataTree: draws of w, b, alpha, sigma (dims chain, draw, problem, ...), the log joint and the
-        basis-vector counts in sample_stats.
+        ArviZ's DataTree: draws of ``coef`` = A w (the classifier's weights on the features, or with a
+        kernel on the basis vectors; its mean is ``coef_``), w, b, alpha, sigma (dims chain, draw,
+        problem, ...), the log joint and the basis-vector counts in sample_stats. The posterior is
+        symmetric under a change of sign of a component (a_k, z_k, w_k) and under a reordering of the
+        components, so w and alpha are identified only up to these and chains may settle in different
+        ones; the mixing check judges coef, b and sigma.
     n_iter_ : int
         Gibbs iterations per chain (burn-in included).
 
@@ -357,16 +361,18 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.n_basis_used_ = s["n_basis_used"]
         self.n_iter_ = res.num_iterations
         self.n_components_ = K
+        dims = {"coef": ["problem", "feature" if params["kernel"] is None else "basis_vector"],
+                "w": ["problem", "component"], "b": ["problem"], "alpha": ["problem", "component"],
+                "sigma": ["problem"], "log_joint": ["problem"], "n_basis_used": ["problem"],
+                "n_components_used": ["problem"]}
         self.idata_ = to_inference_data(
-            {k: s[k] for k in ("w", "b", "alpha", "sigma")},
+            {k: s[k] for k in ("coef", "w", "b", "alpha", "sigma")},
             sample_stats={k: s[k] for k in ("log_joint", "n_basis_used", "n_components_used")},
-            observed_data={"y": np.asarray(y)},
-            dims={"w": ["problem", "component"], "b": ["problem"], "alpha": ["problem", "component"],
-                  "sigma": ["problem"], "log_joint": ["problem"], "n_basis_used": ["problem"],
-                  "n_components_used": ["problem"]},
+            observed_data={"y": np.asarray(y)}, dims=dims,
             attrs={"model": self._model_name(), "inference": "gibbs", "library": f"bayes_maxmargin {__version__}"},
         )
-        check_mixing_after_fit(self, self.idata_)
+        identified = ("coef", "b", "sigma")  # w and alpha: up to the components' signs and order
+        check_mixing_after_fit(self, to_inference_data({k: s[k] for k in identified}, dims=dims))
         return self
 
     def _model_name(self) -> str:

@@ -57,6 +57,12 @@ def projection_tiny(n: int = 12, p: int = 2, seed: int = 0) -> tuple[np.ndarray,
     return X, y
 
 
+def projection_separable(n: int = 20, p: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The inputs of :func:`projection_tiny` with labels the sign of the first input: separable classes."""
+    X, _ = projection_tiny(n, p, seed)
+    return X, np.where(X[:, 0] > 0, 1.0, -1.0)
+
+
 def gp_wave(n: int = 30) -> tuple[np.ndarray, np.ndarray]:
     """n = 30 sorted 1-D inputs, labels from a noisy sine (overlapping classes): the GP-theta problem."""
     rng = np.random.default_rng(0)
@@ -183,6 +189,11 @@ def _projection_build():
 def _projection_reduce(s, args, kwargs):
     return {"w": s["w"][..., 0], "alpha": s["alpha"][..., 0], "Z": s["Z"][..., :4, 0], "A": s["A"][..., 0],
             "b": s["b"], "sigma": s["sigma"]}
+
+
+def _projection_separable_build():
+    X, y = projection_separable(PROJECTION_N, PROJECTION_P)
+    return (jnp.asarray(X), jnp.asarray(y)), dict(n_components=1, **PROJECTION_HP)
 
 
 def _projection_direct_build():
@@ -333,6 +344,12 @@ PROBLEMS: dict[str, Problem] = {
             "projection_mmldp", _model("projection", "mmdp"), _projection_build, lambda: jax.random.PRNGKey(3),
             dict(num_warmup=300, num_samples=600, num_chains=2), _projection_reduce,
             "MMLDP (Chen et al. 2015), K = 1, n = 20, p = 2: tests/test_projection_gibbs.py",
+            sign_symmetric=("w", "Z", "A"),
+        ),
+        Problem(
+            "projection_separable", _model("projection", "mmdp"), _projection_separable_build,
+            lambda: jax.random.PRNGKey(3), dict(num_warmup=500, num_samples=1000, num_chains=2), _projection_reduce,
+            "MMLDP (Chen et al. 2015), K = 1, n = 20, p = 2, separable classes: tests/test_projection_gibbs.py",
             sign_symmetric=("w", "Z", "A"),
         ),
         Problem(

@@ -83,7 +83,7 @@ from bayes_maxmargin.core.augmentation import (
 )
 from bayes_maxmargin.models.projection.model import ProjectionData, ProjectionHyper
 
-__all__ = ["ProjectionState", "build_projection_kernel", "direct_projection_step", "gamma_draws",
+__all__ = ["ProjectionState", "bias_shift", "build_projection_kernel", "direct_projection_step", "gamma_draws",
            "init_projection", "projection_log_joint", "record_projection", "spike_slab_step"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -315,6 +315,20 @@ def _z_step(key: Array, FA: Array, w: Array, b: Array, inv_lam: Array, y: Array)
     return mean + eps + (g * (eps @ w))[:, None] * w[None, :]
 
 
+def bias_shift(key: Array, Z: Array, FA: Array, w: Array, b: Array, sigma: Array) -> tuple[Array, Array]:
+    """(b + delta, Z - delta u'), u = w / ``|w|^2``, with delta drawn from its conditional: a Gibbs step
+    along the translation that keeps every f_n = w' z_n + b (w' u = 1), so the (augmented) likelihood
+    drops out and only the priors b ~ N(0, 1 / sigma) and z_n ~ N(A' x_n, I) stay (the translation's
+    Jacobian is 1; Liu & Sabatti 2000). With r_n = z_n - A' x_n (``FA`` = rows A' x_n),
+
+        delta ~ N((u' sum_n r_n - sigma b) / P, 1 / P),   P = sigma + n ``|u|^2`` = sigma + n / ``|w|^2``.
+    """
+    u = w / jnp.sum(w**2)
+    prec = sigma + Z.shape[0] * jnp.sum(u**2)
+    delta = (jnp.sum((Z - FA) @ u) - sigma * b) / prec + jax.random.normal(key, (), Z.dtype) / jnp.sqrt(prec)
+    return b + delta, Z - delta * u
+
+
 def _binary_sweep(
     key: Array, st: ProjectionState, data: ProjectionData, y: Array, hyper: ProjectionHyper,
     spike_slab: bool, full_rank: bool, latent: bool = True,
@@ -340,8 +354,9 @@ def _binary_sweep(
             A = jnp.where(st.iteration < hyper.dense_warmup, A,
                           spike_slab_step(k_a, st.A, F.T @ st.Z, data.gram, st.alpha, st.pi))
         FA = F @ A  # the prior mean of z_n, reused by the log joint
-        # 4. Z | A, w, b, lambda (eq. 8, as a block)
+        # 4. Z | A, w, b, lambda (eq. 8, as a block), then (b, Z) along the translation that keeps f
         Z = _z_step(k_z, FA, w, b, inv_lam, y)
+        b, Z = bias_shift(jax.random.fold_in(k_z, 1), Z, FA, w, b, st.sigma)
     else:
         # 3'. a_k | w, b, lambda, alpha_k (eq. 12), no z_n
         A = direct_projection_step(k_a, st.A, w, b, inv_lam, st.alpha, F, y, full_rank)
@@ -443,10 +458,12 @@ def init_projection(
 
 
 def record_projection(state: ProjectionState) -> dict[str, Array]:
-    """What the driver keeps per draw: w, b, alpha, sigma, the log joint, and the number of basis
-    vectors (rows of A with a non-zero entry) and of components (columns) in use."""
+    """What the driver keeps per draw: A w (the classifier's weights on the features, eq. 23-24), w, b, alpha,
+    sigma, the log joint, and the number of basis vectors (rows of A with a non-zero entry) and of
+    components (columns) in use."""
     on = state.A != 0
     return {
+        "coef": jnp.einsum("...dk,...k->...d", state.A, state.w),
         "w": state.w,
         "b": state.b,
         "alpha": state.alpha,
