@@ -186,3 +186,21 @@ def test_elliptical_slice_subiterations_reach_sample_stats(data, n_blocks):
     assert p.shape == (24, 2) and np.all(np.isfinite(p)) and np.allclose(p.sum(1), 1)
     assert np.mean(clf.predict(X) == y) > 0.8
     assert clf.transform(X).shape == (24, 2) and clf.loadings_.shape == (8, 2)
+
+
+def test_mixing_is_judged_on_what_the_symmetry_leaves_alone(data, monkeypatch):
+    """The posterior is symmetric under sign changes and reorderings of the factors with their loadings and
+    classifier weights, so raw A and beta may sit in different modes in different chains: the mixing check
+    judges psi, gamma, the intercept, f at the training rows and the communalities sum_k a_jk^2 (those of
+    the draws of A in idata_)."""
+    from bayes_maxmargin.estimators import base
+
+    judged = []
+    monkeypatch.setattr(base, "check_mixing_after_fit", lambda est, draws, separable=None: judged.append(draws))
+    X, y = data
+    clf = FactorBSVM(n_factors=2, classifier="linear", num_chains=2, **SMALL).fit(X, y)
+    post = judged[0].posterior
+    assert set(post.data_vars) == {"psi", "gamma", "intercept", "f", "communality"}
+    assert post["f"].dims == ("chain", "draw", "obs") and post.sizes["obs"] == len(X)
+    np.testing.assert_allclose(post["communality"].values, (clf.idata_.posterior["A"].values ** 2).sum(-1),
+                               rtol=1e-12)

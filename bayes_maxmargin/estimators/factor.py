@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -62,6 +62,9 @@ from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
 from bayes_maxmargin.models.factor.posterior import DrawsPosterior, InterceptLinearKernel, VBPosterior
 from bayes_maxmargin.models.factor.vbem import VBHyper, init_vb, run_vbem, run_vbem_batched
 from bayes_maxmargin.models.gp.model import kernel_prior
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["FactorBSVM"]
 
@@ -342,10 +345,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Xc = Xc.astype(np.float64 if x64 else np.float32)
         with float_precision(x64):
             if self.inference == "gibbs":
-                self._fit_gibbs(Xc, y, run_io)
+                identified = self._fit_gibbs(Xc, y, run_io)
             else:
-                self._fit_vbem(Xc, y, run_io)
-        self._check_mixing()
+                identified = self._fit_vbem(Xc, y, run_io)
+        self._check_mixing(identified)
         self._stage2 = None
         stage2 = self.classifier if not self.joint else self.second_stage
         if stage2 is not None:
@@ -397,7 +400,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         except ValueError as err:
             raise InvalidParameterError(str(err)) from None
 
-    def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
+    def _fit_gibbs(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> xr.DataTree:
+        """Fit by Gibbs; return the draws that the mixing check judges: those the posterior's symmetry under
+        sign changes and reorderings of the factors (with their loadings and classifier weights) leaves
+        alone: psi, gamma, the intercept, f at the training points, the communalities sum_k a_jk^2 and the
+        kernel fields of an isotropic kernel."""
         structure = self.classifier if self.joint else "none"
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = FactorHyper(*(jnp.asarray(float(v), X.dtype) for v in (
@@ -435,8 +442,13 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         post.update({k: s[k] for k in learn or ()})  # the theta draws
         self.idata_ = to_inference_data(post, sample_stats=res.info,
                                         attrs={"model": "FactorBSVM", "inference": "gibbs"})
+        identified = {k: post[k] for k in ("psi", "gamma", "intercept") if k in post}
+        identified |= {k: s[k] for k in learn or () if self.kernel != "ard"}  # ARD's follow the factors' order
+        identified |= {"f": s["f"], "communality": np.sum(np.asarray(s["A"]) ** 2, axis=-1)}
+        return to_inference_data(identified, dims={"f": ["obs"], "communality": ["feature"]})
 
     def _fit_vbem(self, X: np.ndarray, y: np.ndarray, run_io: dict[str, Any]) -> None:
+        """Fit by VB-EM (its draws are of the approximation: no mixing to judge)."""
         a0, b0 = self.gamma_prior if self.gamma_prior is not None else (1.0, 1.0)
         hyper = VBHyper(float(self.nu), float(self.psi_prior[0]), float(self.psi_prior[1]), float(a0), float(b0))
         kernel = self._vb_kernel()
