@@ -65,7 +65,7 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gamma_cm_step,
     inv_mean_lambda,
-    log_pseudo_likelihood,
+    marginal_log_likelihood,
 )
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import KernelFn, feature_scale, get_kernel, kernel_diag
@@ -143,7 +143,8 @@ class GPECMResult(NamedTuple):
 def gp_objective(f: Array, gamma: Array, cov: Covariance, hyper: GPHyper, estimate_gamma: bool) -> Array:
     """Log posterior of (f, gamma) with lambda integrated out, the quantity ECM increases.
 
-    log N(f | 0, K) + sum_n log_pseudo_likelihood(u_n) (eq. 4-6) [+ log Ga(gamma | a0, b0)], with
+    log N(f | 0, K) + sum_n log sLa(u_n) (eq. 4-6,
+    :func:`~bayes_maxmargin.core.augmentation.marginal_log_likelihood`) [+ log Ga(gamma | a0, b0)], with
     u = 1 - Y f and K in either representation (:func:`~bayes_maxmargin.models.gp.covariance.log_prior`).
     """
     return marginal_log_posterior(log_prior(cov, f), f, cov.y, gamma, hyper, estimate_gamma)
@@ -154,7 +155,7 @@ def marginal_log_posterior(
 ) -> Array:
     """log p(f) + sum_n log sLa(1 - y_n f_n | gamma, gamma0) [+ log Ga(gamma | a0, b0)] given the
     prior's log density ``log_prior_f`` at f."""
-    lp = log_prior_f + jnp.sum(log_pseudo_likelihood(1.0 - y * f, gamma, hyper.gamma0))
+    lp = log_prior_f + marginal_log_likelihood(f, y, gamma, hyper.gamma0)
     if estimate_gamma:
         lp = lp + dist.Gamma(hyper.a0, hyper.b0).log_prob(gamma)
     return lp

@@ -32,7 +32,7 @@ from bayes_maxmargin.core.augmentation import (
     expected_inv_lambda,
     gamma_cm_step,
     gaussian_conditional,
-    log_pseudo_likelihood,
+    marginal_log_likelihood,
     prior_gram,
     wide_gaussian_conditional,
 )
@@ -81,8 +81,7 @@ def linear_objective(
     coef: Array, gamma: Array, data: LinearData, hyper: LinearHyper, estimate_gamma: bool
 ) -> Array:
     """Log posterior of the marginal program (lambda integrated out), the quantity EM increases."""
-    u = 1.0 - data.y * (data.design @ coef)
-    return jnp.sum(log_pseudo_likelihood(u, gamma, hyper.gamma0)) + log_prior(
+    return marginal_log_likelihood(data.design @ coef, data.y, gamma, hyper.gamma0) + log_prior(
         coef, gamma, hyper, estimate_gamma
     )
 
