@@ -32,7 +32,7 @@ from bayes_maxmargin.models.gp.covariance import pseudo_obs_scaled
 from ._posterior import assert_posteriors_agree
 from .reference import FACTOR_GAMMA0 as GAMMA0
 from .reference import FACTOR_PROBIT_THETA
-from .reference import factor_tiny, load_reference
+from .reference import factor_separable, factor_tiny, load_reference
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +73,13 @@ def _nuts(X, y, classifier, theta, gamma_prior=None, **kw):
     return samples
 
 
-def test_linear_gibbs_agrees_with_nuts(tiny):
-    """Linear discriminative factor model: Gibbs (phi, A, psi, lambda, [beta, b], W, gamma) against
-    NUTS on the program with phi and lambda integrated out (the stored reference ``factor_linear``),
-    within 4 MCSE."""
-    X, y = tiny
-    nuts = load_reference("factor_linear").draws
+@pytest.mark.parametrize("reference", ["factor_linear", "factor_linear_separable"])
+def test_linear_gibbs_agrees_with_nuts(tiny, reference):
+    """Linear discriminative factor model: Gibbs (phi, A, psi, lambda, [beta, b] with its moves, W, gamma)
+    against NUTS on the program with phi and lambda integrated out (the stored references ``factor_linear``
+    and, with separable classes, ``factor_linear_separable``), within 4 MCSE."""
+    X, y = factor_separable() if reference == "factor_linear_separable" else tiny
+    nuts = load_reference(reference).draws
     with jax.enable_x64(True):
         gibbs = _gibbs(X, y, "linear", SEParams())
     nuts["coef"] = np.stack([nuts["beta"][..., 0], nuts["intercept"]], -1)

@@ -91,6 +91,12 @@ def factor_tiny() -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def factor_separable() -> tuple[np.ndarray, np.ndarray]:
+    """The inputs of :func:`factor_tiny` with labels the sign of their first column (separable classes)."""
+    X, _ = factor_tiny()
+    return X, np.where(X[:, 0] > 0, 1.0, -1.0)
+
+
 def luts_intercept_problem(n: int = 60, m: int = 4, seed: int = 0):
     """Luts & Ormerod Example 2: a random intercept over m groups (MixedData, float64 under x64)."""
     from bayes_maxmargin.models.luts.model import MixedData
@@ -239,10 +245,10 @@ def _gp_fixed_build():
     return (jnp.asarray(X), jnp.asarray(y)), kwargs
 
 
-def _factor_build():
+def _factor_build(separable: bool = False):
     from bayes_maxmargin.core.kernels import SEParams
 
-    X, y = factor_tiny()
+    X, y = factor_separable() if separable else factor_tiny()
     kwargs = dict(n_factors=1, classifier="linear", nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=None,
                   gamma0=FACTOR_GAMMA0, intercept_scale=1.0, kernel_params=SEParams(), marginal_phi=True)
     return (jnp.asarray(X), jnp.asarray(y)), kwargs
@@ -374,6 +380,13 @@ PROBLEMS: dict[str, Problem] = {
             "factor_linear", _model("factor", "factor_bsvm"), _factor_build, lambda: jax.random.PRNGKey(1),
             dict(num_warmup=300, num_samples=600, num_chains=4), _factor_reduce,
             "linear discriminative factor model, phi marginalised, 12 x 4: tests/test_factor_gibbs.py",
+            sign_symmetric=("A", "beta"),
+        ),
+        Problem(
+            "factor_linear_separable", _model("factor", "factor_bsvm"), functools.partial(_factor_build, True),
+            lambda: jax.random.PRNGKey(1), dict(num_warmup=300, num_samples=600, num_chains=4), _factor_reduce,
+            "linear discriminative factor model, phi marginalised, 12 x 4, separable classes: "
+            "tests/test_factor_gibbs.py",
             sign_symmetric=("A", "beta"),
         ),
         Problem(

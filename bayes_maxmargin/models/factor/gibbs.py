@@ -11,7 +11,11 @@ One sweep updates, in turn (each step an exact conditional draw of the augmented
 4. the classifier and the factor scores:
 
    * ``"linear"`` (Polson & Scott 2011 within the factor model): 1 / lambda | f (eq. 7);
-     [beta, b] | W, lambda, gamma Gaussian (:func:`~bayes_maxmargin.core.augmentation.gaussian_conditional`);
+     [beta, b] | W, lambda, gamma Gaussian (:func:`~bayes_maxmargin.core.augmentation.gaussian_conditional`),
+     then (max-margin link) slice moves of [beta, b] along each axis with lambda integrated out
+     (:func:`~bayes_maxmargin.core.augmentation.marginal_moves`) and 1 / lambda | f afresh, a blocked update
+     of ([beta, b], lambda): given lambda the margin points pin f_n, and the conditional draws alone move
+     [beta, b] slowly;
      w_n | A, psi, beta, b, lambda, gamma ~ N, precision I + psi A'A + gamma beta beta' / lambda_n
      (all n at once: the w_n are conditionally independent); 1 / g_k | beta_k ~ IG(sqrt(rho /
      beta_k^2), rho) with factor-score selection; gamma | f, lambda (eq. 7);
@@ -73,6 +77,7 @@ from bayes_maxmargin.core.augmentation import (
     draw_gamma,
     expected_inv_lambda,
     gaussian_conditional,
+    marginal_moves,
     sample_gaussian,
     sample_inv_lambda,
 )
@@ -474,6 +479,13 @@ def build_factor_kernel(
             coef = sample_gaussian(keys[4], gaussian_conditional(design, y, inv_lam, gamma, prior_prec))
             if not fit_intercept:
                 coef = coef.at[Kf].set(0.0)
+            if link == "hinge":  # [beta, b] with lambda integrated out, then lambda | f afresh
+                free = jnp.ones_like(coef) if fit_intercept else jnp.ones_like(coef).at[Kf].set(0.0)
+                coef = marginal_moves(jax.random.fold_in(keys[4], 1), coef, design, y,
+                                      lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0,
+                                      jnp.diag(free))
+                inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * (design @ coef), gamma,
+                                            hyper.gamma0)
             if sample_g:
                 inv_g = draw_inv_scale(keys[5], coef[:Kf], hyper.rho)
             W = _draw_scores_linear(keys[6], X, y, A, psi, coef, inv_lam, gamma)
