@@ -9,8 +9,10 @@ library's default, the overrelaxed draw with the directional moves that integrat
 per draw of ``LinearBSVM()`` at its defaults, with and without the moves, on breast cancer, each class of
 iris (one-vs-rest) and a 1000 x 20 two-Gaussian set (standardised features); a third, GP Gibbs with
 theta sampled on 150 x 30 rows (one chain): iterations and ESS of theta and f per second for both theta
-samplers, with and without the elliptical moves of f. The same script runs on a
-GPU when JAX sees one (``--tag gpu`` keeps the CPU results).
+samplers, with and without the elliptical moves of f; a fourth and a fifth, the bulk ESS per draw of what
+the sign and order symmetry of ``MaxMarginProjection`` and ``FactorBSVM`` leaves alone
+(:func:`symmetric_model_rows`). The same script runs on a GPU when JAX sees one (``--tag gpu`` keeps the
+CPU results).
 
     python benchmarks/gibbs_vs_nuts.py [--quick] [--chains 4] [--out-dir DIR] [--tag TAG]
 """
@@ -126,6 +128,64 @@ def ess_per_draw_rows(quick: bool) -> list[dict]:
     return rows
 
 
+def symmetric_model_rows(quick: bool) -> list[dict]:
+    """Bulk ESS per draw and the largest R-hat of what the sign and order symmetry of the latent models leaves
+    alone (the quantities their mixing checks judge): ``MaxMarginProjection`` (one component, 4 chains of 5000
+    after 500) on breast cancer, two half moons (200 rows) and iris (three classes, two components): A w
+    (smallest over its entries), b and sigma; ``FactorBSVM`` (linear classifier, 5 factors, 4 chains of 500
+    after 500) on breast cancer: the intercept, f at the training rows (smallest and median), gamma and the
+    communalities sum_k a_jk^2 (smallest)."""
+    import warnings
+
+    from sklearn.datasets import load_breast_cancer, load_iris, make_moons
+    from sklearn.preprocessing import StandardScaler
+
+    from bayes_maxmargin import FactorBSVM, MaxMarginProjection
+    from bayes_maxmargin.diagnostics import rank_diagnostics
+
+    def measured(draws: np.ndarray) -> tuple[float, float, float]:
+        """(smallest bulk ESS per draw, median, largest R-hat) of draws laid out (chain, draw, ...)."""
+        chains, n = draws.shape[:2]
+        rhat, ess = rank_diagnostics(draws.reshape(chains, n, -1))
+        return float(ess.min()) / (chains * n), float(np.median(ess)) / (chains * n), float(rhat.max())
+
+    sets = {"breast cancer": load_breast_cancer(return_X_y=True), "two half moons": make_moons(200, noise=0.3,
+                                                                                                random_state=0),
+            "iris": load_iris(return_X_y=True)}
+    run = dict(num_chains=2, num_samples=300, num_warmup=100) if quick else dict(num_chains=4, num_samples=5000,
+                                                                                  num_warmup=500)
+    rows = []
+    for name, (X, y) in sets.items():
+        X = StandardScaler().fit_transform(X)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the table reports the mixing itself
+            post = MaxMarginProjection(random_state=0, **run).fit(X, y).idata_.posterior
+        row = {"model": "MaxMarginProjection", "data": name}
+        for var in ("coef", "b", "sigma"):
+            low, _, rhat = measured(post[var].values)
+            row[f"{var}_ess_per_draw"], row[f"{var}_rhat"] = low, rhat
+        rows.append(row)
+        print(row, flush=True)
+    X, y = sets["breast cancer"]
+    run = dict(num_chains=2, num_samples=100, num_warmup=100) if quick else dict(num_chains=4, num_samples=500,
+                                                                                  num_warmup=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = FactorBSVM(n_factors=5, thin=1, random_state=0, **run).fit(StandardScaler().fit_transform(X), y)
+    post = clf.idata_.posterior
+    f = clf._posterior.draws["f"].reshape(run["num_chains"], run["num_samples"], -1)  # its draws of f (not in idata_)
+    row = {"model": "FactorBSVM", "data": "breast cancer"}
+    for var, draws in (("intercept", post["intercept"].values), ("gamma", post["gamma"].values),
+                       ("communality", (post["A"].values ** 2).sum(-1)), ("f", f)):
+        low, median, rhat = measured(draws)
+        row[f"{var}_ess_per_draw"], row[f"{var}_rhat"] = low, rhat
+        if var == "f":
+            row["f_median_ess_per_draw"] = median
+    rows.append(row)
+    print(row, flush=True)
+    return rows
+
+
 def gp_theta_rows(quick: bool) -> list[dict]:
     """``GPBSVM(inference="gibbs")`` with theta sampled on 150 x 30 synthetic rows, one chain: iterations
     per second of the second (compiled) fit, and ESS per second of log theta and of f for both theta
@@ -194,9 +254,14 @@ def main() -> None:
     print(markdown_table(mixing, list(mixing[0])))
     gp = gp_theta_rows(args.quick)
     print(markdown_table(gp, list(gp[0])))
+    symmetric = symmetric_model_rows(args.quick)
+    for model in ("MaxMarginProjection", "FactorBSVM"):
+        part = [r for r in symmetric if r["model"] == model]
+        print(markdown_table(part, list(part[0])))
     settings = {"chains": chains, "gibbs": [g_warm, g_samp], "nuts": [n_warm, n_samp], "float64": True}
     path = write_results(result_name("gibbs_vs_nuts", args.quick, args.tag),
                          {"settings": settings, "rows": rows, "ess_per_draw": mixing, "gp_theta": gp,
+                          "symmetric_models": symmetric,
                           "load1": os.getloadavg()[0]},
                          args.out_dir)
     print(f"written {path}")
