@@ -54,13 +54,13 @@ from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.core.slice import direction_sweep, slice_1d
 
-__all__ = ["GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood", "augmented_sweep",
-           "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda", "expected_lambda",
-           "gamma0_conditional", "gamma_cm_step", "gamma_conditional", "gaussian_conditional", "hinge_c",
-           "log_gamma0_prior", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor", "marginal_log_density",
-           "marginal_log_likelihood", "marginal_moves", "masked_rows", "prior_gram", "sample_gaussian",
-           "sample_inv_lambda", "sample_wide_gaussian", "scale_move", "use_wide_form", "vb_hinge_bound",
-           "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
+__all__ = ["ELLIPTICAL_STEPS", "GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood",
+           "augmented_sweep", "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda",
+           "expected_lambda", "gamma0_conditional", "gamma_cm_step", "gamma_conditional", "gaussian_conditional",
+           "hinge_c", "log_gamma0_prior", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
+           "marginal_log_density", "marginal_log_likelihood", "marginal_moves", "masked_rows", "prior_gram",
+           "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move", "use_wide_form",
+           "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
 def margin_floor(dtype: jnp.dtype) -> float:
@@ -552,6 +552,12 @@ def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Arr
 
     t, _, _ = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
     return t
+
+
+#: Elliptical slice updates of f per Gibbs sweep in the GP samplers (GPBSVM's ``marginal_moves``, the factor
+#: model's GP classifier): on iris, class 2 against the rest, theta fixed, f's least bulk ESS per draw was 0.09
+#: with none, 0.11 with 1, 0.16 with 4, 0.29 with 10.
+ELLIPTICAL_STEPS = 10
 
 
 def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, gamma0: Array, steps: int,

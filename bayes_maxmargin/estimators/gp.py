@@ -15,6 +15,7 @@ from jax.scipy.linalg import cho_solve
 from sklearn.exceptions import ConvergenceWarning
 
 from bayes_maxmargin._version import __version__
+from bayes_maxmargin.core.augmentation import ELLIPTICAL_STEPS
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import ARD, Constant, Kernel, as_kernel, get_kernel, kernel_name, median_distance
 from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
@@ -151,9 +152,6 @@ def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
 #: Gibbs factorises N x N matrices in every sweep (about a dozen with the kernel sampled): on 150 x 30
 #: rows, one chain, 2 shared cores, one thread ran 90 sweeps per second against 0.8 with OpenBLAS's two.
 _BLAS_THREADS = {"ecm": 1, "fitc": 1, "svi": 1, "gibbs": 1}
-#: Elliptical slice updates of f per Gibbs sweep with ``marginal_moves`` (on iris, class 2 against the
-#: rest, theta fixed, f's least bulk ESS per draw was 0.09 with none, 0.11 with 1, 0.16 with 4, 0.29 with 10)
-ELLIPTICAL_STEPS = 10
 
 
 def _blas_threads(inference: Any) -> int | None:
@@ -494,11 +492,12 @@ class GPBSVM(_BayesianSVMClassifier):
         the posterior invariant; the collapsed one gave more effective draws of theta per second
         (:mod:`~bayes_maxmargin.models.gp.gibbs_theta`). The bracket widths adapt during the warm-up.
     marginal_moves : bool, default=True
-        Gibbs only: add :data:`ELLIPTICAL_STEPS` elliptical slice updates of f with lambda integrated out
-        to each sweep (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`), then draw lambda
-        given the moved f. The sweep keeps its exact target; the updates cost O(N^2) each against the
-        sweep's O(N^3), and raise f's effective draws per draw (iris, class 2 against the rest, theta
-        fixed: from 0.09 to 0.29).
+        Gibbs only: add :data:`~bayes_maxmargin.core.augmentation.ELLIPTICAL_STEPS` elliptical slice
+        updates of f with lambda integrated out to each sweep
+        (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`), then draw lambda given the moved f.
+        The sweep keeps its exact target; the updates cost O(N^2) each against the sweep's O(N^3), and
+        raise f's effective draws per draw (iris, class 2 against the rest, theta fixed: from 0.09 to
+        0.29).
     gamma : float
         Hinge scale (fixed), or the initial value when ``gamma_prior`` is given.
     gamma_prior : (float, float) or None

@@ -445,14 +445,15 @@ CHAOTIC_REFITS = ("GPBSVM-nuts", "GPBSVM-nuts-theta", "FactorBSVM-gibbs-linear-t
 #: do not depend on the units of X), and stop elsewhere after their few ML-II iterations. The Gibbs samplers
 #: whose sweeps gained moves since the fixtures were written (the linear and Luts samplers' directional and
 #: scale moves, GP Gibbs's elliptical moves of f, the projection's moves of [w; b] and its bias shift, the
-#: linear factor model's moves of [beta, b]) draw
+#: factor model's moves of [beta, b] and of f) draw
 #: other chains of the same posterior (each kernel is checked against NUTS), and the projection's posterior
 #: gained ``coef``: their refits, and that of the two-stage factor model whose second stage is LinearBSVM's
 #: Gibbs, are compared with re-recorded ones.
 GIBBS_WITH_MOVES = ("LinearBSVM-gibbs", "LinearBSVM-gibbs-gamma-prior", "LinearBSVM-gibbs-penalty",
                     "LinearBSVM-gibbs-laplace_zero", "LinearBSVM-gibbs-mixed", "LinearBSVM-gibbs-missing",
                     "LinearBSVM-gibbs-multiclass", "GPBSVM-gibbs", "GPBSVM-gibbs-theta", "GPBSVM-gibbs-theta-ard",
-                    "FactorBSVM-gibbs-linear", "FactorBSVM-gibbs-linear-rho", "FactorBSVM-gibbs-linear-two-stage",
+                    "FactorBSVM-gibbs-linear", "FactorBSVM-gibbs-linear-rho", "FactorBSVM-gibbs-gp",
+                    "FactorBSVM-gibbs-linear-two-stage",
                     "MaxMarginProjection-linear", "MaxMarginProjection-rbf",
                     "MaxMarginProjection-rbf-spike-slab", "MaxMarginProjection-poly-random-basis",
                     "MaxMarginProjection-linear-multiclass")

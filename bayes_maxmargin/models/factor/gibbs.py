@@ -24,7 +24,9 @@ One sweep updates, in turn (each step an exact conditional draw of the augmented
      K(W) + Lambda / gamma) (eq. 9); with theta sampled, log theta | W, lambda, gamma, f still
      marginalised, by the slice sweep of the GP sampler (Sec. 3, :func:`draw_log_theta`) on the new
      scores; then f | W, theta, lambda, gamma exactly (eq. 7,
-     :func:`~bayes_maxmargin.models.gp.gibbs.sample_f`); 1 / lambda | f; gamma | f, lambda;
+     :func:`~bayes_maxmargin.models.gp.gibbs.sample_f`), then (max-margin link) elliptical slice updates
+     of f with lambda integrated out (:func:`~bayes_maxmargin.core.augmentation.elliptical_moves`, as in
+     GP Gibbs) and 1 / lambda | f afresh; gamma | f, lambda;
    * ``"none"`` (the factor model alone, first stage of FM+L / FM+N): w_n | A, psi ~ N(S_N psi A'
      x_n, S_N).
 
@@ -74,7 +76,9 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.augmentation import (
+    ELLIPTICAL_STEPS,
     draw_gamma,
+    elliptical_moves,
     expected_inv_lambda,
     gaussian_conditional,
     marginal_moves,
@@ -506,7 +510,12 @@ def build_factor_kernel(
                 data = data._replace(theta=unpack(log_theta, params_like))
                 info.update(slice_evaluations=sliced.num_evaluations, slice_stalled=sliced.num_stalled)
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
-            f = sample_f(keys[5], gp_data(K, y), inv_lam, gamma)
+            gdata = gp_data(K, y)
+            f = sample_f(keys[5], gdata, inv_lam, gamma)
+            if link == "hinge":  # f with lambda integrated out, then lambda | f afresh
+                f = elliptical_moves(jax.random.fold_in(keys[5], 1), f, gdata.chol, y, gamma, hyper.gamma0,
+                                     ELLIPTICAL_STEPS)
+                inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * f, gamma, hyper.gamma0)
         else:
             raise ValueError(f"classifier must be 'linear', 'gp' or 'none', got {classifier!r}")
         if sample_gamma and classifier != "none":
