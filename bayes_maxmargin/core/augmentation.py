@@ -506,7 +506,7 @@ def marginal_moves(key: Array, coef: Array, design: Array, y: Array, log_prior: 
         ``log_prior(coef)``, the weights' log prior given the other parameters.
     gamma, gamma0 : Array
         The hinge scale and the rate of lambda's exponential prior (0: the hinge).
-    basis : Array, shape (p, p)
+    basis : Array, shape (k, p)
         The directions, one per row.
     mask : Array, optional
         1 for data rows, 0 for padding rows.

@@ -484,10 +484,9 @@ def build_factor_kernel(
             if not fit_intercept:
                 coef = coef.at[Kf].set(0.0)
             if link == "hinge":  # [beta, b] with lambda integrated out, then lambda | f afresh
-                free = jnp.ones_like(coef) if fit_intercept else jnp.ones_like(coef).at[Kf].set(0.0)
+                axes = jnp.eye(Kf + 1, dtype=coef.dtype)[: Kf + fit_intercept]  # a fixed intercept stays at 0
                 coef = marginal_moves(jax.random.fold_in(keys[4], 1), coef, design, y,
-                                      lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0,
-                                      jnp.diag(free))
+                                      lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0, axes)
                 inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * (design @ coef), gamma,
                                             hyper.gamma0)
             if sample_g:
