@@ -139,7 +139,9 @@ class GPModelConfig:
     gamma0: float | None = None
     gamma0_prior: list[float] | None = None
     jitter: float = 1e-6
-    calibrate: Optional[bool] = None  # None: GPBSVM's default (a learnt link for ecm, fitc, vi, svi)
+    # Any, not Optional[bool]: true, false or "cv" (the link learnt from refits on five folds); None: GPBSVM's
+    # default (a learnt link for ecm, fitc, vi, svi)
+    calibrate: Any = None
 
 
 @dataclass

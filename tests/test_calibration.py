@@ -24,6 +24,7 @@ from bayes_maxmargin.core.predict import (
     tie_groups,
 )
 from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.data.splits import cross_fit_folds
 from bayes_maxmargin.models.gp.ecm import gp_predict
 from bayes_maxmargin.models.gp.posterior import SVIPosterior
 from bayes_maxmargin.models.gp.svi import prediction_problem, svi_gp
@@ -321,7 +322,7 @@ def test_multiclass_link_per_class_and_saved(tmp_path):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(inference="gibbs", calibrate=True), r"calibrate: True with inference='gibbs'"),
     (dict(inference="nuts", calibrate=True), r"calibrate: True with inference='nuts'"),
-    (dict(calibrate="yes"), r"calibrate: 'yes' \(must be a bool or None\)"),
+    (dict(calibrate="yes"), r"calibrate: 'yes' \(must be a bool, 'cv' or None\)"),
 ])
 def test_bad_calibrate_is_named(moons, kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
@@ -354,3 +355,74 @@ def test_svi_leave_one_out_pass_pads_rows_without_reaching_the_result(moons):
     np.testing.assert_allclose(mean, expected[0], rtol=1e-10)  # other shapes, other blocking: last bits
     np.testing.assert_allclose(var, expected[1], rtol=1e-10)
     np.testing.assert_allclose(clf.link_, fit_probit_link(*expected, ypm), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ calibrate="cv"
+def test_cross_fitted_link_is_learnt_from_refits_on_the_folds(moons, tmp_path):
+    """calibrate="cv": link_ is fit_probit_link of the labels given the probit margins m / sqrt(1 + v) of
+    f at each fold's rows from a fit on the other rows (the folds of cross_fit_folds with the fit's seed),
+    the full fit's posterior is the uncalibrated fit's, and it predicts Phi(a m / sqrt(1 + v) + b), also
+    after saving. Both sides run the same compiled programs on the same rows in this process, so they
+    agree to rounding (rtol 1e-8 against float64's 1e-16 per operation, through a link fit by L-BFGS-B to
+    its default tolerance from the same start). A refit with calibrate=True links f again."""
+    X, y = moons
+    settings = dict(inference="ecm", **FITS["ecm"], **QUIET)
+    cv = GPBSVM(calibrate="cv", **settings).fit(X, y)
+    raw = GPBSVM(calibrate=False, **settings).fit(X, y)
+    mean, var = raw.predict_latent(X)
+    np.testing.assert_array_equal(cv.predict_latent(X)[0], mean)
+    held_mean, held_var = np.zeros(len(y)), np.zeros(len(y))
+    for train, held in cross_fit_folds(y, None, 5, cv._fit_seed()):
+        assert np.intersect1d(train, held).size == 0
+        fold = GPBSVM(calibrate=False, **settings).fit(X[train], y[train])
+        held_mean[held], held_var[held] = fold.predict_latent(X[held])
+    margin = probit_margin(held_mean, held_var)
+    np.testing.assert_allclose(cv.link_, fit_probit_link(margin, 0 * margin, np.where(y == 1, 1.0, -1.0)), rtol=1e-8)
+    assert cv.link_input_ == "margin" and not np.allclose(cv.link_, [1.0, 0.0])
+    a, b = cv.link_
+    np.testing.assert_allclose(cv.predict_proba(X)[:, 1], ndtr(a * mean / np.sqrt(1 + var) + b), rtol=1e-12)
+    save(cv, tmp_path / "cv.bmm")
+    np.testing.assert_array_equal(load(tmp_path / "cv.bmm").predict_proba(X), cv.predict_proba(X))
+    cv.link_input_ = "logit"  # a state that no fit writes is refused, as on loading a file
+    with pytest.raises(ValueError, match=r"link_input_ is 'logit', not one of 'f', 'margin'"):
+        cv._check_restored()
+    cv.set_params(calibrate=True).fit(X, y)
+    assert "link_input_" not in vars(cv)
+
+
+def test_cross_fitting_folds_hold_twins_out_together_and_keep_every_class():
+    """Held-out sets cover every row once, keep each group of repeated inputs together, and every
+    training set has one size and every class (a class of two rows among 40)."""
+    rng = np.random.default_rng(0)
+    y = np.array([0] * 38 + [1] * 2)
+    groups = rng.integers(0, 25, size=40)
+    groups[38:] = [100, 101]
+    folds = cross_fit_folds(y, groups, 5, seed=3)
+    assert sorted(np.concatenate([h for _, h in folds]).tolist()) == list(range(40))
+    assert len({t.size for t, _ in folds}) == 1
+    for train, held in folds:
+        assert not np.isin(groups[held], groups[train]).any()
+        assert set(y[train]) == {0, 1}
+
+
+def test_cross_fitted_link_per_class_in_a_multiclass_fit():
+    """A one-vs-rest fit learns one cross-fitted link per class, each its binary fit's, and predicts
+    through them (probabilities summing to one)."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    clf = GPBSVM(inference="ecm", calibrate="cv", learn_kernel=False, max_iter=60, **QUIET).fit(X, y)
+    assert clf.link_.shape == (3, 2)
+    for k, sub in enumerate(clf.estimators_):
+        np.testing.assert_array_equal(clf.link_[k], sub.link_)
+        assert not np.allclose(sub.link_, [1.0, 0.0])
+    np.testing.assert_allclose(clf.predict_proba(X).sum(axis=1), 1.0)
+    assert np.mean(clf.predict(X) == y) > 0.9
+
+
+def test_cross_fitting_names_a_class_with_one_row(moons):
+    X, y = moons
+    y = y.copy()
+    y[0] = 2
+    with pytest.raises(InvalidParameterError, match=r"calibrate='cv'.*class 2 has 1"):
+        GPBSVM(inference="ecm", calibrate="cv", **FITS["ecm"], **QUIET).fit(X, y)

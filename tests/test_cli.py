@@ -464,6 +464,14 @@ def test_every_estimator_option_can_be_set_from_the_command_line():
         assert set(accepted) - reached == set(TOP_LEVEL), cls
 
 
+def test_calibrate_takes_a_bool_or_cv_from_the_command_line():
+    """model.calibrate is true, false or cv (the link from refits on five folds), as GPBSVM's calibrate."""
+    from bayes_maxmargin.cli import _estimator
+
+    for text, value in (("cv", "cv"), ("true", True), ("null", None)):
+        assert _estimator(_composed("model=gp", "inference=ecm", f"model.calibrate={text}")).calibrate == value
+
+
 @pytest.mark.parametrize("args, expected", [
     (("model=gp", "inference=ecm", "model.kernel_params={lengthscale:-1.0}"),
      "Invalid value for kernel_params['lengthscale']: -1.0 (must be a real number > 0.0) "

@@ -267,20 +267,32 @@ def link_shift(mean: np.ndarray, var: np.ndarray, y: np.ndarray, link: np.ndarra
     return float(d @ (0.5 * (hess + hess.T)) @ d)
 
 
-def linked_moments(mean: np.ndarray, var: np.ndarray, link: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Moments of a f + b for f ~ (mean, var): (a m + b, a^2 v); ``link`` is (a, b), or (K, 2) for K
-    columns of ``mean``; None is the identity.
+#: What a learnt link (a, b) acts on: f itself, Phi(a f + b) with f ~ N(m, v) (``"f"``), or the probit margin
+#: of the papers' predictive, Phi(a m / sqrt(1 + v) + b) (``"margin"``: Platt scaling of ``decision_function``).
+LINK_INPUTS = ("f", "margin")
+
+
+def linked_moments(mean: np.ndarray, var: np.ndarray, link: np.ndarray | None,
+                   on: str = "f") -> tuple[np.ndarray, np.ndarray]:
+    """Moments (M, V) of the argument of the probit, P(y = +1) = Phi(M / sqrt(1 + V)), under ``link``
+    (a, b) for f ~ (mean, var): on f, a f + b, (a m + b, a^2 v); on the margin, a m / sqrt(1 + v) + b
+    with V = 0 (:data:`LINK_INPUTS`). ``link`` is (a, b), or (K, 2) for K columns of ``mean``; None is the
+    identity.
 
     Examples
     --------
     >>> import numpy as np
     >>> linked_moments(np.array([1.0]), np.array([0.5]), np.array([2.0, -1.0]))
     (array([1.]), array([2.]))
+    >>> linked_moments(np.array([1.0]), np.array([3.0]), np.array([2.0, -1.0]), on="margin")
+    (array([0.]), array([0.]))
     """
     if link is None:
         return mean, var
     link = np.asarray(link, np.float64)
     a, b = link[..., 0], link[..., 1]
+    if on == "margin":
+        return a * probit_margin(mean, var) + b, np.zeros_like(var)
     return a * mean + b, a * a * var
 
 

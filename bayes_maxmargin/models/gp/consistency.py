@@ -35,6 +35,7 @@ from bayes_maxmargin.core.consistency import (
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.parameters import params_dict
+from bayes_maxmargin.core.predict import LINK_INPUTS
 from bayes_maxmargin.models.gp.posterior import DrawsPosterior, ModePosterior, SVIPosterior, VIPosterior
 from bayes_maxmargin.models.gp.svi import inducing_posterior
 
@@ -53,6 +54,8 @@ def check_gp_fit(state: Mapping[str, Any], n_features: int, gamma0: float, jitte
         raise ValueError(f"_posterior is a {type(post).__name__}, not a GP posterior")
     if "link_" in state:
         check_link(state["link_"])
+    if state.get("link_input_", "f") not in LINK_INPUTS:
+        raise ValueError(f"link_input_ is {state['link_input_']!r}, not one of {', '.join(map(repr, LINK_INPUTS))}")
 
 
 def check_link(link: Any) -> None:
