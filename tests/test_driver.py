@@ -95,18 +95,25 @@ def test_nonfinite_state_names_chain_iteration_and_variable():
         )
 
 
+class CountInfo(NamedTuple):
+    iteration: jax.Array
+    moved_right: jax.Array
+    unused: jax.Array | None = None  # a field a kernel leaves None is not recorded
+
+
 def info_kernel(key, state, data, hyper):
     """:func:`count_kernel` that also reports its iteration number and a per-chain flag as Info."""
     new, _ = count_kernel(key, state, data, hyper)
-    return new, {"iteration": new.count, "moved_right": (new.x[0] > state.x[0]).astype(jnp.int32)}
+    return new, CountInfo(new.count, (new.x[0] > state.x[0]).astype(jnp.int32))
 
 
 def test_kernel_info_is_kept_per_draw():
-    """Info of the iteration that produced each kept draw, laid out (chain, draw); chunking and
-    thinning do not change it, and a kernel without Info gives an empty dict."""
+    """Info (a NamedTuple) of the iteration that produced each kept draw, laid out (chain, draw); chunking
+    and thinning do not change it, and a kernel without Info gives an empty dict."""
     kwargs = dict(num_warmup=5, num_samples=4, thin=3, progress_bar=False)
     args = (record_count, _init(3), jax.random.PRNGKey(0), {"limit": 10**6}, 1.0)
     res = run_chains(info_kernel, *args, **kwargs)
+    assert set(res.info) == {"iteration", "moved_right"}
     np.testing.assert_array_equal(res.info["iteration"], res.samples["count"])
     assert res.info["moved_right"].shape == (3, 4) and set(np.unique(res.info["moved_right"])) <= {0, 1}
     chunked = run_chains(info_kernel, *args, chunk_size=1, **kwargs)

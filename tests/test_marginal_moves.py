@@ -204,3 +204,40 @@ def test_an_overflow_under_the_vague_penalty_prior_names_a_proper_one(monkeypatc
         LinearBSVM(prior="penalty").fit(X, y)
     with pytest.raises(NonFiniteStateError, match=r"iteration 649$"):
         LinearBSVM(prior="penalty", A_u=2.0, B_u=2.0).fit(X, y)
+
+
+def _move_fits():
+    from bayes_maxmargin import FactorBSVM, GPBSVM, MaxMarginProjection
+
+    short = dict(num_warmup=20, num_samples=10, num_chains=2, progress_bar=False, random_state=0)
+    return {
+        "linear": lambda moves: LinearBSVM(marginal_moves=moves, **short),
+        "linear-penalty": lambda moves: LinearBSVM(prior="penalty", marginal_moves=moves, **short),
+        "gp": lambda moves: GPBSVM(inference="gibbs", learn_kernel=False, marginal_moves=moves, **short),
+        "gp-theta": lambda moves: GPBSVM(inference="gibbs", marginal_moves=moves, **short),
+        "projection": lambda moves: MaxMarginProjection(n_components=2, **short) if moves else None,
+        "factor": lambda moves: FactorBSVM(n_factors=2, classifier="linear", **short) if moves else None,
+    }
+
+
+@pytest.mark.parametrize("name", list(_move_fits()))
+def test_the_moves_report_their_evaluations_per_draw(name):
+    """Every Gibbs sampler's Info (MoveInfo: the moves' density evaluations and stalled updates) reaches
+    sample_stats per draw: each draw of a sweep with moves evaluated the marginal density at least once per
+    direction (slice moves: the initial bracket's point) or per elliptical update, a sweep without them
+    none, and the moves' Info changes no draw it is recorded beside."""
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X[:60, :4])
+    y = y[:60]
+    make = _move_fits()[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (MixingWarning, SeparableClassesWarning))
+        stats = make(True).fit(X, y).idata_.sample_stats
+        off = make(False)
+        off_stats = None if off is None else off.fit(X, y).idata_.sample_stats
+    evaluations = np.asarray(stats["move_evaluations"])
+    assert evaluations.shape[:2] == (2, 10)
+    assert evaluations.min() >= {"gp": 10, "gp-theta": 10}.get(name, 3)  # 10 elliptical updates; >= 3 axes
+    assert np.all(np.asarray(stats["move_stalled"]) >= 0)
+    if off_stats is not None:
+        assert np.all(np.asarray(off_stats["move_evaluations"]) == 0)

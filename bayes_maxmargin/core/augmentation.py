@@ -54,7 +54,7 @@ from bayes_maxmargin.core.distributions import InverseGaussian
 from bayes_maxmargin.core.linalg import LOG_2PI
 from bayes_maxmargin.core.slice import direction_sweep, slice_1d
 
-__all__ = ["ELLIPTICAL_STEPS", "GaussianConditional", "WideGaussianConditional", "augmented_log_likelihood",
+__all__ = ["ELLIPTICAL_STEPS", "GaussianConditional", "MoveInfo", "WideGaussianConditional", "augmented_log_likelihood",
            "augmented_sweep", "draw_gamma", "draw_gamma0", "draw_scales", "elliptical_moves", "expected_inv_lambda",
            "expected_lambda", "gamma0_conditional", "gamma_cm_step", "gamma_conditional", "gaussian_conditional",
            "hinge_c", "log_gamma0_prior", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
@@ -479,8 +479,38 @@ def marginal_log_density(coef: Array, margin: Array, y: Array, log_prior: Callab
     return log_prior(coef) + marginal_log_likelihood(margin, y, gamma, gamma0, mask)
 
 
+class MoveInfo(NamedTuple):
+    """What a sweep's moves with lambda integrated out did (:func:`marginal_moves`, :func:`elliptical_moves`,
+    :func:`scale_move`): the Info of the Gibbs kernels, recorded per draw in ``sample_stats``.
+
+    Attributes
+    ----------
+    move_evaluations : Array
+        Evaluations of the marginal log density: the slice moves' stepping-out and shrinkage steps, the
+        elliptical moves' proposals on the ellipse.
+    move_stalled : Array
+        Slice moves that accepted no point within their shrinkage steps and kept the current one.
+    """
+
+    move_evaluations: Array
+    move_stalled: Array
+
+    @classmethod
+    def none(cls) -> "MoveInfo":
+        """The Info of a sweep without moves."""
+        return cls(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+    def __add__(self, other: "MoveInfo") -> "MoveInfo":  # type: ignore[override]
+        return MoveInfo(self.move_evaluations + other.move_evaluations, self.move_stalled + other.move_stalled)
+
+
+def _move_info(info: Any) -> MoveInfo:
+    """:class:`MoveInfo` of a :class:`~bayes_maxmargin.core.slice.SliceInfo`."""
+    return MoveInfo(jnp.asarray(info.num_evaluations, jnp.int32), jnp.asarray(info.num_stalled, jnp.int32))
+
+
 def marginal_moves(key: Array, coef: Array, design: Array, y: Array, log_prior: Callable[[Array], Array],
-                   gamma: Array, gamma0: Array, basis: Array, mask: Array | None = None) -> Array:
+                   gamma: Array, gamma0: Array, basis: Array, mask: Array | None = None) -> tuple[Array, MoveInfo]:
     """Univariate slice moves of ``coef`` along each row of ``basis`` under :func:`marginal_log_density`
     (:func:`~bayes_maxmargin.core.slice.direction_sweep`; the margin kept up to date in O(n) per
     density evaluation).
@@ -513,20 +543,22 @@ def marginal_moves(key: Array, coef: Array, design: Array, y: Array, log_prior: 
 
     Returns
     -------
-    Array, shape (p,)
+    coef : Array, shape (p,)
         The moved weights.
+    info : MoveInfo
+        The moves' density evaluations and stalled updates, summed over the directions.
     """
 
     def logdensity(c: Array, margin: Array) -> Array:
         return marginal_log_density(c, margin, y, log_prior, gamma, gamma0, mask)
 
-    coef, _, _ = direction_sweep(key, logdensity, coef, design @ coef, basis, design @ basis.T)
-    return coef
+    coef, _, info = direction_sweep(key, logdensity, coef, design @ coef, basis, design @ basis.T)
+    return coef, _move_info(info)
 
 
 def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Array,
                log_prior: Callable[[Array], Array], gamma: Array = 1.0, gamma0: Array = 0.0,
-               mask: Array | None = None, width: float = 1.0, max_steps: int = 4) -> Array:
+               mask: Array | None = None, width: float = 1.0, max_steps: int = 4) -> tuple[Array, MoveInfo]:
     """A slice update of t = log s, the scale of a block of weights u = s z, with z fixed and lambda
     integrated out: the ancillary step of an interweaving strategy (Yu & Meng 2011).
 
@@ -543,15 +575,17 @@ def scale_move(key: Array, log_scale: Array, fixed: Array, scaled: Array, y: Arr
 
     Returns
     -------
-    Array
+    t : Array
         The new t; the weights become exp(t - t0) times their current value.
+    info : MoveInfo
+        The update's density evaluations and whether it stalled.
     """
 
     def logdensity(t: Array) -> Array:
         return log_prior(t) + marginal_log_likelihood(fixed + jnp.exp(t - log_scale) * scaled, y, gamma, gamma0, mask)
 
-    t, _, _ = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
-    return t
+    t, _, info = slice_1d(key, logdensity, log_scale, logdensity(log_scale), jnp.asarray(width, fixed.dtype), max_steps)
+    return t, _move_info(info)
 
 
 #: Elliptical slice updates of f per Gibbs sweep in the GP samplers (GPBSVM's ``marginal_moves``, the factor
@@ -561,7 +595,7 @@ ELLIPTICAL_STEPS = 10
 
 
 def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, gamma0: Array, steps: int,
-                     mask: Array | None = None) -> Array:
+                     mask: Array | None = None) -> tuple[Array, MoveInfo]:
     """``steps`` elliptical slice updates (Murray, Adams & MacKay 2010; BlackJAX's ``elliptical_proposal``)
     of f ~ N(0, K), K = ``chol`` ``chol``', under the pseudo-likelihood with lambda integrated out,
     prod_n sLa(1 - y_n f_n | gamma, gamma0) (eq. 4-5).
@@ -571,7 +605,8 @@ def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, 
     which the prior's ellipses follow. Each update leaves p(f | gamma, gamma0, y) invariant; the
     sweep then draws lambda afresh given the new f, which makes the pair a blocked update of
     (f, lambda). One update costs O(n^2) for its prior draw and O(n) per likelihood evaluation,
-    against the O(n^3) of the sweep's Gaussian draw.
+    against the O(n^3) of the sweep's Gaussian draw. Returns the moved f and the :class:`MoveInfo` of the
+    updates (their proposals on the ellipse; an elliptical update never stalls).
     """
     from blackjax.mcmc.elliptical_slice import EllipSliceState, elliptical_proposal
 
@@ -583,7 +618,10 @@ def elliptical_moves(key: Array, f: Array, chol: Array, y: Array, gamma: Array, 
 
     update = elliptical_proposal(loglik, momentum, jnp.zeros((), f.dtype))
 
-    def one(i: Array, state: EllipSliceState) -> EllipSliceState:
-        return update(jax.random.fold_in(key, i), state)[0]
+    def one(i: Array, carry: tuple[EllipSliceState, Array]) -> tuple[EllipSliceState, Array]:
+        state, proposals = carry
+        state, info = update(jax.random.fold_in(key, i), state)
+        return state, proposals + jnp.asarray(info.subiter, jnp.int32)
 
-    return jax.lax.fori_loop(0, steps, one, EllipSliceState(f, loglik(f)))[0]
+    state, proposals = jax.lax.fori_loop(0, steps, one, (EllipSliceState(f, loglik(f)), jnp.zeros((), jnp.int32)))
+    return state.position, MoveInfo(proposals, jnp.zeros((), jnp.int32))

@@ -125,14 +125,31 @@ class ChainResult(NamedTuple):
     num_iterations : int
         Iterations run per chain, warm-up included.
     info : dict of str to ndarray
-        The kernel's Info (the second output of ``kernel``, a dict of arrays) of the iteration that
-        produced each kept draw, laid out (chain, draw, ...); empty for a kernel whose Info is None.
+        The kernel's Info (the second output of ``kernel``, a NamedTuple of arrays, :func:`info_fields`)
+        of the iteration that produced each kept draw, laid out (chain, draw, ...); empty for a kernel
+        whose Info is None.
     """
 
     samples: dict[str, np.ndarray]
     final_state: Any
     num_iterations: int
     info: dict[str, np.ndarray] = {}
+
+
+def info_fields(info: Any) -> dict[str, Any]:
+    """A kernel's Info as {name: array}: the fields of a NamedTuple (those that are not None), a dict as it
+    is, nothing for None.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin.core.slice import SliceInfo
+    >>> info_fields(SliceInfo(1, 0)), info_fields(None)
+    ({'num_evaluations': 1, 'num_stalled': 0}, {})
+    """
+    if info is None:
+        return {}
+    items = info._asdict().items() if hasattr(info, "_asdict") else info.items()
+    return {k: v for k, v in items if v is not None}
 
 
 def _field_finite(field: Any) -> Array | None:
@@ -181,7 +198,7 @@ def _chunk_program(kernel, record, thin, n_blocks, state, chain_keys, start, n_a
         new = jax.lax.fori_loop(0, thin, lambda j, c: one_iteration(first + j, c), carry, unroll=min(unroll, thin))
         carry = jax.tree_util.tree_map(lambda a, old: jnp.where(b < n_active, a, old), new, carry)
         records = jax.vmap(record)(carry[0])
-        return carry, {**records, **{INFO_PREFIX + k: v for k, v in (carry[1] or {}).items()}}
+        return carry, {**records, **{INFO_PREFIX + k: v for k, v in info_fields(carry[1]).items()}}
 
     (state, _, bad), records = jax.lax.scan(
         one_block, (state, info, bad), jnp.arange(n_blocks), unroll=min(unroll, n_blocks)

@@ -841,7 +841,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                     r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
-                               n_iter=r.num_iterations, log_joint=s["log_joint"],
+                               n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
                                imputation_mean=s["mu"].mean(axis=(0, 1)), imputation_cov=s["Sigma"].mean(axis=(0, 1)))
             elif params["prior"] == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
                 data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
@@ -865,7 +865,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                     draws = np.empty(s["u"].shape[:-1] + (d + 1,))  # [u, beta], C-ordered: no copy to flatten it
                     draws[..., :d], draws[..., d:] = s["u"], s["beta"]
                     out.update(draws=draws, inclusion_draws=s["gamma"],
-                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"], wide=wide)
+                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
+                               wide=wide)
             elif params["prior"] == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
                 if Z is None:  # Example 1: X = 1, Z = features
                     data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
@@ -891,7 +892,7 @@ class LinearBSVM(_BayesianSVMClassifier):
                                     data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
-                               log_joint=s["log_joint"], wide=wide)
+                               log_joint=s["log_joint"], info=r.info, wide=wide)
             else:  # Algorithm 1: prior="gaussian", inference="vb"
                 design = self._design(X)
                 prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
@@ -940,7 +941,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             draws = np.asarray(out["draws"], dtype=np.float64)
             self._posterior = DrawsPosterior(draws.reshape(-1, draws.shape[-1]))
             mean = self._posterior.mean
-            stats = {"log_joint": np.asarray(out["log_joint"])}
+            stats = {"log_joint": np.asarray(out["log_joint"]), **out["info"]}
             inclusion = out["inclusion_draws"].mean(axis=(0, 1)) if "inclusion_draws" in out else None
             sigma_u2 = out.get("sigma_u2")
         self.coef_ = mean[None, :d]

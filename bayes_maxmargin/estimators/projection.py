@@ -367,7 +367,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
                 "n_components_used": ["problem"]}
         self.idata_ = to_inference_data(
             {k: s[k] for k in ("coef", "w", "b", "alpha", "sigma")},
-            sample_stats={k: s[k] for k in ("log_joint", "n_basis_used", "n_components_used")},
+            sample_stats={**{k: s[k] for k in ("log_joint", "n_basis_used", "n_components_used")}, **res.info},
             observed_data={"y": np.asarray(y)}, dims=dims,
             attrs={"model": self._model_name(), "inference": "gibbs", "library": f"bayes_maxmargin {__version__}"},
         )

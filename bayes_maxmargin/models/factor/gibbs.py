@@ -77,6 +77,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.augmentation import (
     ELLIPTICAL_STEPS,
+    MoveInfo,
     draw_gamma,
     elliptical_moves,
     expected_inv_lambda,
@@ -95,8 +96,24 @@ from bayes_maxmargin.models.gp.gibbs import sample_f
 from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordinates, sampled_field_values,
                                                    theta_log_conditional)
 
-__all__ = ["FactorState", "build_factor_kernel", "build_factor_record", "draw_inv_scale", "draw_log_theta",
-           "ess_step", "init_factor", "log_marginal_z", "record_factor"]
+__all__ = ["FactorState", "FactorSweepInfo", "build_factor_kernel", "build_factor_record", "draw_inv_scale",
+           "draw_log_theta", "ess_step", "init_factor", "log_marginal_z", "record_factor"]
+
+
+class FactorSweepInfo(NamedTuple):
+    """The Info of a factor-model sweep, recorded per draw in ``sample_stats`` (fields that a classifier does
+    not have are None and not recorded): the moves of the classifier with lambda integrated out
+    (:class:`~bayes_maxmargin.core.augmentation.MoveInfo`: the linear classifier's slice moves of [beta, b],
+    the GP classifier's elliptical updates of f; zeros without a classifier or with the probit link), and
+    with the GP classifier the elliptical slice sub-iterations of the score update (``ess_subiterations``:
+    one likelihood evaluation per step plus one per shrinkage of the bracket) and, with theta sampled, the
+    slice sweep's evaluations and stalled updates of log theta."""
+
+    move_evaluations: Array
+    move_stalled: Array
+    ess_subiterations: Array | None = None
+    slice_evaluations: Array | None = None
+    slice_stalled: Array | None = None
 
 
 class FactorState(NamedTuple):
@@ -450,10 +467,7 @@ def build_factor_kernel(
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, info)``; with the GP classifier ``info``
-        holds ``"ess_subiterations"``, the elliptical slice sub-iterations of the score update
-        (likelihood evaluations: one per step plus one per shrinkage of the bracket), and with theta
-        sampled ``"slice_evaluations"`` and ``"slice_stalled"`` of its slice sweep; else it is empty.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)``, ``info`` a :class:`FactorSweepInfo`.
     """
     if link not in ("hinge", "probit"):
         raise ValueError(f"link must be 'hinge' or 'probit', got {link!r}")
@@ -472,7 +486,7 @@ def build_factor_kernel(
             state.W, state.coef, state.f, state.inv_lam, state.gamma, state.inv_g, state.log_theta, state.z
         )
         Kf = W.shape[1]
-        info = {}
+        info = FactorSweepInfo(*MoveInfo.none())
         if classifier == "none":
             W = _draw_scores_prior(keys[3], X, A, psi)
         elif classifier == "linear":
@@ -485,8 +499,9 @@ def build_factor_kernel(
                 coef = coef.at[Kf].set(0.0)
             if link == "hinge":  # [beta, b] with lambda integrated out, then lambda | f afresh
                 axes = jnp.eye(Kf + 1, dtype=coef.dtype)[: Kf + fit_intercept]  # a fixed intercept stays at 0
-                coef = marginal_moves(jax.random.fold_in(keys[4], 1), coef, design, y,
-                                      lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0, axes)
+                coef, moved = marginal_moves(jax.random.fold_in(keys[4], 1), coef, design, y,
+                                             lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0, axes)
+                info = FactorSweepInfo(*moved)
                 inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * (design @ coef), gamma,
                                             hyper.gamma0)
             if sample_g:
@@ -502,18 +517,19 @@ def build_factor_kernel(
                 W, subiter = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
             else:
                 W, subiter = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
-            info = {"ess_subiterations": subiter}
+            info = info._replace(ess_subiterations=subiter)
             if params_like is not None:  # theta | W, lambda, gamma at the new scores
                 log_theta, sliced = draw_log_theta(keys[6], log_theta, W, inv_lam, gamma, data, kernel_fn,
                                                    params_like)
                 data = data._replace(theta=unpack(log_theta, params_like))
-                info.update(slice_evaluations=sliced.num_evaluations, slice_stalled=sliced.num_stalled)
+                info = info._replace(slice_evaluations=sliced.num_evaluations, slice_stalled=sliced.num_stalled)
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
             gdata = gp_data(K, y)
             f = sample_f(keys[5], gdata, inv_lam, gamma)
             if link == "hinge":  # f with lambda integrated out, then lambda | f afresh
-                f = elliptical_moves(jax.random.fold_in(keys[5], 1), f, gdata.chol, y, gamma, hyper.gamma0,
-                                     ELLIPTICAL_STEPS)
+                f, moved = elliptical_moves(jax.random.fold_in(keys[5], 1), f, gdata.chol, y, gamma, hyper.gamma0,
+                                            ELLIPTICAL_STEPS)
+                info = info._replace(move_evaluations=moved.move_evaluations, move_stalled=moved.move_stalled)
                 inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * f, gamma, hyper.gamma0)
         else:
             raise ValueError(f"classifier must be 'linear', 'gp' or 'none', got {classifier!r}")

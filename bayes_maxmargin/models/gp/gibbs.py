@@ -28,6 +28,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve
 
 from bayes_maxmargin.core.augmentation import (
+    MoveInfo,
     augmented_log_likelihood,
     augmented_sweep,
     elliptical_moves,
@@ -175,15 +176,16 @@ def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False, elliptical_
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, None)``, pure and jit-able.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)``, pure and jit-able; ``info`` the
+        :class:`~bayes_maxmargin.core.augmentation.MoveInfo` of the elliptical updates (zeros without them).
     """
 
     def kernel(
         rng_key: Array, state: GPGibbsState, data: GPData, hyper: GPHyper
-    ) -> tuple[GPGibbsState, None]:
-        f = state.f
+    ) -> tuple[GPGibbsState, MoveInfo]:
+        f, moved = state.f, MoveInfo.none()
         if elliptical_steps:
-            f = elliptical_moves(jax.random.fold_in(rng_key, 7), f, data.chol, data.y, state.gamma, state.gamma0,
+            f, moved = elliptical_moves(jax.random.fold_in(rng_key, 7), f, data.chol, data.y, state.gamma, state.gamma0,
                                  elliptical_steps)
         f, inv_lam, gamma, gamma0 = augmented_sweep(
             rng_key, f, state.gamma, data.y, hyper._replace(gamma0=state.gamma0), lambda f: f,
@@ -191,7 +193,7 @@ def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False, elliptical_
             sample_gamma0=sample_gamma0,
         )
         log_joint = gp_log_joint(f, inv_lam, gamma, data, hyper._replace(gamma0=gamma0), sample_gamma, sample_gamma0)
-        return GPGibbsState(f, inv_lam, gamma, gamma0, log_joint), None
+        return GPGibbsState(f, inv_lam, gamma, gamma0, log_joint), moved
 
     return kernel
 

@@ -94,6 +94,7 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import (
+    MoveInfo,
     augmented_log_likelihood,
     draw_scales,
     elliptical_moves,
@@ -118,7 +119,7 @@ from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
 from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
 
-__all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "build_gp_theta_kernel",
+__all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "ThetaSweepInfo", "build_gp_theta_kernel",
            "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
            "sampled_field_values", "slice_settings", "surrogate_log_conditional",
            "surrogate_whiten", "theta_log_conditional"]
@@ -165,6 +166,17 @@ def gp_theta_data(
     cast = functools.partial(jnp.asarray, dtype=X.dtype)
     prior = KernelPrior(*(jax.tree.map(cast, d) for d in prior))
     return GPThetaData(X, cast(y), prior, cast(jitter), cast(slice_width), np.asarray(adapt_steps, np.int32))
+
+
+class ThetaSweepInfo(NamedTuple):
+    """The Info of a sweep with theta sampled, recorded per draw in ``sample_stats``: the slice steps on log
+    theta (:class:`~bayes_maxmargin.core.slice.SliceInfo`) and the elliptical moves of f
+    (:class:`~bayes_maxmargin.core.augmentation.MoveInfo`)."""
+
+    slice_evaluations: Array
+    slice_stalled: Array
+    move_evaluations: Array
+    move_stalled: Array
 
 
 class GPThetaState(NamedTuple):
@@ -447,8 +459,7 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
     callable
         ``kernel(rng_key, state, data, hyper) -> (state, info)`` on :class:`GPThetaState`,
         :class:`GPThetaData` and :class:`~bayes_maxmargin.models.gp.model.GPHyper`; pure and
-        jit-able. ``info`` holds the sweep's :class:`~bayes_maxmargin.core.slice.SliceInfo` as ``{"slice_evaluations",
-        "slice_stalled"}``.
+        jit-able; ``info`` a :class:`ThetaSweepInfo`.
     """
     if theta_sampler not in THETA_SAMPLERS:
         raise ValueError(f"Invalid value for theta_sampler: {theta_sampler!r} (must be one of {THETA_SAMPLERS})")
@@ -475,14 +486,15 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
                                            index=sampled_coordinates(data.prior, params_like))
         gdata = gp_data(_covariance(log_theta, data, kernel_fn, params_like), data.y)
         f = sample_f(k_f, gdata, inv_lam, gamma)  # f | theta, lambda, gamma, eq. (7)
+        moved = MoveInfo.none()
         if elliptical_steps:  # f | theta, gamma with lambda integrated out, then lambda | f afresh
-            f = elliptical_moves(jax.random.fold_in(rng_key, 7), f, gdata.chol, data.y, gamma, hyper.gamma0,
+            f, moved = elliptical_moves(jax.random.fold_in(rng_key, 7), f, gdata.chol, data.y, gamma, hyper.gamma0,
                                  elliptical_steps)
             inv_lam = sample_inv_lambda(jax.random.fold_in(rng_key, 8), 1.0 - data.y * f, gamma, hyper.gamma0)
         gamma, gamma0 = draw_scales(k_gamma, 1.0 - data.y * f, inv_lam, gamma, hyper, sample_gamma, sample_gamma0)
         log_joint = _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper._replace(gamma0=gamma0),
                                     params_like, sample_gamma, sample_gamma0)
-        info = {"slice_evaluations": sliced.num_evaluations, "slice_stalled": sliced.num_stalled}
+        info = ThetaSweepInfo(sliced.num_evaluations, sliced.num_stalled, *moved)
         counts = _count_steps(state, data, log_theta)
         return GPThetaState(f, inv_lam, gamma, gamma0, log_theta, log_joint, *counts), info
 

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from bayes_maxmargin.core.augmentation import (
+    MoveInfo,
     augmented_log_likelihood,
     augmented_sweep,
     expected_inv_lambda,
@@ -138,16 +139,17 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, None)``.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)``, ``info`` the
+        :class:`~bayes_maxmargin.core.augmentation.MoveInfo` of the moves (zeros without them).
     """
 
     def kernel(
         rng_key: Array, state: LinearGibbsState, data: LinearData, hyper: LinearHyper
-    ) -> tuple[LinearGibbsState, None]:
+    ) -> tuple[LinearGibbsState, MoveInfo]:
         current = hyper._replace(gamma0=state.gamma0)
-        coef, basis = state.coef, state.directions
+        coef, basis, moved = state.coef, state.directions, MoveInfo.none()
         if directions:
-            coef = marginal_moves(jax.random.fold_in(rng_key, 7), coef, data.design, data.y,
+            coef, moved = marginal_moves(jax.random.fold_in(rng_key, 7), coef, data.design, data.y,
                                   lambda c: log_prior(c, state.gamma, hyper, False), state.gamma, state.gamma0,
                                   basis.basis, data.mask)
         previous = coef  # the point the overrelaxed draw reflects
@@ -167,7 +169,7 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
                                      sample_gamma0)
         if directions:
             basis = adapt_directions(basis, coef, hyper.adapt_steps)
-        return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint, basis), None
+        return LinearGibbsState(coef, inv_lam, gamma, gamma0, log_joint, basis), moved
 
     return kernel
 

@@ -46,6 +46,7 @@ from jax import Array
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from bayes_maxmargin.core.augmentation import (
+    MoveInfo,
     augmented_log_likelihood,
     expected_inv_lambda,
     gaussian_conditional,
@@ -99,22 +100,22 @@ def _coef_log_prior(coef: Array, p: int, sigma_beta2: Array, sigma_u2: Array) ->
 
 
 def _moved(rng_key: Array, coef: Array, p: int, sigma_u2: Array, design: Array, y: Array, log_prior,
-           hyper: LutsHyper, directions: Directions | None) -> tuple[Array, Array]:
-    """(coef = [beta (p), u], sigma_u^2) after the moves with a integrated out (none without
+           hyper: LutsHyper, directions: Directions | None) -> tuple[Array, Array, MoveInfo]:
+    """(coef = [beta (p), u], sigma_u^2, their MoveInfo) after the moves with a integrated out (none without
     ``directions``): the directional moves of coef, then the scale move of (sigma_u, u) with u / sigma_u
     fixed (:func:`~bayes_maxmargin.core.augmentation.scale_move`, under sigma_u^2's IG(A_u, B_u) prior).
     The keys are folded from the sweep's, so a sweep without the moves draws what it drew before them."""
     if directions is None:
-        return coef, sigma_u2
-    coef = marginal_moves(jax.random.fold_in(rng_key, 7), coef, design, y, log_prior, 1.0, 0.0, directions.basis)
+        return coef, sigma_u2, MoveInfo.none()
+    coef, info = marginal_moves(jax.random.fold_in(rng_key, 7), coef, design, y, log_prior, 1.0, 0.0, directions.basis)
     t0 = 0.5 * jnp.log(sigma_u2)
 
     def log_prior_t(t: Array) -> Array:  # t = log sigma_u: IG density of sigma_u^2 = e^{2t} times d sigma_u^2 / dt
         return _log_ig(jnp.exp(2.0 * t), hyper.A_u, hyper.B_u) + 2.0 * t
 
-    t = scale_move(jax.random.fold_in(rng_key, 8), t0, design[:, :p] @ coef[:p], design[:, p:] @ coef[p:], y,
-                   log_prior_t)
-    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t)
+    t, scaled = scale_move(jax.random.fold_in(rng_key, 8), t0, design[:, :p] @ coef[:p], design[:, p:] @ coef[p:], y,
+                           log_prior_t)
+    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t), info + scaled
 
 
 def _adapted(directions: Directions | None, coef: Array, hyper: LutsHyper) -> Directions | None:
@@ -195,7 +196,7 @@ def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
         C = _design(data)
         p, m = data.X.shape[1], data.Z.shape[1]
         dtype = C.dtype
-        coef, sigma_u2 = _moved(rng_key, state.coef, p, state.sigma_u2, C, data.y,
+        coef, sigma_u2, moved = _moved(rng_key, state.coef, p, state.sigma_u2, C, data.y,
                                 lambda c: _coef_log_prior(c, p, hyper.sigma_beta2, state.sigma_u2), hyper,
                                 state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ coef), 1.0, 0.0)
@@ -213,7 +214,7 @@ def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(u**2))
         log_joint = mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper)
         basis = _adapted(state.directions, coef, hyper)
-        return MixedGibbsState(coef, inv_lam, sigma_u2, log_joint, basis), None
+        return MixedGibbsState(coef, inv_lam, sigma_u2, log_joint, basis), moved
 
     return kernel
 
@@ -368,7 +369,7 @@ def build_laplace_zero_kernel(wide: bool = False):
         def log_prior(c: Array) -> Array:
             return _normal_logpdf(c[:p], hyper.sigma_beta2) + _normal_logpdf(c[p:], state.sigma_u2 / state.b)
 
-        coef, sigma_u2 = _moved(rng_key, jnp.concatenate([state.beta, state.v]), p, state.sigma_u2, included, y,
+        coef, sigma_u2, moved = _moved(rng_key, jnp.concatenate([state.beta, state.v]), p, state.sigma_u2, included, y,
                                 log_prior, hyper, state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (included @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype),
@@ -381,7 +382,7 @@ def build_laplace_zero_kernel(wide: bool = False):
         gamma = draw_inclusions(k_g, state.gamma, v, X @ beta, data, inv_lam, hyper.rho)
         lj = laplace_zero_log_joint(beta, v, gamma, b, sigma_u2, inv_lam, data, hyper)
         basis = _adapted(state.directions, coef, hyper)
-        return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj, basis), None
+        return LaplaceZeroGibbsState(beta, v, gamma, b, sigma_u2, inv_lam, lj, basis), moved
 
     return kernel
 
@@ -483,7 +484,7 @@ def build_missing_kernel():
         n, d = D.shape
         dtype = D.dtype
         C = jnp.concatenate([jnp.ones((n, 1), dtype), D], axis=1)
-        coef, sigma_u2 = _moved(rng_key, state.coef, 1, state.sigma_u2, C, y,
+        coef, sigma_u2, moved = _moved(rng_key, state.coef, 1, state.sigma_u2, C, y,
                                 lambda c: _coef_log_prior(c, 1, hyper.sigma_beta2, state.sigma_u2), hyper,
                                 state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (C @ coef), 1.0, 0.0)
@@ -514,7 +515,7 @@ def build_missing_kernel():
         D = jax.vmap(one_row)(jax.random.split(k_d, n), D, obs, inv_lam, y)
         lj = missing_log_joint(coef, D, inv_lam, sigma_u2, mu, Sigma, data, hyper, imp)
         basis = _adapted(state.directions, coef, hyper)
-        return MissingGibbsState(coef, D, inv_lam, sigma_u2, mu, Sigma, lj, basis), None
+        return MissingGibbsState(coef, D, inv_lam, sigma_u2, mu, Sigma, lj, basis), moved
 
     return kernel
 

@@ -82,6 +82,7 @@ import numpy as np
 from jax import Array
 
 from bayes_maxmargin.core.augmentation import (
+    MoveInfo,
     augmented_log_likelihood,
     gaussian_conditional,
     marginal_moves,
@@ -341,9 +342,10 @@ def bias_shift(key: Array, Z: Array, FA: Array, w: Array, b: Array, sigma: Array
 def _binary_sweep(
     key: Array, st: ProjectionState, data: ProjectionData, y: Array, hyper: ProjectionHyper,
     spike_slab: bool, full_rank: bool, latent: bool = True,
-) -> ProjectionState:
-    """One sweep of Algorithm 1 for one binary problem (state fields without the class axis); with
-    ``latent=False`` the sweep without the latent representation (module docstring)."""
+) -> tuple[ProjectionState, MoveInfo]:
+    """One sweep of Algorithm 1 for one binary problem (state fields without the class axis), and the
+    :class:`~bayes_maxmargin.core.augmentation.MoveInfo` of its moves of [w; b]; with ``latent=False`` the
+    sweep without the latent representation (module docstring)."""
     k_w, k_lam, k_a, k_z, k_alpha = jax.random.split(key, 5)
     F = data.features
     n, K = st.Z.shape
@@ -353,8 +355,8 @@ def _binary_sweep(
     cond = gaussian_conditional(design, y, st.inv_lam, 1.0, jnp.full((K + 1,), st.sigma, dtype))
     wb = sample_gaussian(k_w, cond)
     # then slice moves of [w; b] along each axis with lambda integrated out (step 2 redraws lambda)
-    wb = marginal_moves(jax.random.fold_in(k_w, 1), wb, design, y, lambda c: -0.5 * st.sigma * jnp.sum(c**2),
-                        1.0, 0.0, jnp.eye(K + 1, dtype=dtype))
+    wb, moved = marginal_moves(jax.random.fold_in(k_w, 1), wb, design, y,
+                               lambda c: -0.5 * st.sigma * jnp.sum(c**2), 1.0, 0.0, jnp.eye(K + 1, dtype=dtype))
     w, b = wb[:K], wb[K]
     # 2. 1 / lambda | w, b, Z (eq. 10)
     u = 1.0 - y * (st.Z @ w + b)
@@ -398,7 +400,7 @@ def _binary_sweep(
         A, Z, w, b, inv_lam, alpha, sigma, pi, log_joint, iteration, st.n_kept + keep,
         st.Aw_sum + keep * (A @ w), st.b_sum + keep * b, st.A_sum + keep * A,
         st.usage_sum + keep * (A != 0).astype(dtype),
-    )
+    ), moved
 
 
 @functools.cache
@@ -419,8 +421,9 @@ def build_projection_kernel(spike_slab: bool, full_rank: bool = True, latent: bo
     Returns
     -------
     callable
-        ``kernel(rng_key, state, data, hyper) -> (state, None)``, the L one-vs-all binary sweeps
-        vmapped over the leading class axis of ``state`` and ``data.Y``.
+        ``kernel(rng_key, state, data, hyper) -> (state, info)``, the L one-vs-all binary sweeps
+        vmapped over the leading class axis of ``state`` and ``data.Y``; ``info`` the
+        :class:`~bayes_maxmargin.core.augmentation.MoveInfo` of their moves, summed over the classes.
     """
 
     if spike_slab and not latent:
@@ -432,7 +435,8 @@ def build_projection_kernel(spike_slab: bool, full_rank: bool = True, latent: bo
         sweep = jax.vmap(
             lambda k, s, y: _binary_sweep(k, s, data, y, hyper, spike_slab, full_rank, latent), in_axes=(0, 0, 0)
         )
-        return sweep(keys, state, data.Y), None
+        state, moved = sweep(keys, state, data.Y)
+        return state, MoveInfo(*(jnp.sum(v) for v in moved))
 
     return kernel
 
