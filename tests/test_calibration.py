@@ -360,8 +360,9 @@ def test_svi_leave_one_out_pass_pads_rows_without_reaching_the_result(moons):
 # ------------------------------------------------------------------------------------ calibrate="cv"
 def test_cross_fitted_link_is_learnt_from_refits_on_the_folds(moons, tmp_path):
     """calibrate="cv": link_ is fit_probit_link of the labels given the probit margins m / sqrt(1 + v) of
-    f at each fold's rows from a fit on the other rows (the folds of cross_fit_folds with the fit's seed),
-    the full fit's posterior is the uncalibrated fit's, and it predicts Phi(a m / sqrt(1 + v) + b), also
+    f at each fold's rows from a fit on the other rows at the fitted kernel parameters (the folds of
+    cross_fit_folds with the fit's seed), the full fit's posterior is the uncalibrated fit's, and it
+    predicts Phi(a m / sqrt(1 + v) + b), also
     after saving. Both sides run the same compiled programs on the same rows in this process, so they
     agree to rounding (rtol 1e-8 against float64's 1e-16 per operation, through a link fit by L-BFGS-B to
     its default tolerance from the same start). A refit with calibrate=True links f again."""
@@ -372,12 +373,13 @@ def test_cross_fitted_link_is_learnt_from_refits_on_the_folds(moons, tmp_path):
     mean, var = raw.predict_latent(X)
     np.testing.assert_array_equal(cv.predict_latent(X)[0], mean)
     held_mean, held_var = np.zeros(len(y)), np.zeros(len(y))
+    labels = np.where(y == 1, 1.0, -1.0)
     for train, held in cross_fit_folds(y, None, 5, cv._fit_seed()):
         assert np.intersect1d(train, held).size == 0
-        fold = GPBSVM(calibrate=False, **settings).fit(X[train], y[train])
+        fold = GPBSVM(calibrate=False, **{**settings, "kernel_params": cv.kernel_params_}).fit(X[train], labels[train])
         held_mean[held], held_var[held] = fold.predict_latent(X[held])
     margin = probit_margin(held_mean, held_var)
-    np.testing.assert_allclose(cv.link_, fit_probit_link(margin, 0 * margin, np.where(y == 1, 1.0, -1.0)), rtol=1e-8)
+    np.testing.assert_allclose(cv.link_, fit_probit_link(margin, 0 * margin, labels), rtol=1e-8)
     assert cv.link_input_ == "margin" and not np.allclose(cv.link_, [1.0, 0.0])
     a, b = cv.link_
     np.testing.assert_allclose(cv.predict_proba(X)[:, 1], ndtr(a * mean / np.sqrt(1 + var) + b), rtol=1e-12)
@@ -426,3 +428,17 @@ def test_cross_fitting_names_a_class_with_one_row(moons):
     y[0] = 2
     with pytest.raises(InvalidParameterError, match=r"calibrate='cv'.*class 2 has 1"):
         GPBSVM(inference="ecm", calibrate="cv", **FITS["ecm"], **QUIET).fit(X, y)
+
+
+def test_cross_fitting_refits_hold_the_kernel_that_ml2_chose(moons):
+    """The refits of a fit whose kernel parameters ML-II chose keep them (learn_kernel=False at
+    kernel_params_) and fit f afresh; a sampler's refits sample theta as the fit did."""
+    X, y = moons
+    fit = GPBSVM(inference="ecm", calibrate="cv", max_iter=40, **QUIET).fit(X, y)
+    settings = fit._fold_settings()
+    assert settings["learn_kernel"] is False and settings["kernel_params"] == fit.kernel_params_
+    assert fit.kernel_params_["lengthscale"] != GPBSVM(inference="ecm", learn_kernel=False, max_iter=40,
+                                                        **QUIET).fit(X, y).kernel_params_["lengthscale"]
+    sampler = GPBSVM(inference="gibbs", calibrate="cv", **QUIET)
+    sampler.kernel_ = "rbf"
+    assert "learn_kernel" not in sampler._fold_settings()

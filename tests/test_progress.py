@@ -62,8 +62,12 @@ def test_fit_reports_compiling_then_iterations_and_computes_the_same(synthetic_b
     # iterations reported one by one from inside the compiled loop, not only at its end
     assert len(set(counts)) > 2 and max(counts) > 2
     # the same fit: the callbacks in the reporting program's loop may change how XLA fuses it, and so
-    # the last bits (1e-13 seen with XLA's optimisations off, as in the suite)
-    np.testing.assert_allclose(reported.predict_proba(X), quiet.predict_proba(X), rtol=1e-10, atol=1e-12)
+    # the last bits (1e-13 seen with XLA's optimisations off, as in the suite). The sampler's 80 sweeps carry
+    # such a difference on through every later draw (its slice moves start each bracket at the current
+    # point): up to 3.5e-8 relative seen in the suite's process, against O(1e-2) between two different
+    # chains, so 1e-6 still tells the same fit from any other.
+    rtol = 1e-6 if isinstance(quiet, LinearBSVM) and quiet.inference == "gibbs" else 1e-10
+    np.testing.assert_allclose(reported.predict_proba(X), quiet.predict_proba(X), rtol=rtol, atol=1e-12)
 
 
 def test_sampler_reports_every_few_sweeps_and_its_total(synthetic_binary, shown):
