@@ -500,9 +500,6 @@ class MoveInfo(NamedTuple):
         """The Info of a sweep without moves."""
         return cls(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
-    def __add__(self, other: "MoveInfo") -> "MoveInfo":  # type: ignore[override]
-        return MoveInfo(self.move_evaluations + other.move_evaluations, self.move_stalled + other.move_stalled)
-
 
 def _move_info(info: Any) -> MoveInfo:
     """:class:`MoveInfo` of a :class:`~bayes_maxmargin.core.slice.SliceInfo`."""

@@ -647,11 +647,10 @@ class GPBSVM(_BayesianSVMClassifier):
         inputs held out together, :func:`~bayes_maxmargin.data.splits.cross_fit_folds`): Platt scaling of
         ``decision_function`` as scikit-learn's ``CalibratedClassifierCV(ensemble=False)``, with the
         probit. Five more fits, for any inference method, whose f never saw the rows it predicts (the
-        leave-one-out moments leave one site out of a posterior that every row shaped).
-        :data:`CV_FOLDS` gives the measurements of both choices,
-        the held-out moments and the link on the margin. None: True for ECM, FITC,
-        vi and svi, False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which True is
-        an error.
+        leave-one-out moments leave one site out of a posterior that every row shaped). :data:`CV_FOLDS`
+        gives the measurements of both choices, the held-out moments and the link on the margin.
+        None: True for ECM, FITC, vi and svi, False (Phi(f), the papers' predictive, eq. 11) for Gibbs
+        and NUTS, for which True is an error.
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
 

@@ -115,7 +115,7 @@ def _moved(rng_key: Array, coef: Array, p: int, sigma_u2: Array, design: Array, 
 
     t, scaled = scale_move(jax.random.fold_in(rng_key, 8), t0, design[:, :p] @ coef[:p], design[:, p:] @ coef[p:], y,
                            log_prior_t)
-    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t), info + scaled
+    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t), MoveInfo(*(a + b for a, b in zip(info, scaled)))
 
 
 def _adapted(directions: Directions | None, coef: Array, hyper: LutsHyper) -> Directions | None:
