@@ -97,10 +97,11 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
     y = np.asarray(y)
     groups = np.arange(y.shape[0]) if groups is None else np.asarray(groups)
     for label in np.unique(y):
-        if np.unique(groups[y == label]).size < 2:
+        distinct = np.unique(groups[y == label]).size
+        if distinct < 2:
             raise ValueError(
                 f"cross-fitting needs at least two distinct rows of every class; class {label.tolist()!r} has "
-                f"{np.unique(groups[y == label]).size}")
+                f"{distinct}")
     splitter = StratifiedGroupKFold(n_splits=min(n_folds, np.unique(groups).size), shuffle=True, random_state=seed)
     with warnings.catch_warnings():  # a class with fewer rows than folds: held out in fewer folds, as checked
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)

@@ -501,7 +501,7 @@ def build_factor_kernel(
                 axes = jnp.eye(Kf + 1, dtype=coef.dtype)[: Kf + fit_intercept]  # a fixed intercept stays at 0
                 coef, moved = marginal_moves(jax.random.fold_in(keys[4], 1), coef, design, y,
                                              lambda c: -0.5 * jnp.sum(prior_prec * c**2), gamma, hyper.gamma0, axes)
-                info = FactorSweepInfo(*moved)
+                info = info._replace(**moved._asdict())
                 inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * (design @ coef), gamma,
                                             hyper.gamma0)
             if sample_g:
@@ -529,7 +529,7 @@ def build_factor_kernel(
             if link == "hinge":  # f with lambda integrated out, then lambda | f afresh
                 f, moved = elliptical_moves(jax.random.fold_in(keys[5], 1), f, gdata.chol, y, gamma, hyper.gamma0,
                                             ELLIPTICAL_STEPS)
-                info = info._replace(move_evaluations=moved.move_evaluations, move_stalled=moved.move_stalled)
+                info = info._replace(**moved._asdict())
                 inv_lam = sample_inv_lambda(jax.random.fold_in(keys[3], 1), 1.0 - y * f, gamma, hyper.gamma0)
         else:
             raise ValueError(f"classifier must be 'linear', 'gp' or 'none', got {classifier!r}")

@@ -185,8 +185,8 @@ def build_gp_kernel(sample_gamma: bool, sample_gamma0: bool = False, elliptical_
     ) -> tuple[GPGibbsState, MoveInfo]:
         f, moved = state.f, MoveInfo.none()
         if elliptical_steps:
-            f, moved = elliptical_moves(jax.random.fold_in(rng_key, 7), f, data.chol, data.y, state.gamma, state.gamma0,
-                                 elliptical_steps)
+            f, moved = elliptical_moves(jax.random.fold_in(rng_key, 7), f, data.chol, data.y, state.gamma,
+                                        state.gamma0, elliptical_steps)
         f, inv_lam, gamma, gamma0 = augmented_sweep(
             rng_key, f, state.gamma, data.y, hyper._replace(gamma0=state.gamma0), lambda f: f,
             lambda key, inv_lam, gamma: sample_f(key, data, inv_lam, gamma), sample_gamma,

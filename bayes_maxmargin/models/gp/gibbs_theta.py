@@ -489,7 +489,7 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
         moved = MoveInfo.none()
         if elliptical_steps:  # f | theta, gamma with lambda integrated out, then lambda | f afresh
             f, moved = elliptical_moves(jax.random.fold_in(rng_key, 7), f, gdata.chol, data.y, gamma, hyper.gamma0,
-                                 elliptical_steps)
+                                        elliptical_steps)
             inv_lam = sample_inv_lambda(jax.random.fold_in(rng_key, 8), 1.0 - data.y * f, gamma, hyper.gamma0)
         gamma, gamma0 = draw_scales(k_gamma, 1.0 - data.y * f, inv_lam, gamma, hyper, sample_gamma, sample_gamma0)
         log_joint = _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper._replace(gamma0=gamma0),

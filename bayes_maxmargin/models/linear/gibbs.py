@@ -150,8 +150,8 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
         coef, basis, moved = state.coef, state.directions, MoveInfo.none()
         if directions:
             coef, moved = marginal_moves(jax.random.fold_in(rng_key, 7), coef, data.design, data.y,
-                                  lambda c: log_prior(c, state.gamma, hyper, False), state.gamma, state.gamma0,
-                                  basis.basis, data.mask)
+                                         lambda c: log_prior(c, state.gamma, hyper, False), state.gamma,
+                                         state.gamma0, basis.basis, data.mask)
         previous = coef  # the point the overrelaxed draw reflects
 
         def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:

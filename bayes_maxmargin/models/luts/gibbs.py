@@ -197,8 +197,8 @@ def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
         p, m = data.X.shape[1], data.Z.shape[1]
         dtype = C.dtype
         coef, sigma_u2, moved = _moved(rng_key, state.coef, p, state.sigma_u2, C, data.y,
-                                lambda c: _coef_log_prior(c, p, hyper.sigma_beta2, state.sigma_u2), hyper,
-                                state.directions)
+                                       lambda c: _coef_log_prior(c, p, hyper.sigma_beta2, state.sigma_u2), hyper,
+                                       state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * (C @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate(
             [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / sigma_u2, dtype)]
@@ -369,8 +369,8 @@ def build_laplace_zero_kernel(wide: bool = False):
         def log_prior(c: Array) -> Array:
             return _normal_logpdf(c[:p], hyper.sigma_beta2) + _normal_logpdf(c[p:], state.sigma_u2 / state.b)
 
-        coef, sigma_u2, moved = _moved(rng_key, jnp.concatenate([state.beta, state.v]), p, state.sigma_u2, included, y,
-                                log_prior, hyper, state.directions)
+        coef, sigma_u2, moved = _moved(rng_key, jnp.concatenate([state.beta, state.v]), p, state.sigma_u2,
+                                       included, y, log_prior, hyper, state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (included @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate([jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype),
                                       state.b / sigma_u2])
@@ -485,8 +485,8 @@ def build_missing_kernel():
         dtype = D.dtype
         C = jnp.concatenate([jnp.ones((n, 1), dtype), D], axis=1)
         coef, sigma_u2, moved = _moved(rng_key, state.coef, 1, state.sigma_u2, C, y,
-                                lambda c: _coef_log_prior(c, 1, hyper.sigma_beta2, state.sigma_u2), hyper,
-                                state.directions)
+                                       lambda c: _coef_log_prior(c, 1, hyper.sigma_beta2, state.sigma_u2), hyper,
+                                       state.directions)
         inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (C @ coef), 1.0, 0.0)
         prior_prec = jnp.concatenate(
             [jnp.full((1,), 1.0 / hyper.sigma_beta2, dtype), jnp.full((d,), 1.0 / sigma_u2, dtype)]
