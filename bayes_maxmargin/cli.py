@@ -10,7 +10,8 @@ balanced error, Brier score, log loss, wall time, max R-hat and min ESS, and wri
 
 Config groups (structured dataclass schemas in Hydra's ConfigStore): ``model`` (linear, gp),
 ``inference`` (gibbs, em, nuts, vb, svi for the linear model; ecm, fitc, gibbs, nuts, vi, svi for
-the GP model; by default the estimator's own: gibbs for the linear model, svi for the GP model,
+the GP model; by default the estimator's own: gibbs for the linear model, and for the GP model
+``default``, GPBSVM's choice by size (ECM up to 300 training rows, svi above),
 :data:`DEFAULT_INFERENCE`), ``data`` (every named dataset), and ``experiment`` (paper
 reproductions, selected with ``+``). A dataset with a cluster column (``toenail``) fits a random intercept per cluster with
 the linear model unless ``data.use_groups=false``. ``data.n`` sets the number of rows of a generated
@@ -21,7 +22,7 @@ Examples::
     bmm inference=vb model.prior=laplace_zero model.rho=0.01 data=spambase
     bmm inference=vb model.prior=penalty model.missing=model data=acath
     bmm inference.num_samples=2000 model.gamma0=0.1 seed=3
-    bmm model=gp data=ionosphere                     # S-BSVM, GPBSVM's default
+    bmm model=gp data=ionosphere                     # GPBSVM's default (ECM on 245 training rows)
     bmm model=gp inference=ecm data=ionosphere
     bmm model=gp inference=vi data=ionosphere
     bmm model=gp inference=svi data=susy_synthetic data.n=5000000
@@ -254,6 +255,15 @@ class SVIConfig:
 
 
 @dataclass
+class DefaultGPConfig(SVIConfig):
+    """Schema of ``model=gp`` without an ``inference``: ``GPBSVM(inference=None)``, ECM with the
+    cross-fitted link on at most 300 training rows and S-BSVM above (``inference_``); the options are
+    svi's, and apply where it is chosen."""
+
+    name: str = "default"
+
+
+@dataclass
 class DataConfig:
     """Schema of ``data=<name>``: the dataset and how it is split and scaled."""
 
@@ -290,8 +300,11 @@ INFERENCE = {
 }
 
 
-#: The inference of a model job that names none: the estimator's own default.
-DEFAULT_INFERENCE = {"linear": "gibbs", "gp": "svi"}
+#: The inference of a model job that names none: the estimator's own default ("default": the GP model's
+#: ``inference=None``, which chooses by the number of training rows).
+DEFAULT_INFERENCE = {"linear": "gibbs", "gp": "default"}
+#: The schemas of :data:`DEFAULT_INFERENCE`.
+DEFAULT_SCHEMAS = {**INFERENCE, "default": DefaultGPConfig}
 
 
 def _register() -> None:
@@ -305,7 +318,7 @@ def _register() -> None:
     for name, schema in INFERENCE.items():
         cs.store(group="inference", name=name, node=schema)
     for model, name in DEFAULT_INFERENCE.items():  # the default choice, ${model}_default (config.yaml)
-        cs.store(group="inference", name=f"{model}_default", node=INFERENCE[name])
+        cs.store(group="inference", name=f"{model}_default", node=DEFAULT_SCHEMAS[name])
     for name in DATASETS:
         cs.store(group="data", name=name, node=DataConfig(name=name))
 
@@ -347,7 +360,7 @@ def _estimator(cfg: DictConfig):
     if isinstance(model.get("learn_kernel"), list):
         model["learn_kernel"] = tuple(model["learn_kernel"])
     name = inference.pop("name")
-    schema = INFERENCE[name]()
+    schema = DEFAULT_SCHEMAS[name]()
     inference = {k: v for k, v in inference.items() if v is not None or getattr(schema, k) is not None}
     accepted = cls().get_params()
     for key in [k for k in inference if k not in accepted]:
@@ -360,7 +373,7 @@ def _estimator(cfg: DictConfig):
     if cfg.get("smoke", False):
         inference = smoke_inference(inference)
     return cls(
-        inference=name,
+        inference=None if name == "default" else name,
         **model,
         **inference,
         precision=cfg.precision,
@@ -451,7 +464,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         dataset=cfg.data.name,
         groups=int(len(clf.groups_)) if grouped else 0,
         model=cfg.model.name,
-        inference=cfg.inference.name,
+        inference=getattr(clf, "inference_", clf.inference),
     )
     if getattr(clf, "elbo_", None) is not None and len(clf.elbo_):  # vi, svi (and linear vb, svi)
         metrics.update(elbo=float(clf.elbo_[-1]), n_iter=int(clf.n_iter_))
@@ -470,13 +483,13 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         matplotlib.use("Agg")
         from bayes_maxmargin import plots
 
-        if cfg.inference.name in ("vi", "svi"):  # no chains: the ELBO trace instead
+        if metrics["inference"] in ("vi", "svi"):  # no chains: the ELBO trace instead
             plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
         elif draws:
             plots.plot_trace(clf.idata_, path=output_dir / "trace.png")
         else:
             log.info("no trace plot: inference=%s has no chains (its idata.nc holds draws of %s)",
-                     cfg.inference.name, clf.idata_.posterior.attrs.get("approximation", "its approximation"))
+                     metrics["inference"], clf.idata_.posterior.attrs.get("approximation", "its approximation"))
         plots.plot_reliability(np.asarray(y_te), proba, pos, path=output_dir / "reliability.png")
     return metrics
 
@@ -488,7 +501,7 @@ def _run_io(cfg: DictConfig, clf: Any, output_dir: Path) -> dict[str, Any]:
     inference = cfg.inference.name
     checkpointed = type(clf)._checkpointed()
     resume = Path(cfg.resume).expanduser().resolve() if cfg.resume else None
-    if inference not in checkpointed:
+    if inference not in checkpointed and inference != "default":  # "default": ECM or svi, both checkpointed
         why = f"runs without checkpoints (checkpointed: {', '.join(checkpointed)})"
         if resume is not None:
             raise ValueError(f"resume={cfg.resume}: inference={inference} {why}")

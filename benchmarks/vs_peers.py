@@ -28,7 +28,8 @@ cholesterol) filled with the training part's medians plus a missing-indicator co
 
 Models (``--models``, all by default):
 
-* ``gpbsvm``: ``GPBSVM()`` at its defaults; ``gpbsvm_phi``: the same with the papers' predictive
+* ``gpbsvm``: ``GPBSVM()`` at its defaults (ECM with the cross-fitted link up to 300 training rows, svi
+  above; each row's ``inference``); ``gpbsvm_phi``: the same with the papers' predictive
   Phi(f) (``calibrate=False``); ``ecm``, ``fitc``, ``svi``, ``vi``, ``gibbs``:
   ``GPBSVM(inference=...)``, otherwise at the defaults; ``ecm_ard``, ``svi_ard``: the same with
   ``kernel="ard"``; ``ecm_evidence``: ECM with ``mlii_criterion="evidence"`` (eq. 9, not ECM's default),
@@ -150,7 +151,6 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _suite import NINE as DATASETS  # noqa: E402
 GP_INFERENCES = ("ecm", "fitc", "svi", "vi", "gibbs")
 #: GPBSVM(inference=...) with one setting off its default: (inference, setting). The ARD kernel (one
 #: length-scale per feature, learnt by ML-II) by ECM and by svi; svi with the isotropic RBF kernel at any size
@@ -321,7 +321,7 @@ def make_model(name: str, seed: int, quick: bool) -> Any:
 
     if name in ("gpbsvm", "gpbsvm_phi"):
         return GPBSVM(progress_bar=False, random_state=seed, calibrate=None if name == "gpbsvm" else False,
-                      **(QUICK_GP["svi"] if quick else {}))  # svi: GPBSVM()'s inference
+                      **(QUICK_GP["svi"] if quick else {}))  # ECM or svi: GPBSVM()'s choice
     if name in GP_INFERENCES:
         return GPBSVM(inference=name, progress_bar=False, random_state=seed, **(QUICK_GP[name] if quick else {}))
     if name in GP_VARIANTS:
@@ -390,6 +390,8 @@ time is the first's), scores of the last (binary: of P(y = +1); more classes:
         row["refit"] = False
     if hasattr(est, "n_iter_"):
         row["n_iter"] = int(np.max(est.n_iter_))
+    if hasattr(est, "inference_"):  # GPBSVM: the inference method fitted (inference=None: its choice)
+        row["inference"] = est.inference_
     return row
 
 

@@ -124,12 +124,12 @@ def test_fits_of_nearby_sizes_reuse_the_compiled_sampler():
 
 def test_sparse_gp_fits_of_other_sizes_reuse_the_compiled_program():
     """S-BSVM's program sees minibatches and inducing points only, and the pass of its link over the
-    training rows pads them to a bucket: GPBSVM() on 280 rows after 300 rows (both with 64 inducing
+    training rows pads them to a bucket: svi on 280 rows after 300 rows (both with 64 inducing
     points and minibatches of 100, one bucket of 320 rows) compiles nothing new."""
     from bayes_maxmargin import GPBSVM
 
     X, y = _data(300, 3, 5)
-    kw = dict(max_iter=60, random_state=0, progress_bar=False)
+    kw = dict(inference="svi", max_iter=60, random_state=0, progress_bar=False)
     with compilation_log() as compiled:
         first = compiled.during(lambda: GPBSVM(**kw).fit(X, y))
         nearby = compiled.during(lambda: GPBSVM(**kw).fit(X[:280], y[:280]))
@@ -146,7 +146,7 @@ def test_a_second_fit_with_the_progress_bar_compiles_nothing():
     from bayes_maxmargin import GPBSVM
 
     X, y = _data(300, 6, 5)  # a shape of its own: no other test has compiled its program
-    kw = dict(max_iter=60, random_state=0)
+    kw = dict(inference="svi", max_iter=60, random_state=0)
     with compilation_log() as compiled:
         first = compiled.during(lambda: GPBSVM(progress_bar=True, **kw).fit(X, y))
         again = compiled.during(lambda: GPBSVM(progress_bar=True, **kw).fit(X, y))

@@ -294,7 +294,7 @@ def test_calibration_lowers_the_log_loss_of_an_overconfident_fit():
     # 0.547 against 0.574, Brier 0.1779 against 0.1814 (with ML-II: a = 0.76, 0.548 against 0.580; the default
     # fit, 64 points and 600 steps in float32: a = 0.80, 0.539 against 0.564); 0.01 asks for a third of the
     # measured gain
-    kw = dict(**FITS["svi"], **QUIET)
+    kw = dict(inference="svi", **FITS["svi"], **QUIET)
     cal = GPBSVM(**kw).fit(X[tr], y[tr])
     raw = GPBSVM(calibrate=False, **kw).fit(X[tr], y[tr])
     assert cal.link_[0] < 1.0
@@ -309,7 +309,7 @@ def test_multiclass_link_per_class_and_saved(tmp_path):
     from sklearn.datasets import load_iris
 
     X, y = load_iris(return_X_y=True)
-    clf = GPBSVM(max_iter=300, **QUIET).fit(X, y)
+    clf = GPBSVM(inference="svi", max_iter=300, **QUIET).fit(X, y)
     assert clf.link_.shape == (3, 2)
     for k, sub in enumerate(clf.estimators_):
         np.testing.assert_array_equal(clf.link_[k], sub.link_)
@@ -345,7 +345,7 @@ def test_svi_leave_one_out_pass_pads_rows_without_reaching_the_result(moons):
 
     X, y = moons  # the fit of test_predictions_go_through_the_link[svi] (one compiled program)
     assert bucket_rows(len(X)) > len(X)
-    clf = GPBSVM(**FITS["svi"], **QUIET).fit(X, y)
+    clf = GPBSVM(inference="svi", **FITS["svi"], **QUIET).fit(X, y)
     post, ypm = clf._posterior, np.where(y == 1, 1.0, -1.0)
     with float_precision(True):  # the fit's float64
         mean, var = post.loo_latent(X, ypm, clf.gamma_)
@@ -390,6 +390,37 @@ def test_cross_fitted_link_is_learnt_from_refits_on_the_folds(moons, tmp_path):
         cv._check_restored()
     cv.set_params(calibrate=True).fit(X, y)
     assert "link_input_" not in vars(cv)
+
+
+def test_default_inference_is_ecm_with_a_cross_fitted_link_up_to_full_gp_max_rows(moons, monkeypatch, tmp_path):
+    """inference=None: on at most FULL_GP_MAX_ROWS rows ECM with calibrate="cv", the same fit as those set
+    explicitly (one code path, one process: equal to the bit), inference_ saved with it; an explicit
+    calibrate is kept. Above it, svi with the leave-one-out link; and where calibrate="cv" asks for refits,
+    they keep the method the fit chose although their 4/5 of the rows would choose the other (the threshold
+    lowered to 70 rows: the fit on 80 is svi, the refits on 64 svi too, equal to explicit svi refits)."""
+    from bayes_maxmargin.estimators import gp
+
+    X, y = moons  # 80 rows
+    assert gp.default_inference(gp.FULL_GP_MAX_ROWS) == "ecm"
+    assert gp.default_inference(gp.FULL_GP_MAX_ROWS + 1) == "svi"
+    settings = dict(**FITS["ecm"], **QUIET)
+    default = GPBSVM(**settings).fit(X, y)
+    assert default.inference is None and default.inference_ == "ecm" and default.link_input_ == "margin"
+    explicit = GPBSVM(inference="ecm", calibrate="cv", **settings).fit(X, y)
+    np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    loaded = load(save(default, tmp_path / "default.bmm"))
+    assert loaded.inference is None and loaded.inference_ == "ecm"
+    np.testing.assert_array_equal(loaded.predict_proba(X), default.predict_proba(X))
+    loo = GPBSVM(calibrate=True, **settings).fit(X, y)
+    assert loo.inference_ == "ecm" and "link_input_" not in vars(loo)
+    monkeypatch.setattr(gp, "FULL_GP_MAX_ROWS", 70)
+    svi = dict(max_iter=50, **QUIET)
+    plain = GPBSVM(**svi).fit(X, y)
+    assert plain.inference_ == "svi" and "link_input_" not in vars(plain)
+    cv = GPBSVM(calibrate="cv", **svi).fit(X, y)
+    assert cv.inference_ == "svi" and cv.link_input_ == "margin"
+    np.testing.assert_array_equal(
+        cv.predict_proba(X), GPBSVM(inference="svi", calibrate="cv", **svi).fit(X, y).predict_proba(X))
 
 
 def test_cross_fitting_folds_hold_twins_out_together_and_keep_every_class():

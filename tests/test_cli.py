@@ -196,6 +196,20 @@ def test_gp_ecm_job(tmp_path):
     assert idata.posterior["f"].shape[:2] == APPROXIMATION_DRAWS and "lengthscale" in idata.constant_data
 
 
+def test_gp_job_without_inference_reports_the_method_gpbsvm_chose(tmp_path):
+    """`bmm model=gp` on 210 training rows: GPBSVM(inference=None) chooses ECM with the cross-fitted link,
+    and the metrics and the saved model name that choice."""
+    from bayes_maxmargin import load
+    from bayes_maxmargin.cli import run
+
+    out = tmp_path / "run"
+    metrics = run(_composed("model=gp", "data=susy_synthetic", "data.n=300", "inference.max_iter=20",
+                            "plots=false"), out)
+    assert metrics["inference"] == "ecm" and metrics["n_train"] == 210
+    model = load(out / "model.bmm")
+    assert model.inference is None and model.inference_ == "ecm" and model.link_input_ == "margin"
+
+
 def test_option_of_another_model_is_an_error(tmp_path):
     from bayes_maxmargin.cli import run
 
@@ -262,15 +276,15 @@ def test_svi_schema_and_data_n():
 
 
 def test_a_model_job_without_inference_takes_the_estimators_default():
-    """`bmm` is the linear model's Gibbs sampler and `bmm model=gp` GPBSVM()'s S-BSVM (not the full-GP
+    """`bmm` is the linear model's Gibbs sampler and `bmm model=gp` GPBSVM()'s default choice (not the full-GP
     Gibbs sampler); a named inference still wins, over the command line and in a sweep."""
     from bayes_maxmargin import GPBSVM, LinearBSVM
     from bayes_maxmargin.cli import DEFAULT_INFERENCE, _estimator
 
-    assert DEFAULT_INFERENCE == {"linear": LinearBSVM().inference, "gp": GPBSVM().inference}
+    assert DEFAULT_INFERENCE == {"linear": LinearBSVM().inference, "gp": "default"} and GPBSVM().inference is None
     assert _estimator(_composed()).inference == "gibbs"
     gp = _composed("model=gp")
-    assert gp.inference.name == "svi" and _estimator(gp).inference == "svi"
+    assert gp.inference.name == "default" and _estimator(gp).inference is None
     assert _estimator(_composed("model=gp", "inference.num_inducing=8")).num_inducing == 8
     assert _estimator(_composed("model=gp", "inference=ecm")).inference == "ecm"
     assert _estimator(_composed("model=linear", "inference=em")).inference == "em"

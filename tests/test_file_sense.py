@@ -94,6 +94,8 @@ FORGERIES = {
                                    r"f_ has shape \(30,\), not \(29,\)"),
     "ECM with another fit's idata_": ("gp-ecm", {}, _idata_of("gp-ecm-flipped"), r"observed labels"),
     "ECM's gamma_ infinite": ("gp-ecm", {}, set_state("gamma_", float("inf")), r"gamma_ holds non-finite"),
+    "ECM saved as svi's choice": ("gp-ecm", {}, set_state("inference_", "svi"),
+                                  r"inference_ is 'svi', not an inference method the fit's inference='ecm'"),
     "ECM's kernel_params_ NaN": ("gp-ecm", {}, _set_dict_entry("kernel_params_", "lengthscale", float("nan")),
                                  r"kernel_params_\['lengthscale'\] holds non-finite"),
     "SVI's variational mean negated": ("gp-svi", {("variational_mean_",): _negated}, None,

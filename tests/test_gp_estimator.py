@@ -23,6 +23,9 @@ from bayes_maxmargin.models.gp.model import GPHyper, kernel_prior
 from ._compilations import compilation_log
 
 QUIET = dict(progress_bar=False, random_state=0)
+#: S-BSVM at its defaults (GPBSVM() itself on the few rows of these tests is ECM:
+#: test_default_inference_is_ecm_with_a_cross_fitted_link_up_to_full_gp_max_rows)
+SVI = dict(inference="svi", **QUIET)
 #: The ECM fit of test_support_vectors_follow_eq13 (theta held); tests that need such a fit on the moons use
 #: it, so that one compiled program serves them all.
 FIXED_ECM = dict(inference="ecm", learn_kernel=False, kernel_params={"lengthscale": 1.0}, gamma=0.5, max_iter=2000,
@@ -68,7 +71,7 @@ def moons150() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, GPBSVM]:
 
     X, y = make_moons(150, noise=0.3, random_state=0)
     X_test, y_test = make_moons(2000, noise=0.3, random_state=1)
-    return X, y, X_test, y_test, GPBSVM(**QUIET).fit(X, y)
+    return X, y, X_test, y_test, GPBSVM(**SVI).fit(X, y)
 
 
 def test_ecm_is_gp_ecm_mlii(moons):
@@ -254,7 +257,7 @@ def test_precision_none_is_float32_for_svi_and_float64_for_the_other_methods(moo
     X, y, X_test, y_test, svi = moons150
     assert svi.precision is None and svi._posterior.state.nat.eta1.dtype == np.float32
     assert svi.inducing_points_.shape == (50, 2)
-    svi64 = GPBSVM(precision="float64", **QUIET).fit(X, y)
+    svi64 = GPBSVM(precision="float64", **SVI).fit(X, y)
     assert svi64._posterior.state.nat.eta1.dtype == np.float64
     # measured: mean |p32 - p64| 7e-4 (max 5e-3) and test errors 0.1030 / 0.1035 on the 2000 test points;
     # 0.01 and 0.005 (10 of the 2000 points) leave room for rounding, well below a real change of the fit
@@ -280,7 +283,7 @@ def test_svi_keeps_the_kmeans_centres_below_ard_min_rows_and_moves_them_above(mo
     X, y, X_test, y_test, seed0 = moons150
     assert seed0.kernel_ == "rbf" and np.ndim(seed0.kernel_params_["lengthscale"]) == 0
     errors = []
-    for clf in (seed0, *(GPBSVM(**{**QUIET, "random_state": seed}).fit(X, y) for seed in (1, 2))):
+    for clf in (seed0, *(GPBSVM(**{**SVI, "random_state": seed}).fit(X, y) for seed in (1, 2))):
         np.testing.assert_allclose(clf.inducing_points_, init_inducing(X, 50, "kmeans", clf._fit_seed()), rtol=1e-6)
         errors.append(np.mean(clf.predict(X_test) != y_test))
     assert max(errors) < 0.125 and max(errors) - min(errors) < 0.02
@@ -294,30 +297,30 @@ def test_default_svi_steps_depend_on_the_kernel_numbers_ml_ii_learns(moons):
     from bayes_maxmargin.estimators.gp import default_svi_steps
 
     X, y = moons
-    assert GPBSVM(**QUIET).fit(X, y).n_iter_ == 250
-    assert GPBSVM(kernel="ard", **QUIET).fit(X, y).n_iter_ == 1000  # 2 length-scales and the amplitude
-    assert GPBSVM(kernel="ard", learn_kernel=("lengthscales",), **QUIET).fit(X, y).n_iter_ == 250  # 2 numbers
+    assert GPBSVM(**SVI).fit(X, y).n_iter_ == 250
+    assert GPBSVM(kernel="ard", **SVI).fit(X, y).n_iter_ == 1000  # 2 length-scales and the amplitude
+    assert GPBSVM(kernel="ard", learn_kernel=("lengthscales",), **SVI).fit(X, y).n_iter_ == 250  # 2 numbers
     assert default_svi_steps(300_000, 100, 2) == 60_000 and default_svi_steps(10**8, 100, 19) == 100_000
 
 
 def test_default_is_svi_with_inducing_points_and_minibatches_capped_at_n(moons):
-    """GPBSVM() fits S-BSVM; with fewer than 100 rows its minibatches are all N rows and with fewer
+    """svi with its defaults: with fewer than 100 rows its minibatches are all N rows and with fewer
     than 192 its inducing points N // 3, at least one (the same fit as num_inducing=N // 3,
     batch_size=N); an explicit M up to N is kept, M > N stays an error."""
     from bayes_maxmargin.models.gp.model import init_inducing
 
-    X, y = moons  # 80 rows: GPBSVM() is the fit of test_default_svi_steps_... (one compiled program)
-    default = GPBSVM(**QUIET).fit(X, y)
+    X, y = moons  # 80 rows: the fit of test_default_svi_steps_... (one compiled program)
+    default = GPBSVM(**SVI).fit(X, y)
     assert default.inference == "svi" and default.inducing_points_.shape == (26, 2)
     explicit = GPBSVM(inference="svi", num_inducing=26, batch_size=80, **QUIET).fit(X, y)
     np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
     # an explicit optimize_inducing=True is kept below ARD_MIN_ROWS (the default keeps the k-means centres)
-    moved = GPBSVM(num_inducing=80, optimize_inducing=True, max_iter=40, **QUIET).fit(X, y)
+    moved = GPBSVM(num_inducing=80, optimize_inducing=True, max_iter=40, **SVI).fit(X, y)
     assert moved.inducing_points_.shape == (80, 2)
     assert not np.allclose(moved.inducing_points_, init_inducing(X, 80, "kmeans", moved._fit_seed()), atol=1e-3)
-    assert GPBSVM(max_iter=40, **QUIET).fit(X[:5], np.array([0, 1, 0, 1, 1])).inducing_points_.shape == (1, 2)
+    assert GPBSVM(max_iter=40, **SVI).fit(X[:5], np.array([0, 1, 0, 1, 1])).inducing_points_.shape == (1, 2)
     with pytest.raises(InvalidParameterError, match=r"num_inducing: 81"):
-        GPBSVM(num_inducing=81, **QUIET).fit(X, y)
+        GPBSVM(num_inducing=81, **SVI).fit(X, y)
 
 
 def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path, monkeypatch, ecm80):
@@ -340,7 +343,7 @@ def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path,
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.where(np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=len(X)) > 0, 1, -1)
-    small = dict(batch_size=50, max_iter=300, **QUIET)
+    small = dict(batch_size=50, max_iter=300, **SVI)
     default = GPBSVM(**small).fit(X, y)
     assert default.kernel is None and default.kernel_ == ARD() + Constant() and default.elbo_.size == 300 // 5
     assert default.inducing_points_.shape == (64, 3)
@@ -352,7 +355,7 @@ def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path,
     np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
     save(default, tmp_path / "default.bmm")
     loaded = load(tmp_path / "default.bmm")
-    assert loaded.kernel is None and loaded.kernel_ == ARD() + Constant()
+    assert loaded.kernel is None and loaded.kernel_ == ARD() + Constant() and loaded.inference_ == "svi"
     np.testing.assert_array_equal(loaded.predict_proba(X[:50]), default.predict_proba(X[:50]))
     assert ecm80.kernel_ == "rbf" and ecm80.log_z_.shape == (40 // 20, 2)
 
@@ -505,7 +508,7 @@ def test_svi_idata_is_built_when_first_read_and_saved_built(moons, tmp_path):
     from bayes_maxmargin import load, save
 
     X, y = moons
-    est = GPBSVM(**QUIET).fit(X, y)  # 250 steps: the fit of test_default_svi_steps_... (one compiled program)
+    est = GPBSVM(**SVI).fit(X, y)  # 250 steps: the fit of test_default_svi_steps_... (one compiled program)
     assert "idata_" not in vars(est)
     assert est.idata_.sample_stats["elbo"].shape == (1, 1, 250 // 5)
     assert "idata_" in vars(est) and "_idata_parts" not in vars(est)

@@ -76,9 +76,11 @@ BASES: dict[str, tuple[type, dict[str, Any]]] = {
     "gp-gibbs": (GPBSVM, dict(inference="gibbs", **MCMC)),
     "gp-nuts": (GPBSVM, dict(inference="nuts", **NUTS)),
     "gp-vi": (GPBSVM, dict(inference="vi", max_iter=3, **QUIET)),
-    # the default GPBSVM(): svi with min(64, N // 3) inducing points and min(100, N) rows a step;
-    # ten steps, two of them followed by ML-II (mlii_every=5)
-    "gp-svi": (GPBSVM, dict(max_iter=10, **QUIET)),
+    # svi at its defaults: min(64, N // 3) inducing points and min(100, N) rows a step; ten steps, two of
+    # them followed by ML-II (mlii_every=5)
+    "gp-svi": (GPBSVM, dict(inference="svi", max_iter=10, **QUIET)),
+    # GPBSVM() on these few rows: ECM with the link cross-fitted from five refits
+    "gp-default": (GPBSVM, dict(**ML2)),
     # the paper's Table 3 (FactorBSVM's docstring), two factors of the three features
     "factor-ldfm": (FactorBSVM, dict(n_factors=2, classifier="linear", num_warmup=2, num_samples=3, thin=1, **QUIET)),
     "factor-ndfm": (FactorBSVM, dict(n_factors=2, classifier="gp", num_warmup=2, num_samples=3, thin=1, **QUIET)),
@@ -162,6 +164,7 @@ ALONE: dict[str, dict[str, list]] = {
                  "marginal_moves": [False], "calibrate": ["cv"]},
     "gp-nuts": {**_GP, **_GP_LEARN, **_GP_SAMPLED},
     "gp-vi": {**_GP, "calibrate": [False]},
+    "gp-default": {"calibrate": [True], "inference": ["svi"]},
     "gp-svi": {**_GP, **_GP_LEARN, **_INDUCING, **_SVI_STEPS, "kernel": ["rbf", "ard", "poly", "linear", RBF_LINEAR,
                                                                         ARD_CONST],
                "precision": ["float64"], "calibrate": [False], "optimize_inducing": [True], "batch_size": [12],

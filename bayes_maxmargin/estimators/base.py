@@ -63,7 +63,8 @@ def reports_progress(fit: Any) -> Any:
     @wraps(fit)
     def fit_reporting(self: Any, *args: Any, **kwargs: Any) -> Any:
         enabled = bool(getattr(self, "progress_bar", False)) and "_ovr_recorder" not in self.__dict__
-        with (fit_progress(enabled, f"{type(self).__name__}({getattr(self, 'inference', '')})"),
+        inference = getattr(self, "inference", "")
+        with (fit_progress(enabled, f"{type(self).__name__}({'default' if inference is None else inference})"),
               limit_blas_threads(getattr(self, "_FIT_BLAS_THREADS", None))):
             fitted = fit(self, *args, **kwargs)
         pending = self.__dict__.pop(_MIXING_PENDING, None)

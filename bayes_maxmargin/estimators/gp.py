@@ -14,6 +14,7 @@ import numpy as np
 from jax.scipy.linalg import cho_solve
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import _num_samples
 
 from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.augmentation import ELLIPTICAL_STEPS
@@ -278,6 +279,15 @@ LINK_ROWS = 20_000
 #: (flare_solar), the margin where the link on f, a f + b, overstates the confidence of points with a large
 #: predictive variance (ionosphere).
 CV_FOLDS = 5
+#: ``inference=None``: the full GP (ECM, its link cross-fitted) on at most this many training rows, svi above
+#: (:func:`default_inference`). Measured with ``benchmarks/vs_peers.py --suite all`` (20 splits; leukemia 10),
+#: test error / Brier score over the best of GPC, GPJax's SVGP and SVC + Platt, ECM with ``calibrate="cv"``
+#: against svi: ionosphere (245 rows, 34 features) 1.09 / 1.15 against 1.42 / 1.44, sonar (145, 60) 0.90 /
+#: 0.97 against 1.46 / 1.41, leukemia (50, 7129) 1.00 / 0.81 against 2.67 / 2.31, crabs (140) 3.50 / 0.44
+#: against 7.50 / 1.01 (a few test errors in all), breast_cancer, flare_solar, heart and p53_proxy within 0.05
+#: of svi's either way. On wdbc (398 rows) svi keeps the lower error (0.99 against 1.13), and ECM's N^3 grows
+#: costly (usps_3vs5, 1078 rows: a second fit of 20 s against GPC's 0.8 s).
+FULL_GP_MAX_ROWS = 300
 
 
 def _is_cv(value: Any) -> bool:
@@ -385,6 +395,28 @@ def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, p
     return " or ".join(options) + (" fits" if len(options) == 1 else " fit") + " in this memory"
 
 
+def _rows(X: Any) -> int:
+    """The number of rows of ``X`` before it is validated (0 where it has none: the validation names the
+    problem)."""
+    try:
+        return _num_samples(X)
+    except TypeError:
+        return 0
+
+
+def default_inference(n: int) -> str:
+    """The inference method of ``GPBSVM(inference=None)`` on ``n`` training rows: the full GP by ECM with
+    the cross-fitted link (``calibrate="cv"`` where ``calibrate=None``) on at most
+    :data:`FULL_GP_MAX_ROWS` rows, S-BSVM ("svi") above.
+
+    Examples
+    --------
+    >>> default_inference(245), default_inference(398)
+    ('ecm', 'svi')
+    """
+    return "ecm" if n <= FULL_GP_MAX_ROWS else "svi"
+
+
 def default_svi_inducing(n: int) -> int:
     """The number of inducing points of ``GPBSVM(inference="svi", num_inducing=None)`` on ``n`` rows:
     :data:`DEFAULT_SVI_INDUCING`, or ``n //`` :data:`ROWS_PER_INDUCING` (at least 1) where that is smaller.
@@ -481,7 +513,7 @@ class GPBSVM(_BayesianSVMClassifier):
         the other inference methods (:func:`default_kernel`); ``kernel_`` holds the choice. Set it
         explicitly when fits on both sides of 600 rows are compared (e.g. cross-validation folds of an
         800-row set).
-    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"}, default="svi"
+    inference : {"ecm", "fitc", "gibbs", "nuts", "vi", "svi"} or None, default=None
         ECM for the MAP of (f, gamma) with ML-II kernel learning (Sec. 3, eq. 8-9); the same under
         the FITC approximation with ``num_inducing`` pseudo-inputs (eq. 10); the conjugate Gibbs
         sampler (eq. 7); NUTS on the marginal program (the reference); or the variational
@@ -490,11 +522,16 @@ class GPBSVM(_BayesianSVMClassifier):
         ``num_inducing`` inducing points ("svi", S-BSVM, Alg. 1), minibatches streamed from host
         memory, ML-II on the kernel (``learn_kernel``) and the inducing locations
         (``optimize_inducing``) every ``mlii_every`` steps (eq. 12). vi and svi use the hinge
-        (gamma0 = 0) with gamma fixed. The default, svi with min(64, N // 3) inducing points, predicts
-        as well as or better than the full-GP ECM on the benchmark sets of
-        ``benchmarks/vs_peers.py`` (ECM's ML-II can pick a kernel that fits noisy training labels
-        almost exactly: on one diabetis split 0.6 % training and 33 % test error, against 24-26 %
-        for svi), its time grows linearly in N, and its second fits take seconds at any size.
+        (gamma0 = 0) with gamma fixed. None (:func:`default_inference`; ``inference_`` holds the choice):
+        ECM with the cross-fitted link (``calibrate="cv"``) on at most :data:`FULL_GP_MAX_ROWS` (300)
+        training rows, where the full GP costs little and predicts better than a few inducing points
+        of an isotropic kernel on wide data (:data:`FULL_GP_MAX_ROWS` gives the measurements), and svi
+        above, with min(64, N // 3) inducing points: it predicts as well as or better than the full-GP
+        ECM on the larger sets of ``benchmarks/vs_peers.py`` (ECM's ML-II can pick a kernel that fits
+        noisy training labels almost exactly: on one diabetis split 0.6 % training and 33 % test error,
+        against 24-26 % for svi), its time grows linearly in N, and its second fits take seconds at any
+        size. Set it explicitly when fits on both sides of 300 rows are compared (e.g. the
+        cross-validation folds of a 400-row set).
     kernel_params : dict or None
         Initial (ECM / FITC with ``learn_kernel``) or fixed kernel parameters, e.g.
         ``{"lengthscale": 3.0, "amplitude": 1.0}``; fields not given take the defaults:
@@ -649,14 +686,17 @@ class GPBSVM(_BayesianSVMClassifier):
         probit. Five more fits, for any inference method, whose f never saw the rows it predicts (the
         leave-one-out moments leave one site out of a posterior that every row shaped). :data:`CV_FOLDS`
         gives the measurements of both choices, the held-out moments and the link on the margin.
-        None: True for ECM, FITC, vi and svi, False (Phi(f), the papers' predictive, eq. 11) for Gibbs
-        and NUTS, for which True is an error.
+        None: ``"cv"`` where ``inference=None`` chose ECM (:func:`default_inference`), True for ECM, FITC,
+        vi and svi otherwise, False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which
+        True is an error.
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    inference_ : str
+        The inference method fitted: ``inference``, or the one ``inference=None`` stands for.
     kernel_ : str or Kernel
         The covariance function fitted: ``kernel``, or the one ``kernel=None`` stands for.
     estimators_ : list of GPBSVM
@@ -726,7 +766,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def __init__(
         self,
         kernel: str | Kernel | None = None,
-        inference: str = "svi",
+        inference: str | None = None,
         *,
         kernel_params: Mapping[str, Any] | None = None,
         learn_kernel: bool | tuple[str, ...] = True,
@@ -804,11 +844,21 @@ class GPBSVM(_BayesianSVMClassifier):
     def _precision(self) -> str:
         """``precision``, None replaced by :data:`DEFAULT_PRECISION` of the inference method."""
         if getattr(self, "precision", None) is None:
-            return DEFAULT_PRECISION.get(self.inference, "float64")
+            return DEFAULT_PRECISION.get(self._inference(), "float64")
         return super()._precision()
 
+    def _inference(self) -> Any:
+        """``inference``, None replaced by the choice of the last fit (``inference_``, :func:`default_inference`)."""
+        return self.inference if self.inference is not None else vars(self).get("inference_")
+
+    def _cross_fits(self) -> bool:
+        """Whether the fit learns its link from refits (``calibrate="cv"``, or ``calibrate=None`` where
+        ``inference=None`` chose the full GP)."""
+        default = self.calibrate is None and self.inference is None and self._inference() == "ecm"
+        return _is_cv(self.calibrate) or default
+
     def _checked_params(self) -> dict[str, Any]:
-        inference = check_option("inference", self.inference, tuple(_GP_DEFAULT_GAMMA0))
+        inference = check_option("inference", self._inference(), tuple(_GP_DEFAULT_GAMMA0))
         p: dict[str, Any] = {
             "inference": inference,
             "kernel": None if self.kernel is None else _check_kernel(self.kernel),
@@ -872,8 +922,8 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"Invalid value for calibrate: True with inference={inference!r}; the link is learnt from the "
                 f"leave-one-out moments of a Gaussian posterior ({', '.join(CALIBRATED)}); calibrate='cv' "
                 f"learns it from refits on {CV_FOLDS} folds with any inference method")
-        p["calibrate"] = (inference in CALIBRATED if self.calibrate is None
-                          else "cv" if _is_cv(self.calibrate) else bool(self.calibrate))
+        p["calibrate"] = ("cv" if self._cross_fits() else inference in CALIBRATED if self.calibrate is None
+                          else bool(self.calibrate))
         return p
 
     # ------------------------------------------------------------------ fitting
@@ -898,11 +948,12 @@ class GPBSVM(_BayesianSVMClassifier):
         -------
         self
         """
-        cross_fit = _is_cv(self.calibrate) and "_ovr_recorder" not in self.__dict__
+        self.inference_ = self.inference if self.inference is not None else default_inference(_rows(X))
+        cross_fit = self._cross_fits() and "_ovr_recorder" not in self.__dict__
         if cross_fit:  # the folds first: a class they cannot hold out is named before any fit
             Xc, yc = check_X_y(X, y, estimator_name="GPBSVM")
             folds = self._cross_fit_folds(Xc, yc)
-        with limit_blas_threads(_blas_threads(self.inference)):
+        with limit_blas_threads(_blas_threads(self.inference_)):
             self._fit_threads_set(X, y, checkpoint, resume)
             if cross_fit:
                 self._cross_fit_link(Xc, yc, folds)
@@ -1105,9 +1156,9 @@ class GPBSVM(_BayesianSVMClassifier):
         change = abs(last[-1] - last[-2]) / max(abs(last[-1]), 1.0)
         if change > params["tol"]:
             hint = (" (a FITC prior with nearly as many inducing points as rows can be too ill-conditioned to "
-                    "reach tol: raise jitter)") if self.inference == "fitc" else ""
+                    "reach tol: raise jitter)") if self._inference() == "fitc" else ""
             warnings.warn(
-                f"GPBSVM(inference={self.inference!r}) stopped at max_iter={params['max_iter']} with a relative "
+                f"GPBSVM(inference={self._inference()!r}) stopped at max_iter={params['max_iter']} with a relative "
                 f"change of the objective of {change:.2g} in its last iteration, above tol={params['tol']:g}: "
                 f"raise max_iter{hint}.", ConvergenceWarning, stacklevel=4)
 
@@ -1315,9 +1366,9 @@ class GPBSVM(_BayesianSVMClassifier):
         that each refit fits f afresh on its rows without ML-II (on the first five splits of ionosphere,
         flare_solar and sonar the same test Brier score to 0.001 as refits with ML-II, in a third to half of
         their time); the samplers' refits sample theta as the fit did."""
-        settings = {"calibrate": False, "progress_bar": False,
+        settings = {"calibrate": False, "progress_bar": False, "inference": self._inference(),
                     "kernel": self.kernel_ if isinstance(self.kernel_, (str, Kernel)) else self.kernel}
-        if self.inference in MLII_INFERENCE:
+        if self._inference() in MLII_INFERENCE:
             settings.update(learn_kernel=False, kernel_params=self.kernel_params_)
         return settings
 
@@ -1342,6 +1393,10 @@ class GPBSVM(_BayesianSVMClassifier):
         """As the base class; and a binary fit's posterior agrees with its fitted attributes
         (:func:`~bayes_maxmargin.models.gp.consistency.check_gp_fit`)."""
         super()._check_restored()
+        chosen = vars(self).get("inference_", self.inference)  # files before inference_: inference itself
+        if not isinstance(chosen, str) or chosen not in _GP_DEFAULT_GAMMA0 or self.inference not in (None, chosen):
+            raise ValueError(f"inference_ is {chosen!r}, not an inference method the fit's inference="
+                             f"{self.inference!r} stands for")
         if not self._multiclass:
             params = self._checked_params()
             check_gp_fit(self.__dict__, self.n_features_in_, params["gamma0"], params["jitter"])
@@ -1355,7 +1410,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with float_precision(self._x64), limit_blas_threads(_blas_threads(self.inference)):
+        with float_precision(self._x64), limit_blas_threads(_blas_threads(self._inference())):
             mean, var = self._posterior.latent_moments(X, jnp.float64 if self._x64 else jnp.float32)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
