@@ -425,7 +425,8 @@ def test_default_inference_is_ecm_with_a_cross_fitted_link_up_to_full_gp_max_row
 
 def test_cross_fitting_folds_hold_twins_out_together_and_keep_every_class():
     """Held-out sets cover every row once, keep each group of repeated inputs together, and every
-    training set has one size and every class (a class of two rows among 40)."""
+    training set has one size and every class (a class of two rows among 40); without repeated inputs
+    they are stratified."""
     rng = np.random.default_rng(0)
     y = np.array([0] * 38 + [1] * 2)
     groups = rng.integers(0, 25, size=40)
@@ -436,6 +437,13 @@ def test_cross_fitting_folds_hold_twins_out_together_and_keep_every_class():
     for train, held in folds:
         assert not np.isin(groups[held], groups[train]).any()
         assert set(y[train]) == {0, 1}
+    # every row its own group (StratifiedKFold's folds): each class spread evenly over the held-out sets
+    y = np.array([0] * 23 + [1] * 17)
+    folds = cross_fit_folds(y, np.arange(40), 5, seed=3)
+    assert sorted(np.concatenate([h for _, h in folds]).tolist()) == list(range(40))
+    assert {t.size for t, _ in folds} == {32}
+    for _, held in folds:
+        assert abs(np.sum(y[held] == 0) - 23 / 5) < 1 and abs(np.sum(y[held] == 1) - 17 / 5) < 1
 
 
 def test_cross_fitted_link_per_class_in_a_multiclass_fit():

@@ -58,7 +58,9 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
 
     The held-out sets are scikit-learn's :class:`~sklearn.model_selection.StratifiedGroupKFold` folds (seeded,
     shuffled): the class proportions kept, and rows of one group (e.g. repeated inputs) held out together,
-    so that no held-out row has a twin among the rows its predictor was fitted on. Every training set has
+    so that no held-out row has a twin among the rows its predictor was fitted on. Where every row is a
+    group of its own they are :class:`~sklearn.model_selection.StratifiedKFold`'s, which does the same in
+    linear time (the grouped search over folds took 50 ms on 189 rows, a sixth of an ECM fit there). Every training set has
     the same size, ``n`` less the largest held-out set (a fold whose held-out set is smaller also leaves
     out that many of its other rows, drawn from ``seed``), so that one compiled program fits them all.
 
@@ -92,7 +94,7 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
     >>> {train.size for train, _ in folds}, all(np.intersect1d(t, h).size == 0 for t, h in folds)
     ({6}, True)
     """
-    from sklearn.model_selection import StratifiedGroupKFold
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     y = np.asarray(y)
     groups = np.arange(y.shape[0]) if groups is None else np.asarray(groups)
@@ -102,10 +104,13 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
             raise ValueError(
                 f"cross-fitting needs at least two distinct rows of every class; class {label.tolist()!r} has "
                 f"{distinct}")
-    splitter = StratifiedGroupKFold(n_splits=min(n_folds, np.unique(groups).size), shuffle=True, random_state=seed)
+    n_groups = np.unique(groups).size
+    grouped = n_groups < y.shape[0]
+    splitter = (StratifiedGroupKFold if grouped else StratifiedKFold)(
+        n_splits=min(n_folds, n_groups), shuffle=True, random_state=seed)
     with warnings.catch_warnings():  # a class with fewer rows than folds: held out in fewer folds, as checked
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)
-        held = [h for _, h in splitter.split(np.zeros((y.shape[0], 1)), y, groups)]
+        held = [h for _, h in splitter.split(np.zeros((y.shape[0], 1)), y, groups if grouped else None)]
     size = y.shape[0] - max(h.size for h in held)
     rng = np.random.default_rng(seed)
     return [(_drop_from_largest(np.setdiff1d(np.arange(y.shape[0]), h), y, size, rng), np.sort(h)) for h in held]

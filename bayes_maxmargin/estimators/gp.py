@@ -52,7 +52,6 @@ from bayes_maxmargin.diagnostics import (
     MixingWarning,
     SeparableClassesWarning,
     gaussian_draws,
-    to_inference_data,
 )
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
@@ -1024,7 +1023,8 @@ class GPBSVM(_BayesianSVMClassifier):
             posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
         self._fit_link(X, y, params)
-        self._check_mixing()
+        if params["inference"] in ("gibbs", "nuts"):  # the others have no chains to judge
+            self._check_mixing()
         return self
 
     def _fit_vi(self, key, X, y, theta0, learn, hyper, params):
@@ -1279,8 +1279,8 @@ class GPBSVM(_BayesianSVMClassifier):
         d = self.n_features_in_
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
-        self.idata_ = to_inference_data(
-            posterior,
+        self._defer_idata(  # built when first read: a refit of calibrate="cv" never reads it
+            posterior=posterior,
             sample_stats=stats,
             observed_data={"y": y},
             log_likelihood=log_lik,
