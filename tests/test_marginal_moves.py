@@ -241,3 +241,5 @@ def test_the_moves_report_their_evaluations_per_draw(name):
     assert np.all(np.asarray(stats["move_stalled"]) >= 0)
     if off_stats is not None:
         assert np.all(np.asarray(off_stats["move_evaluations"]) == 0)
+    if name == "factor":  # the scale move of each of the 2 factors: at least one evaluation each
+        assert np.asarray(stats["scale_evaluations"]).min() >= 2

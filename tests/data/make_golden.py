@@ -445,7 +445,7 @@ CHAOTIC_REFITS = ("GPBSVM-nuts", "GPBSVM-nuts-theta", "FactorBSVM-gibbs-linear-t
 #: do not depend on the units of X), and stop elsewhere after their few ML-II iterations. The Gibbs samplers
 #: whose sweeps gained moves since the fixtures were written (the linear and Luts samplers' directional and
 #: scale moves, GP Gibbs's elliptical moves of f, the projection's moves of [w; b] and its bias shift, the
-#: factor model's moves of [beta, b] and of f) draw
+#: factor model's moves of [beta, b], of f and of the factors' scales) draw
 #: other chains of the same posterior (each kernel is checked against NUTS), and the projection's posterior
 #: gained ``coef``: their refits, and that of the two-stage factor model whose second stage is LinearBSVM's
 #: Gibbs, are compared with re-recorded ones.

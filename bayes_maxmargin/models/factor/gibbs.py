@@ -17,7 +17,8 @@ One sweep updates, in turn (each step an exact conditional draw of the augmented
      of ([beta, b], lambda): given lambda the margin points pin f_n, and the conditional draws alone move
      [beta, b] slowly;
      w_n | A, psi, beta, b, lambda, gamma ~ N, precision I + psi A'A + gamma beta beta' / lambda_n
-     (all n at once: the w_n are conditionally independent); 1 / g_k | beta_k ~ IG(sqrt(rho /
+     (all n at once: the w_n are conditionally independent), then the scale of each factor moved with
+     W A' and f fixed (:func:`rescale_factors`); 1 / g_k | beta_k ~ IG(sqrt(rho /
      beta_k^2), rho) with factor-score selection; gamma | f, lambda (eq. 7);
    * ``"gp"``: W | A, psi, lambda, gamma with f marginalised (eq. 14) by elliptical slice sampling
      (BlackJAX), prior N(S_N psi A' x_n, S_N) per score and likelihood Z = N(Y(1 + lambda) | 0,
@@ -97,7 +98,7 @@ from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordina
                                                    theta_log_conditional)
 
 __all__ = ["FactorState", "FactorSweepInfo", "build_factor_kernel", "build_factor_record", "draw_inv_scale",
-           "draw_log_theta", "ess_step", "init_factor", "log_marginal_z", "record_factor"]
+           "draw_log_theta", "ess_step", "init_factor", "log_marginal_z", "record_factor", "rescale_factors"]
 
 
 class FactorSweepInfo(NamedTuple):
@@ -107,13 +108,15 @@ class FactorSweepInfo(NamedTuple):
     the GP classifier's elliptical updates of f; zeros without a classifier or with the probit link), and
     with the GP classifier the elliptical slice sub-iterations of the score update (``ess_subiterations``:
     one likelihood evaluation per step plus one per shrinkage of the bracket) and, with theta sampled, the
-    slice sweep's evaluations and stalled updates of log theta."""
+    slice sweep's evaluations and stalled updates of log theta; with the linear classifier the density
+    evaluations of the factors' scale move (``scale_evaluations``, :func:`rescale_factors`)."""
 
     move_evaluations: Array
     move_stalled: Array
     ess_subiterations: Array | None = None
     slice_evaluations: Array | None = None
     slice_stalled: Array | None = None
+    scale_evaluations: Array | None = None
 
 
 class FactorState(NamedTuple):
@@ -193,6 +196,40 @@ def _draw_scores_linear(
 
     keys = jax.random.split(key, X.shape[0])
     return jax.vmap(one)(keys, gamma * inv_lam, rhs)
+
+
+def rescale_factors(key: Array, A: Array, W: Array, beta: Array, inv_phi: Array, inv_g: Array
+                    ) -> tuple[Array, Array, Array, Array]:
+    """The scale of each factor moved with the fit unchanged: a parameter-expanded step (Liu & Wu 1999).
+
+    The map (a_k, w_k, beta_k) -> (c_k a_k, w_k / c_k, c_k beta_k), c_k > 0, leaves W A' and the classifier
+    f = W beta + b unchanged, so only the priors of the moved coordinates see it: a_ik ~ N(0, phi_ik),
+    w_nk ~ N(0, 1), beta_k ~ N(0, g_k). Each t_k = log c_k is drawn by a slice update from
+
+        -e^{2 t} (sum_i a_ik^2 / phi_ik + beta_k^2 / g_k) / 2 - e^{-2 t} ||w_k||^2 / 2 + (d + 1 - n) t,
+
+    the density of the moved point times the Jacobian c^(d + 1 - n) of the map, with respect to the
+    group's invariant measure dc / c = dt: a generalised Gibbs step (Liu & Sabatti 2000), which leaves the
+    conditional of (A, W, beta) given everything else invariant. Given W the loadings, and given A the
+    scores, pin each other's scale; this move changes both at once.
+
+    Returns
+    -------
+    A, W, beta : Array
+        The moved loadings, scores and classifier weights.
+    evaluations : Array
+        Density evaluations of the slice updates.
+    """
+    d, n = A.shape[0], W.shape[0]
+    s_a = 0.5 * (jnp.sum(A**2 * inv_phi, axis=0) + beta**2 * inv_g)
+    s_w = 0.5 * jnp.sum(W**2, axis=0)
+
+    def logdensity(t: Array) -> Array:
+        return jnp.sum(-jnp.exp(2.0 * t) * s_a - jnp.exp(-2.0 * t) * s_w + (d + 1 - n) * t)
+
+    t, _, info = slice_sweep(key, logdensity, jnp.zeros_like(beta), 1.0 / jnp.sqrt(jnp.asarray(n + d, A.dtype)))
+    c = jnp.exp(t)
+    return A * c, W / c, beta * c, jnp.asarray(info.num_evaluations, jnp.int32)
 
 
 def log_marginal_z(W: Array, data: FactorData, kernel_fn, inv_lam: Array, gamma: Array) -> Array:
@@ -507,6 +544,10 @@ def build_factor_kernel(
             if sample_g:
                 inv_g = draw_inv_scale(keys[5], coef[:Kf], hyper.rho)
             W = _draw_scores_linear(keys[6], X, y, A, psi, coef, inv_lam, gamma)
+            A, W, beta, evaluations = rescale_factors(jax.random.fold_in(keys[6], 1), A, W, coef[:Kf], inv_phi,
+                                                      inv_g)
+            coef = coef.at[:Kf].set(beta)
+            info = info._replace(scale_evaluations=evaluations)
             f = W @ coef[:Kf] + coef[Kf]
         elif classifier == "gp":
             y, inv_lam, gamma, z = _augment(keys[3], y, f, gamma, hyper, link)
