@@ -219,6 +219,13 @@ def rescale_factors(key: Array, A: Array, W: Array, beta: Array, inv_phi: Array,
         The moved loadings, scores and classifier weights.
     evaluations : Array
         Density evaluations of the slice updates.
+
+    Examples
+    --------
+    >>> A, W, beta = jnp.ones((4, 2)), jnp.ones((10, 2)), jnp.ones(2)
+    >>> A2, W2, beta2, _ = rescale_factors(jax.random.PRNGKey(0), A, W, beta, jnp.ones((4, 2)), jnp.ones(2))
+    >>> bool(jnp.allclose(W2 @ A2.T, W @ A.T, rtol=1e-5)), bool(jnp.allclose(W2 @ beta2, W @ beta, rtol=1e-5))
+    (True, True)
     """
     d, n = A.shape[0], W.shape[0]
     s_a = 0.5 * (jnp.sum(A**2 * inv_phi, axis=0) + beta**2 * inv_g)
