@@ -78,3 +78,34 @@ def test_the_check_sees_every_layer() -> None:
     layers = {_layer(module) for module in MODULES}
     assert {"core", "engine", "models", "estimators", "data", "experiments", "cli"} <= layers
     assert sum(_layer(m) == "models" for m in MODULES) >= 20
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """:func:`_imports` of the statements at the top of the module (run when it is imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {name for name in found if name.startswith("bayes_maxmargin.")}
+
+
+def test_no_module_imports_itself_back_when_imported() -> None:
+    """No cycle among the imports a module runs when it is imported. ``from a import b`` reads ``a``'s namespace,
+    which a cycle could leave half built, so it counts ``a`` as well as ``a.b``."""
+    graph = {_module_name(p): _module_level_imports(p) & set(MODULES) for p in sorted(PACKAGE.rglob("*.py"))}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for name in sorted(graph[module] - {module}):
+            assert state.get(name) != 1, f"import cycle: {' -> '.join(path[path.index(name):] + [name])}"
+            if name not in state:
+                visit(name, path + [name])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])

@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+import bayes_maxmargin.estimators.multiclass as _mc
 from bayes_maxmargin.core.augmentation import log_pseudo_likelihood
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import float_precision, limit_blas_threads
@@ -32,7 +33,6 @@ from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.engine.resumable import run_resumable
-from bayes_maxmargin.estimators import multiclass as _mc
 
 if TYPE_CHECKING:
     import xarray as xr
