@@ -469,6 +469,25 @@ def test_cross_fitting_names_a_class_with_one_row(moons):
         GPBSVM(inference="ecm", calibrate="cv", **FITS["ecm"], **QUIET).fit(X, y)
 
 
+def test_the_default_falls_back_to_leave_one_out_links_where_folds_cannot_be_formed(moons):
+    """GPBSVM() on a y whose class has one row: a warning names the class, and each binary problem's link is
+    the leave-one-out one, as with calibrate=True (the same fit: equal to the bit); binary and one-vs-rest.
+    With few rows per class the folds are fewer than five (3 rows a class: 3 folds)."""
+    X, y = moons
+    y = y.copy()
+    y[0] = 2
+    settings = dict(**FITS["ecm"], **QUIET)
+    with pytest.warns(UserWarning, match=r"GPBSVM\(\): cross-fitting .* class 2 has 1, so the link is learnt from "
+                                         r"leave-one-out moments"):
+        default = GPBSVM(**settings).fit(X, y)
+    loo = GPBSVM(inference="ecm", calibrate=True, **settings).fit(X, y)
+    assert default.inference_ == "ecm" and "link_input_" not in vars(default) and default.link_.shape == (3, 2)
+    np.testing.assert_array_equal(default.link_, loo.link_)
+    np.testing.assert_array_equal(default.predict_proba(X), loo.predict_proba(X))
+    folds = cross_fit_folds(np.array([0, 0, 0, 1, 1, 1]), None, 5, seed=0)
+    assert len(folds) == 3 and sorted(np.concatenate([h for _, h in folds]).tolist()) == list(range(6))
+
+
 def test_cross_fitting_refits_hold_the_kernel_that_ml2_chose(moons):
     """The refits of a fit whose kernel parameters ML-II chose keep them (learn_kernel=False at
     kernel_params_) and fit f afresh; a sampler's refits sample theta as the fit did."""

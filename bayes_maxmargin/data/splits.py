@@ -106,8 +106,9 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
                 f"{distinct}")
     n_groups = np.unique(groups).size
     grouped = n_groups < y.shape[0]
+    largest = np.unique(y, return_counts=True)[1].max()  # StratifiedKFold needs a class of n_splits rows
     splitter = (StratifiedGroupKFold if grouped else StratifiedKFold)(
-        n_splits=min(n_folds, n_groups), shuffle=True, random_state=seed)
+        n_splits=min(n_folds, n_groups if grouped else largest), shuffle=True, random_state=seed)
     with warnings.catch_warnings():  # a class with fewer rows than folds: held out in fewer folds, as checked
         warnings.filterwarnings("ignore", "The least populated class", UserWarning)
         held = [h for _, h in splitter.split(np.zeros((y.shape[0], 1)), y, groups if grouped else None)]

@@ -685,8 +685,8 @@ class GPBSVM(_BayesianSVMClassifier):
         probit. Five more fits, for any inference method, whose f never saw the rows it predicts (the
         leave-one-out moments leave one site out of a posterior that every row shaped). :data:`CV_FOLDS`
         gives the measurements of both choices, the held-out moments and the link on the margin.
-        None: ``"cv"`` where ``inference=None`` chose ECM (:func:`default_inference`), True for ECM, FITC,
-        vi and svi otherwise, False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which
+        None: ``"cv"`` where ``inference=None`` chose ECM (:func:`default_inference`; True, with a warning,
+        where a class has too few distinct rows to hold out), True for ECM, FITC, vi and svi otherwise, False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which
         True is an error.
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
@@ -954,7 +954,9 @@ class GPBSVM(_BayesianSVMClassifier):
             folds = self._cross_fit_folds(Xc, yc)
         with limit_blas_threads(_blas_threads(self.inference_)):
             self._fit_threads_set(X, y, checkpoint, resume)
-            if cross_fit:
+            if cross_fit and folds is None:
+                self._leave_one_out_links(Xc, yc)
+            elif cross_fit:
                 self._cross_fit_link(Xc, yc, folds)
             return self
 
@@ -1333,11 +1335,16 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _cross_fit_folds(self, X: np.ndarray, y: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """The folds of ``calibrate="cv"`` (:func:`~bayes_maxmargin.data.splits.cross_fit_folds` with the
-        fit's seed, repeated inputs held out together); an InvalidParameterError names a class too small."""
+        fit's seed, repeated inputs held out together); an InvalidParameterError names a class too small, or
+        where the default chose them (``calibrate=None``), a warning, and None: the leave-one-out links."""
         try:
             return cross_fit_folds(y, tie_groups(X), CV_FOLDS, self._fit_seed())
         except ValueError as err:
-            raise InvalidParameterError(f"GPBSVM(calibrate='cv'): {err}") from None
+            if _is_cv(self.calibrate):
+                raise InvalidParameterError(f"GPBSVM(calibrate='cv'): {err}") from None
+            warnings.warn(f"GPBSVM(): {err}, so the link is learnt from leave-one-out moments (calibrate=True) "
+                          "instead of from refits", UserWarning, stacklevel=3)
+            return None
 
     def _cross_fit_link(self, X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """``link_`` of ``calibrate="cv"``, on the margin (``link_input_``), for each binary problem (a
@@ -1359,6 +1366,16 @@ class GPBSVM(_BayesianSVMClassifier):
             est.link_, est.link_input_ = fit_probit_link(margin, np.zeros(len(y)), labels), "margin"
         if self._multiclass:
             self.link_, self.link_input_ = np.stack([est.link_ for est, _ in problems]), "margin"
+
+    def _leave_one_out_links(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Each binary problem's link from its leave-one-out moments (:meth:`_fit_link` with
+        ``calibrate=True``): the default's link where the folds of ``calibrate="cv"`` cannot be formed."""
+        problems = list(zip(self.estimators_, self.classes_)) if self._multiclass else [(self, self.classes_[1])]
+        for est, label in problems:
+            est._fit_link(X, np.where(y == label, 1.0, -1.0), {"calibrate": True})
+        if self._multiclass:
+            self.link_ = np.stack([est.link_ for est, _ in problems])
+            self.__dict__.pop("link_input_", None)
 
     def _fold_settings(self) -> dict[str, Any]:
         """The settings of this binary fit's refits for ``calibrate="cv"``: no link, no progress, the fitted
