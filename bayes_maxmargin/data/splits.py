@@ -60,9 +60,10 @@ def cross_fit_folds(y: Any, groups: Any, n_folds: int, seed: int) -> list[tuple[
     shuffled): the class proportions kept, and rows of one group (e.g. repeated inputs) held out together,
     so that no held-out row has a twin among the rows its predictor was fitted on. Where every row is a
     group of its own they are :class:`~sklearn.model_selection.StratifiedKFold`'s, which does the same in
-    linear time (the grouped search over folds took 50 ms on 189 rows, a sixth of an ECM fit there). Every training set has
-    the same size, ``n`` less the largest held-out set (a fold whose held-out set is smaller also leaves
-    out that many of its other rows, drawn from ``seed``), so that one compiled program fits them all.
+    linear time (the grouped search over folds took 50 ms on 189 rows, a sixth of an ECM fit there).
+    Every training set has the same size, ``n`` less the largest held-out set (a fold whose held-out set is
+    smaller also leaves out that many of its other rows, drawn from ``seed``), so that one compiled program
+    fits them all.
 
     Parameters
     ----------

@@ -686,8 +686,8 @@ class GPBSVM(_BayesianSVMClassifier):
         leave-one-out moments leave one site out of a posterior that every row shaped). :data:`CV_FOLDS`
         gives the measurements of both choices, the held-out moments and the link on the margin.
         None: ``"cv"`` where ``inference=None`` chose ECM (:func:`default_inference`; True, with a warning,
-        where a class has too few distinct rows to hold out), True for ECM, FITC, vi and svi otherwise, False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which
-        True is an error.
+        where a class has too few distinct rows to hold out), True for ECM, FITC, vi and svi otherwise,
+        False (Phi(f), the papers' predictive, eq. 11) for Gibbs and NUTS, for which True is an error.
     random_state : int, RandomState, JAX PRNG key or None
         Seed of the sampler and of the pseudo-input initialisation.
 
@@ -1353,7 +1353,7 @@ class GPBSVM(_BayesianSVMClassifier):
         rest; binary: ``classes_[1]``) given the probit margins m / sqrt(1 + v) of f at the held-out rows of
         :data:`CV_FOLDS` refits on the rows of :func:`~bayes_maxmargin.data.splits.cross_fit_folds`
         (:meth:`_fold_settings`)."""
-        problems = list(zip(self.estimators_, self.classes_)) if self._multiclass else [(self, self.classes_[1])]
+        problems = self._binary_problems()
         for est, label in problems:
             labels = np.where(y == label, 1.0, -1.0)
             margin = np.zeros(len(y))
@@ -1367,10 +1367,15 @@ class GPBSVM(_BayesianSVMClassifier):
         if self._multiclass:
             self.link_, self.link_input_ = np.stack([est.link_ for est, _ in problems]), "margin"
 
+    def _binary_problems(self) -> list[tuple["GPBSVM", Any]]:
+        """(binary fit, its +1 label) of each problem: the one-vs-rest ``estimators_`` with their classes, or
+        this fit with ``classes_[1]``."""
+        return list(zip(self.estimators_, self.classes_)) if self._multiclass else [(self, self.classes_[1])]
+
     def _leave_one_out_links(self, X: np.ndarray, y: np.ndarray) -> None:
         """Each binary problem's link from its leave-one-out moments (:meth:`_fit_link` with
         ``calibrate=True``): the default's link where the folds of ``calibrate="cv"`` cannot be formed."""
-        problems = list(zip(self.estimators_, self.classes_)) if self._multiclass else [(self, self.classes_[1])]
+        problems = self._binary_problems()
         for est, label in problems:
             est._fit_link(X, np.where(y == label, 1.0, -1.0), {"calibrate": True})
         if self._multiclass:
