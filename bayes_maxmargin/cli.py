@@ -483,7 +483,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         matplotlib.use("Agg")
         from bayes_maxmargin import plots
 
-        if metrics["inference"] in ("vi", "svi"):  # no chains: the ELBO trace instead
+        if "elbo" in metrics:  # no chains: the ELBO trace instead (GP vi and svi, linear svi)
             plots.plot_objective(clf.elbo_, path=output_dir / "elbo.png", label="ELBO")
         elif draws:
             plots.plot_trace(clf.idata_, path=output_dir / "trace.png")

@@ -3,6 +3,7 @@ user's JAX settings, exposes the support vectors of eq. (13), and rejects bad in
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import jax
@@ -339,7 +340,8 @@ def test_default_kernel_is_ard_plus_constant_for_svi_from_ard_min_rows(tmp_path,
     assert gp.default_kernel("svi", gp.ARD_MIN_ROWS - 1) == "rbf"
     # the threshold lowered to 300 rows: the same code paths as on 600 rows in a fraction of the time (on
     # 300 rows the relevant length-scale is 0.98 against 3.4 and 4.1, 500 rows: 0.88, 3.8 and 5.0)
-    monkeypatch.setattr(gp, "ARD_MIN_ROWS", 300)
+    svi = dataclasses.replace(gp.GP_METHODS["svi"], ard_from=300, optimize_inducing_from=300)
+    monkeypatch.setitem(gp.GP_METHODS._methods, "svi", svi)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.where(np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=len(X)) > 0, 1, -1)

@@ -108,7 +108,7 @@ def test_vi_calibrates_above_link_rows():
     """Batch VI on 20 500 rows (14 dense N x N float32 matrices, 24 GB): the link is learnt on 20 000 of them.
     Skipped where that memory is not available (the fast test of the same path lowers LINK_ROWS)."""
     X, y = _large(20_500)
-    need = dense_bytes(X.shape[0], "float32", gp_module.DENSE_BUFFERS["vi"])
+    need = dense_bytes(X.shape[0], "float32", gp_module.GP_METHODS["vi"].dense_buffers)
     if available_memory() < need:
         pytest.skip(f"needs {need / 1e9:.3g} GB of memory")
     clf = GPBSVM(inference="vi", max_iter=3, precision="float32", **QUIET).fit(X, y)

@@ -14,7 +14,7 @@ import pytest
 
 from bayes_maxmargin import GPBSVM, MaxMarginProjection
 from bayes_maxmargin.core.memory import MEMORY_ENV, InsufficientMemoryError, check_dense_memory, matrix_bytes
-from bayes_maxmargin.estimators.gp import DENSE_BUFFERS, inducing_memory
+from bayes_maxmargin.estimators.gp import GP_METHODS, inducing_memory
 from bayes_maxmargin.estimators.projection import PROJECTION_MATRICES
 
 #: Seconds a refused fit may take: data checks and the estimate only, no kernel matrix, k-means or
@@ -42,7 +42,7 @@ def test_a_one_vs_rest_fit_counts_every_class(monkeypatch):
     class), is refused."""
     monkeypatch.setenv(MEMORY_ENV, "3e8")
     X, y = _classes(1500, 6)
-    check_dense_memory(1500, "float64", DENSE_BUFFERS["ecm"], what="binary", advice="")  # admitted
+    check_dense_memory(1500, "float64", GP_METHODS["ecm"].dense_buffers, what="binary", advice="")  # admitted
     message = _refused(GPBSVM(inference="ecm"), X, y, r"N = 1500 .*for its 78 dense N x N float64 matrices")
     assert "(13 for each of the 6 one-vs-rest classes, fitted together)" in message
     assert "at most N = 693 points" in message  # sqrt(3e8 / (78 * 8)) = 693.4: the largest N that fits

@@ -148,15 +148,16 @@ def test_loo_criterion_keeps_the_kernel_finite_on_separable_data():
 
 
 def test_the_default_criterion_is_loo_for_ecm_and_the_evidence_for_fitc():
-    """mlii_criterion=None resolves per inference method (DEFAULT_MLII_CRITERION): the leave-one-out criterion
+    """mlii_criterion=None resolves per inference method (GPMethod.criteria): the leave-one-out criterion
     for ECM, eq. (10) for FITC, and the evidence for the methods whose kernel is not learnt by ECM's ML-II; an
     explicit value is kept."""
-    from bayes_maxmargin.estimators.gp import _check_mlii_criterion
+    from bayes_maxmargin.estimators.gp import GP_METHODS, _check_mlii_criterion
 
     assert GPBSVM().mlii_criterion is None
-    resolved = [_check_mlii_criterion(None, m) for m in ("ecm", "fitc", "svi", "vi")]
+    resolved = [_check_mlii_criterion(None, GP_METHODS[m]) for m in ("ecm", "fitc", "svi", "vi")]
     assert resolved == ["loo", "evidence", "evidence", "evidence"]
-    assert _check_mlii_criterion("evidence", "ecm") == "evidence" and _check_mlii_criterion("loo", "fitc") == "loo"
+    assert _check_mlii_criterion("evidence", GP_METHODS["ecm"]) == "evidence"
+    assert _check_mlii_criterion("loo", GP_METHODS["fitc"]) == "loo"
 
 
 def test_the_criterion_is_checked():

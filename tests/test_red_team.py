@@ -12,6 +12,7 @@ the two forms of wide fits (``test_wide.py``), the signal timings of real fits i
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import os
@@ -46,6 +47,7 @@ from bayes_maxmargin.engine import checkpoint, mcmc, svi
 from bayes_maxmargin.engine.checkpoint import CheckpointError, Terminated, read_checkpoint
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, _check_finite, float64_hint, run_chains
 from bayes_maxmargin.engine.nuts import check_divergences
+from bayes_maxmargin.estimators.gp import GP_METHODS
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper
 from bayes_maxmargin.models.linear.posterior import LowRankPosterior
@@ -504,7 +506,8 @@ def test_sparse_gp_fit_is_not_refused_for_memory(monkeypatch):
     def reached(*args, **kwargs):
         raise _FitReached
 
-    monkeypatch.setattr(GPBSVM, "_fit_fitc", reached)
+    fitc = dataclasses.replace(GP_METHODS["fitc"], fit=reached)
+    monkeypatch.setitem(GP_METHODS._methods, "fitc", fitc)
     with pytest.raises(_FitReached):
         GPBSVM(inference="fitc", num_inducing=5, max_iter=3, learn_kernel=False).fit(X, y)
 

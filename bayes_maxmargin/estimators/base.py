@@ -33,6 +33,7 @@ from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import fold_in_chains
 from bayes_maxmargin.engine.nuts import check_divergences, nuts_chains, to_host
 from bayes_maxmargin.engine.resumable import run_resumable
+from bayes_maxmargin.estimators.registry import Method, Registry
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -192,9 +193,13 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         parts = self.__dict__.get("_idata_parts") if name == "idata_" else None
         if parts is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.idata_ = to_inference_data(**parts)
+        self.idata_ = self._idata_from(dict(parts))
         del self._idata_parts
         return self.idata_
+
+    def _idata_from(self, parts: dict[str, Any]) -> xr.DataTree:
+        """``idata_`` from the parts :meth:`_defer_idata` kept."""
+        return to_inference_data(**parts)
 
     def _check_mixing(self, draws: xr.DataTree | None = None) -> None:
         """Warn (:class:`~bayes_maxmargin.diagnostics.MixingWarning`), when the fit returns
@@ -295,13 +300,18 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         return self._labels(self.decision_function(X))
 
     #: The inference methods whose solver runs in chunks with checkpoints besides the Gibbs samplers and
-    #: SVI (:func:`~bayes_maxmargin.engine.resumable.run_resumable`), for binary problems.
+    #: SVI (:func:`~bayes_maxmargin.engine.resumable.run_resumable`), for binary problems, of a family
+    #: without a registry.
     _RESUMABLE: tuple[str, ...] = ()
+    #: The family's inference methods (:class:`~bayes_maxmargin.estimators.registry.Registry`), where it has one.
+    _METHODS: Registry | None = None
 
     @classmethod
     def _checkpointed(cls) -> tuple[str, ...]:
-        """The inference methods that take ``checkpoint`` / ``resume``: the Gibbs samplers, SVI and
-        ``_RESUMABLE``."""
+        """The inference methods that take ``checkpoint`` / ``resume``: those of ``_METHODS`` that say so, else
+        the Gibbs samplers, SVI and ``_RESUMABLE``."""
+        if cls._METHODS is not None:
+            return cls._METHODS.names(lambda m: m.checkpoints)
         return ("gibbs", "svi", *cls._RESUMABLE)
 
     def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
@@ -431,9 +441,9 @@ def _check_gamma_prior(prior: Any, needs_mode: bool) -> tuple[float, float] | No
     return a0, b0
 
 
-def _check_gamma0_prior(prior: Any, inference: str) -> tuple[float, float] | None:
-    """Validate ``gamma0_prior``: None or a pair (shape, rate) of finite numbers > 0, with inference='gibbs'
-    (the only method that samples gamma0)."""
+def _check_gamma0_prior(prior: Any, method: Method) -> tuple[float, float] | None:
+    """Validate ``gamma0_prior``: None or a pair (shape, rate) of finite numbers > 0, with a method that
+    samples gamma0 (:attr:`~bayes_maxmargin.estimators.registry.Method.samples_gamma0`)."""
     if prior is None:
         return None
     pair = None
@@ -448,9 +458,9 @@ def _check_gamma0_prior(prior: Any, inference: str) -> tuple[float, float] | Non
             f"Invalid value for gamma0_prior: {prior!r} (must be None or a pair (shape, rate) of finite "
             "numbers > 0: the Gamma prior on gamma0)"
         )
-    if inference != "gibbs":
+    if not method.samples_gamma0:
         raise InvalidParameterError(
-            f"Invalid value for gamma0_prior: {prior!r} with inference={inference!r} (gamma0 is sampled by "
+            f"Invalid value for gamma0_prior: {prior!r} with inference={method.name!r} (gamma0 is sampled by "
             "inference='gibbs' only; pass gamma0_prior=None to keep gamma0 fixed)"
         )
     return pair

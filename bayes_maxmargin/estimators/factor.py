@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -57,6 +58,7 @@ from bayes_maxmargin.estimators.base import _BayesianSVMClassifier, _sub_restore
 from bayes_maxmargin.estimators.gp import GPBSVM
 from bayes_maxmargin.estimators.linear import LinearBSVM
 from bayes_maxmargin.estimators.multiclass import classes_together, register_batched
+from bayes_maxmargin.estimators.registry import Method, Registry
 from bayes_maxmargin.models.factor.gibbs import build_factor_kernel, build_factor_record, init_factor
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
 from bayes_maxmargin.models.factor.posterior import DrawsPosterior, InterceptLinearKernel, VBPosterior
@@ -66,7 +68,7 @@ from bayes_maxmargin.models.gp.model import kernel_prior
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["FactorBSVM"]
+__all__ = ["FACTOR_METHODS", "FactorBSVM", "FactorMethod"]
 
 register_batched(run_vbem, run_vbem_batched)
 
@@ -266,7 +268,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                     f"n_factors must satisfy 1 <= n_factors <= {name} = {bound}, got {self.n_factors}"
                 )
         check_option("classifier", self.classifier, ("linear", "gp"))
-        check_option("inference", self.inference, ("gibbs", "vbem"))
+        method = FACTOR_METHODS.check(self.inference)
         check_option("second_stage", self.second_stage, (None, "linear", "gp"))
         self._check_link()
         if not isinstance(self.kernel, Kernel):
@@ -281,10 +283,11 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         for name in ("num_samples", "thin", "num_chains", "max_iter", "m_steps"):
             check_scalar_param(name, getattr(self, name), kind="int", low=1)
         check_scalar_param("n_blocks", self.n_blocks, kind="int", low=1, allow_none=True)
-        if not self.joint and self.inference == "vbem":
+        if not self.joint and not method.two_stage:
+            able = " or ".join(map(repr, FACTOR_METHODS.names(lambda m: m.two_stage)))
             raise InvalidParameterError(
-                "joint=False (the factor model alone, then a classifier: FM+L / FM+N) is fitted by "
-                "inference='gibbs'; VB-EM is implemented for the joint models (VLDFM, VNDFM)"
+                f"joint=False (the factor model alone, then a classifier: FM+L / FM+N) is fitted by "
+                f"inference={able}; inference={method.name!r} is implemented for the joint models (VLDFM, VNDFM)"
             )
         if self.n_blocks is not None and self.n_blocks > n:
             raise InvalidParameterError(f"n_blocks must be <= n_samples = {n}, got {self.n_blocks}")
@@ -332,7 +335,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         run_io = self._run_io({"inference": self.inference}, checkpoint, resume)
         X, y = self._fit_input(X, y)
         self._check_params(X)
-        if self.inference == "vbem" or (self.joint and self.classifier == "gp"):
+        method = FACTOR_METHODS[self.inference]
+        if method.dense or (self.joint and self.classifier == "gp"):
             check_dense_memory(
                 X.shape[0], self.precision, DENSE_BUFFERS,
                 what=f"FactorBSVM(classifier={self.classifier!r}, inference={self.inference!r})",
@@ -344,10 +348,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         x64 = self.precision == "float64"
         Xc = Xc.astype(np.float64 if x64 else np.float32)
         with float_precision(x64):
-            if self.inference == "gibbs":
-                identified = self._fit_gibbs(Xc, y, run_io)
-            else:
-                identified = self._fit_vbem(Xc, y, run_io)
+            identified = method.fit(self, Xc, y, run_io)
         self._check_mixing(identified)
         self._stage2 = None
         stage2 = self.classifier if not self.joint else self.second_stage
@@ -369,7 +370,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         Gibbs fit without a second stage)."""
         link = check_option("link", self.link, ("hinge", "probit"))
         if link == "probit":
-            for name, value, allowed in (("inference", self.inference, "gibbs"), ("joint", self.joint, True),
+            (probit,) = FACTOR_METHODS.names(lambda m: m.probit)
+            for name, value, allowed in (("inference", self.inference, probit), ("joint", self.joint, True),
                                          ("second_stage", self.second_stage, None)):
                 if value != allowed:
                     raise InvalidParameterError(
@@ -441,7 +443,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             post["intercept"] = s["coef"][..., -1]
         post.update({k: s[k] for k in learn or ()})  # the theta draws
         self.idata_ = to_inference_data(post, sample_stats=res.info,
-                                        attrs={"model": "FactorBSVM", "inference": "gibbs"})
+                                        attrs={"model": "FactorBSVM", "inference": self.inference})
         identified = {k: post[k] for k in ("psi", "gamma", "intercept") if k in post}
         identified |= {k: s[k] for k in learn or () if self.kernel != "ard"}  # ARD's follow the factors' order
         identified |= {"f": s["f"], "communality": np.sum(np.asarray(s["A"]) ** 2, axis=-1)}
@@ -481,8 +483,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 "gamma": _gamma_draws(rng, state.gam_a, state.gam_b, size)}
         self.idata_ = to_inference_data(post, sample_stats={"bound": self.bound_[None]},
                                         constant_data=vars(self).get("kernel_params_"),
-                                        attrs={"model": "FactorBSVM", "inference": "vbem"},
-                                        approximation="q(A) q(psi) q(gamma) of VB-EM")
+                                        attrs={"model": "FactorBSVM", "inference": self.inference},
+                                        approximation=FACTOR_METHODS[self.inference].approximation)
 
     def _set_kernel_params(self, theta: Any) -> None:
         """``kernel_params_`` of the GP classifier (none for the linear one)."""
@@ -566,7 +568,6 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
     #: VB-EM factorise small N x N and K x K matrices in every sweep, which threads slow down on shared
     #: cores (NDFM, 150 x 30 rows, 120 sweeps: 0.9-1.0 s against 1.3 s with two threads at load 4).
     _FIT_BLAS_THREADS = 1
-    _RESUMABLE = ("vbem",)
 
     def _check_restored(self) -> None:
         """As the base class; and the centring ``mean_`` has ``n_features_in_`` entries, ``loadings_`` as many
@@ -612,6 +613,36 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         rows = [(k, str(names[i]), float(A[i, k])) for k in range(A.shape[1])
                 for i in np.argsort(-np.abs(A[:, k])) if abs(A[i, k]) > threshold]
         return pd.DataFrame(rows, columns=["factor", "feature", "loading"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactorMethod(Method):
+    """An inference method of :class:`FactorBSVM` (:data:`FACTOR_METHODS`): the :class:`Method` fields, and
+
+    Attributes
+    ----------
+    two_stage : bool
+        Whether it fits ``joint=False`` (the factor model alone, then a classifier: FM+L / FM+N).
+    probit : bool
+        Whether it fits ``link="probit"`` (jointly, without a second stage).
+    dense : bool
+        Whether it holds N x N matrices whatever the classifier (:data:`DENSE_BUFFERS` of them).
+    """
+
+    two_stage: bool = False
+    probit: bool = False
+    dense: bool = False
+
+
+#: The inference methods of :class:`FactorBSVM`; each fit step returns the draws its mixing check judges
+#: (None for VB-EM, whose draws are of the approximation).
+FACTOR_METHODS: Registry[FactorMethod] = Registry(
+    FactorMethod(name="gibbs", fit=FactorBSVM._fit_gibbs, samples=True, checkpoints=True, two_stage=True,
+                 probit=True),
+    FactorMethod(name="vbem", fit=FactorBSVM._fit_vbem, checkpoints=True, dense=True,
+                 approximation="q(A) q(psi) q(gamma) of VB-EM"),
+)
+FactorBSVM._METHODS = FACTOR_METHODS
 
 
 def _posterior_from_attributes(state: dict[str, Any], est: FactorBSVM) -> dict[str, Any]:

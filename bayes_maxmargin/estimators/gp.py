@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,7 +21,13 @@ from bayes_maxmargin._version import __version__
 from bayes_maxmargin.core.augmentation import ELLIPTICAL_STEPS
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import ARD, Constant, Kernel, as_kernel, get_kernel, kernel_name, median_distance
-from bayes_maxmargin.core.linalg import CholeskyError, cholesky_or_raise, float_precision, limit_blas_threads
+from bayes_maxmargin.core.linalg import (
+    CholeskyError,
+    cholesky_or_raise,
+    float_precision,
+    jittered_cholesky,
+    limit_blas_threads,
+)
 from bayes_maxmargin.core.memory import (
     available_memory,
     check_dense_memory,
@@ -30,6 +37,7 @@ from bayes_maxmargin.core.memory import (
     matrix_bytes,
 )
 from bayes_maxmargin.core.parameters import field_values, free_fields, params_dict, replace_fields, trainable_fields
+from bayes_maxmargin.core.posterior import LeaveOneOut
 from bayes_maxmargin.core.predict import (
     LINK_SHIFT_LIMIT,
     fit_probit_link,
@@ -65,8 +73,15 @@ from bayes_maxmargin.estimators.base import (
     reports_progress,
 )
 from bayes_maxmargin.estimators.multiclass import classes_together
+from bayes_maxmargin.estimators.registry import Method, Registry
 from bayes_maxmargin.models.gp.consistency import check_gp_fit
-from bayes_maxmargin.models.gp.covariance import fitc_alpha, fitc_factors, gp_alpha, gp_data
+from bayes_maxmargin.models.gp.covariance import (
+    alpha_from_factor,
+    fitc_alpha,
+    fitc_factors,
+    gp_data,
+    scaled_factor,
+)
 from bayes_maxmargin.models.gp.ecm import (
     ML2_OPTIMIZERS,
     MLII_CRITERIA,
@@ -94,21 +109,71 @@ from bayes_maxmargin.models.gp.posterior import DrawsPosterior, ModePosterior, S
 from bayes_maxmargin.models.gp.svi import GPSpec, inducing_posterior, prediction_problem, svi_gp
 from bayes_maxmargin.models.gp.vi import batch_vi, batch_vi_factor
 
-__all__ = ["GPBSVM"]
+__all__ = ["GPBSVM", "GPMethod", "GP_METHODS"]
 
 
 # ============================================================================ GP Bayesian SVM
-#: Inference options of :class:`GPBSVM`, and the gamma0 each uses when ``gamma0=None``: the
-#: paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for ECM and FITC.
-_GP_DEFAULT_GAMMA0 = {"ecm": 0.0, "fitc": 0.0, "gibbs": 0.1, "nuts": 0.1, "vi": 0.0, "svi": 0.0}
 _GP_KERNELS = ("rbf", "ard", "poly", "linear")
-#: Kept draws per chain when ``num_samples=None``: Gibbs with theta sampled reaches 0.14-0.22 effective draws
-#: per draw of theta and f (two half moons, 200 rows; iris, classes 1 and 2 against the rest), and the check
-#: R-hat <= 1.01 over the N values of f needs about 1000 effective draws of each (with 1000 draws per chain the
-#: largest of 200 R-hats passed 1.01 in most fits by chance alone); NUTS keeps its 1000.
-_DEFAULT_DRAWS = {"gibbs": 2000, "nuts": 1000}
 #: Joint draws of (theta, f) used for prediction when theta is sampled (one Cholesky each).
 _PREDICT_THETA_DRAWS = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPMethod(Method):
+    """An inference method of :class:`GPBSVM` (:data:`GP_METHODS`): the :class:`Method` fields, and
+
+    Attributes
+    ----------
+    dense_buffers : int or None
+        Dense N x N matrices held at the peak of a full-GP fit (None: an inducing-point fit).
+    inducing_matrices : mapping or None
+        The matrices held at the peak of an inducing-point fit with M points, counted by shape
+        (:func:`inducing_memory`); None for the full GP. Such a fit takes ``num_inducing``.
+    streams : bool
+        Whether it streams minibatches from the host (svi): the data stay there, and it takes
+        ``batch_size``.
+    precision : str
+        ``precision=None``.
+    mlii : bool
+        Whether ML-II chooses the kernel parameters (a point estimate, ``kernel_params_``).
+    criteria : tuple of str
+        The ``mlii_criterion`` values it can maximise, its default (``mlii_criterion=None``) first.
+    mlii_every, mlii_tol : int, float or None
+        ``mlii_every=None`` and ``mlii_tol="auto"``.
+    posterior : type
+        The class of the posterior it fits (:class:`~bayes_maxmargin.core.posterior.Posterior`). Where
+        that is a :class:`~bayes_maxmargin.core.posterior.LeaveOneOut` posterior (:attr:`calibrates`),
+        ``calibrate=None`` learns the link from its leave-one-out moments; the others keep Phi(f).
+    num_samples, max_iter : int or None
+        ``num_samples=None`` and ``max_iter=None`` (None: :func:`default_svi_steps`).
+    hinge_only : bool
+        Whether it fits the hinge model of Wenzel et al. (2017) only (gamma0 = 0, gamma fixed).
+    ard_from, optimize_inducing_from : int or None
+        The number of training rows from which ``kernel=None`` is ``ARD() + Constant()``
+        (:func:`default_kernel`) and ``optimize_inducing=None`` moves the inducing points
+        (:func:`default_optimize_inducing`); None: never.
+    """
+
+    dense_buffers: int | None = None
+    inducing_matrices: Mapping[str, int] | None = None
+    streams: bool = False
+    precision: str = "float64"
+    mlii: bool = False
+    criteria: tuple[str, ...] = ("evidence",)
+    mlii_every: int = 20
+    mlii_tol: float | None = None
+    posterior: type = DrawsPosterior
+    num_samples: int = 1000
+    max_iter: int | None = 200
+    hinge_only: bool = False
+    ard_from: int | None = None
+    optimize_inducing_from: int | None = None
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether its posterior has leave-one-out moments of its own (a
+        :class:`~bayes_maxmargin.core.posterior.LeaveOneOut` posterior)."""
+        return issubclass(self.posterior, LeaveOneOut)
 
 
 def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray, dtype: Any) -> Any:
@@ -136,36 +201,12 @@ def _kernel_values(params: Any) -> dict[str, np.ndarray]:
     return {path: np.asarray(values[path], dtype=np.float64) for path in free_fields(params)}
 
 
-#: What the posterior group of a deterministic fit draws from (``idata_.posterior.attrs["approximation"]``).
-_APPROXIMATIONS = {
-    "ecm": "the marginals of the Gaussian conditional of f at the ECM mode given E[1/lambda] (eq. 11-12)",
-    "fitc": "the marginals of the Gaussian conditional of f at the FITC mode given E[1/lambda] (eq. 10-12)",
-    "vi": "the marginals of q(f) of batch VI",
-    "svi": "q(u) of SVI",
-}
-
-
 def _trainable(params: Any, learn_kernel: Any) -> tuple[str, ...]:
     """The kernel fields that ML-II moves (ECM, FITC, SVI) or the samplers sample, from ``learn_kernel``."""
     try:
         return trainable_fields(params, learn_kernel)
     except ValueError as err:
         raise InvalidParameterError(str(err)) from None
-
-
-#: OpenBLAS threads during the fits and predictions of each inference method (None: as set in the process).
-#: ECM and FITC factorise an N x N (or M x M) matrix in every iteration and every ML-II evaluation, each
-#: a LAPACK call of its own, which OpenBLAS's threads slow down (badly on shared cores,
-#: :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`); svi's run limits its own, and its steps
-#: around the run (the median distance, k-means, the factors of q(u)) are small products and solves.
-#: Gibbs factorises N x N matrices in every sweep (about a dozen with the kernel sampled): on 150 x 30
-#: rows, one chain, 2 shared cores, one thread ran 90 sweeps per second against 0.8 with OpenBLAS's two.
-_BLAS_THREADS = {"ecm": 1, "fitc": 1, "svi": 1, "gibbs": 1}
-
-
-def _blas_threads(inference: Any) -> int | None:
-    """OpenBLAS threads of ``inference`` (:data:`_BLAS_THREADS`); None for others and invalid values."""
-    return _BLAS_THREADS.get(inference) if isinstance(inference, str) else None
 
 
 # the steps of a fit around its main program, each compiled as one program (not one per operation)
@@ -182,28 +223,27 @@ def _fitc_alpha(params: Any, X: jax.Array, V: jax.Array, y: jax.Array, inv_lam: 
     return fitc_alpha(fitc_factors(params, X, V, y, kernel, jitter), inv_lam, gamma)
 
 
+@partial(jit, static_argnames=("kernel", "jitter"))
+def _mode_alpha(params: Any, X: jax.Array, y: jax.Array, inv_lam: jax.Array, gamma: jax.Array, kernel: Any,
+                jitter: Any) -> jax.Array:
+    """alpha of the dense ECM mode (eq. 12, as :func:`gp_alpha` computes it) at the fitted theta, as one
+    program."""
+    s, chol_b = scaled_factor(prior_covariance(X, kernel, params, jitter), inv_lam, gamma)
+    return alpha_from_factor(s, chol_b, y, inv_lam, gamma)
+
+
+@partial(jit, static_argnames=("kernel", "jitter"))
+def _factorises(params: Any, X: jax.Array, kernel: Any, jitter: Any) -> jax.Array:
+    """Whether K + jitter I of the inputs ``X`` has a finite Cholesky factor (with the jitter search of
+    :func:`~bayes_maxmargin.core.linalg.jittered_cholesky`), as one program."""
+    return jnp.all(jnp.isfinite(jittered_cholesky(prior_covariance(X, kernel, params, jitter))[0]))
+
+
 @jit
 def _cho_solve(chol: jax.Array, b: jax.Array) -> jax.Array:
     """K^-1 b given K's lower Cholesky factor."""
     return cho_solve((chol, True), b)
 
-
-#: Dense N x N matrices held at the peak of each full-GP inference method (the kernel matrix, its
-#: Cholesky factor and the working matrices of an iteration and of its gradient): the peak resident
-#: memory of fits at N = 2000 (learned kernel parameters; Gibbs with two chains) over N^2 * 8 bytes,
-#: rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs. A one-vs-rest fit of K
-#: classes runs them in one program holding K times as many (ECM, 3 and 6 classes, N = 750 and 1500:
-#: 13.2 and 12.9 per class from the growth of the peak with N^2).
-DENSE_BUFFERS = {"ecm": 13, "gibbs": 18, "nuts": 18, "vi": 14}
-#: Matrices held at the peak of the inducing-point fits, counted by shape with M inducing points: N x M
-#: and M x M (FITC), and for svi M x M, minibatch x M and link-rows x M (``min(N, LINK_ROWS)`` rows, those
-#: the link is learnt on). Least-squares fits to the peak resident memory of float64 fits over the
-#: process's memory before them, rounded up: FITC at N, M = 3000 / 1500, 3000 / 750, 1500 / 750,
-#: 1500 / 1500 gives 17.9 N x M and 21.3 M x M (the four peaks within 3 MB) plus 438 MB that do not grow
-#: with N or M (the compiler's); svi at N, M, |S| = 3000 / 1500 / 100, 3000 / 750 / 100, 3000 / 1500 / 400,
-#: 1500 / 750 / 100, 1500 / 1500 / 100, 3000 / 3000 / 100 gives 24.5 M x M, 30.1 |S| x M and 4.3 N x M
-#: plus 269 MB (the peaks within 53 MB), rounded up to cover every peak (27, 31, 5).
-INDUCING_MATRICES = {"fitc": {"nm": 18, "mm": 22}, "svi": {"mm": 27, "bm": 31, "lm": 5}}
 
 #: ``batch_size=None`` (svi) and ``num_inducing=None`` (FITC): this many, or N where N is smaller.
 DEFAULT_BATCH = 100
@@ -221,12 +261,6 @@ DEFAULT_SVI_INDUCING = 64
 #: 8-feature problem with flipped labels; 3 seeds) M = N // 3 is within 0.002 of M = 64.
 ROWS_PER_INDUCING = 3
 
-#: ``precision=None``: float32 for svi, float64 for the other inference methods. Measured with
-#: ``benchmarks/vs_peers.py`` (5 splits, all nine sets): second fits 1.4-1.8 times shorter than in float64,
-#: the same test error, Brier score and log loss to 3e-4; on 200 000 SUSY-like rows the same final error
-#: (0.208). Its natural-gradient steps keep q(u)'s precision a convex combination of positive-definite
-#: matrices, and each Cholesky factor adds jitter when float32 needs it.
-DEFAULT_PRECISION = {"svi": "float32"}
 #: ``kernel=None``, ``optimize_inducing=None``: svi fits of at least this many rows use the ARD kernel with a
 #: constant and move their inducing points by ML-II, all other fits "rbf" (svi: at the k-means centres).
 #: Measured with ``benchmarks/vs_peers.py``'s splits (5 each, error / Brier score): from 700 rows on, against
@@ -240,32 +274,6 @@ DEFAULT_PRECISION = {"svi": "float32"}
 #: 64 features at load 2-5, against GPC's 0.9-25 s there; the first fit (a fresh process) on 1000 rows of
 #: 20 features 3.1-3.4 s against 2.7-2.8 s at load 1 (compilation 2.7 s against 2.3 s).
 ARD_MIN_ROWS = 600
-#: ``mlii_every=None``: svi steps between ML-II steps; ECM / FITC iterations otherwise (Henao et al.: 20).
-DEFAULT_MLII_EVERY = {"svi": 5}
-#: ``mlii_tol="auto"``: ECM stops its ML-II iterations and rounds once they gain at most this (relative); FITC
-#: runs them all. Measured (``vs_peers`` splits, second fits): against 1e-5, on heart, breast cancer,
-#: flare-solar, diabetis and german (5 splits) the same test error and Brier score to 0.003 in 10-20 % less
-#: time, on two half moons of 1400 training rows (2 splits) 4 ML-II rounds instead of 7.5 and 10.8 s instead
-#: of 15.8 s (error 0.104 against 0.103); against None (the paper's schedule), 3-10 times faster on 500-1000
-#: rows. FITC, already fast, loses 0.3-0.7 points of test error on german, waveform and splice when it
-#: stops early.
-DEFAULT_MLII_TOL = {"ecm": 1e-4}
-#: The inference methods whose kernel parameters ML-II chooses (a point estimate, ``kernel_params_``).
-MLII_INFERENCE = ("ecm", "fitc", "svi")
-#: The inference methods whose ML-II can maximise the leave-one-out criterion (``mlii_criterion="loo"``).
-LOO_CRITERION = ("ecm", "fitc")
-#: ``mlii_criterion=None``: "loo" for ECM, "evidence" (eq. 9 / 10) for FITC. Measured with
-#: ``benchmarks/vs_peers.py``'s splits (5 each): ECM's Brier score with "loo" against "evidence" is lower or
-#: the same on 14 of 17 sets (diabetis 0.158 against 0.198, flare_solar 0.236 against 0.301, breast_cancer
-#: 0.185 against 0.204, heart 0.139 against 0.149; GPC 0.154, 0.220, 0.206, 0.133), higher on crabs (0.008
-#: against 0.002); its test error higher by up to 0.01 on the clean sets (wdbc, ionosphere, crabs, wisconsin,
-#: sonar). Its ML-II steps cost 2-3 times those of eq. (9) (the diagonal of an inverse, and its gradient). FITC,
-#: whose few inducing points already smooth, keeps eq. (10): "loo" raised its test error on diabetis from 0.234
-#: to 0.254 and on breast_cancer from 0.241 to 0.283 (3 splits).
-DEFAULT_MLII_CRITERION = {"ecm": "loo", "fitc": "evidence"}
-#: ``calibrate=None`` calibrates the inference methods with a Gaussian posterior, whose leave-one-out
-#: moments come from the fit itself (``loo_latent`` of their posteriors); MCMC fits keep Phi(f).
-CALIBRATED = ("ecm", "fitc", "vi", "svi")
 #: A calibrated fit learns its link on at most this many training rows (a seeded subset of whole groups of
 #: repeated rows, :func:`~bayes_maxmargin.core.predict.link_rows`).
 LINK_ROWS = 20_000
@@ -294,16 +302,17 @@ def _is_cv(value: Any) -> bool:
     return isinstance(value, str) and value == "cv"
 
 
-def _check_mlii_criterion(value: Any, inference: str) -> str:
-    """``mlii_criterion`` checked (``"loo"`` for :data:`LOO_CRITERION` only), None replaced by
-    :data:`DEFAULT_MLII_CRITERION` ("evidence" for the methods without ML-II of their own)."""
+def _check_mlii_criterion(value: Any, method: GPMethod) -> str:
+    """``mlii_criterion`` checked against the method's :attr:`GPMethod.criteria`, None replaced by the
+    first of them."""
     if value is None:
-        return DEFAULT_MLII_CRITERION.get(inference, "evidence")
+        return method.criteria[0]
     value = check_option("mlii_criterion", value, MLII_CRITERIA)
-    if value == "loo" and inference not in LOO_CRITERION:
+    if value not in method.criteria:
+        able = GP_METHODS.names(lambda m: value in m.criteria)
         raise InvalidParameterError(
-            f"mlii_criterion='loo' applies to inference={', '.join(map(repr, LOO_CRITERION))}, not "
-            f"inference={inference!r} (which learns the kernel by its ELBO or samples it)")
+            f"mlii_criterion={value!r} applies to inference={', '.join(map(repr, able))}, not "
+            f"inference={method.name!r} (which learns the kernel by its ELBO or samples it)")
     return value
 
 
@@ -315,12 +324,12 @@ def _mlii_prior(theta0: Any, learn: tuple[str, ...], params: dict[str, Any]) -> 
     return _kernel_prior(theta0, params["kernel_prior_scale"], learn) if params["mlii_criterion"] == "loo" else None
 
 
-def _check_mlii_tol(value: Any, inference: str) -> float | None:
-    """``mlii_tol`` checked, "auto" replaced by :data:`DEFAULT_MLII_TOL`."""
+def _check_mlii_tol(value: Any, method: GPMethod) -> float | None:
+    """``mlii_tol`` checked, "auto" replaced by the method's :attr:`GPMethod.mlii_tol`."""
     if isinstance(value, str):
         if value != "auto":
             raise InvalidParameterError(f"Invalid value for mlii_tol: {value!r} (must be a number >= 0, 'auto' or None)")
-        return DEFAULT_MLII_TOL.get(inference)
+        return method.mlii_tol
     return check_scalar_param("mlii_tol", value, low=0.0, allow_none=True)
 
 
@@ -335,8 +344,8 @@ SVI_MIN_STEPS = {"few": 250, "many": 1000}
 
 
 def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> int:
-    """Bytes of the matrices (:data:`INDUCING_MATRICES`) of one ``inference="fitc"`` or ``"svi"`` fit on
-    ``n`` rows with ``m`` inducing points and minibatches of ``batch`` rows, in ``dtype``.
+    """Bytes of the matrices (:attr:`GPMethod.inducing_matrices`) of one ``inference="fitc"`` or ``"svi"``
+    fit on ``n`` rows with ``m`` inducing points and minibatches of ``batch`` rows, in ``dtype``.
 
     Examples
     --------
@@ -344,14 +353,15 @@ def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> i
     1044.0
     """
     rows = {"nm": n, "mm": m, "bm": batch, "lm": min(n, LINK_ROWS)}
-    return matrix_bytes([(count, rows[shape], m) for shape, count in INDUCING_MATRICES[inference].items()], dtype)
+    counts = GP_METHODS[inference].inducing_matrices
+    return matrix_bytes([(count, rows[shape], m) for shape, count in counts.items()], dtype)
 
 
 def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, precision: str | None = None,
                   num_inducing: int | None = None, batch_size: int | None = None) -> str:
     """What fits a GPBSVM on ``n`` rows in ``available`` bytes, for the memory refusal of ``inference``.
 
-    From the estimates the guard itself uses (:data:`DENSE_BUFFERS` with
+    From the estimates the guard itself uses (:attr:`GPMethod.dense_buffers` with
     :func:`~bayes_maxmargin.core.memory.dense_bytes`, :func:`inducing_memory`), ``classes`` one-vs-rest
     problems together: ECM where its dense matrices fit; FITC with the largest ``num_inducing`` that fits;
     svi with the largest ``num_inducing`` at its ``batch_size`` (the refused svi fit's, else the default
@@ -366,32 +376,41 @@ def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, p
     inference='fitc' with num_inducing <= 893
     inference='svi' with num_inducing <= 4469 (batch_size=100) fit in this memory
     """
-    def dtype(method: str) -> str:
-        return precision or DEFAULT_PRECISION.get(method, "float64")
+    full, sparse, streaming = (next(m for m in GP_METHODS.values() if chosen(m)) for chosen in (
+        lambda m: m.mlii and m.dense_buffers is not None, lambda m: m.inducing_matrices and not m.streams,
+        lambda m: m.streams))
+    refused = GP_METHODS[inference]
 
-    def fits(method: str, m: int, batch: int) -> bool:
-        return classes * inducing_memory(method, n, m, batch, dtype(method)) <= available
+    def fits(method: GPMethod, m: int, batch: int) -> bool:
+        need = inducing_memory(method.name, n, m, batch, precision or method.precision)
+        return classes * need <= available
 
     options = []
-    if inference != "ecm" and dense_bytes(n, dtype("ecm"), DENSE_BUFFERS["ecm"], classes) <= available:
-        options.append("inference='ecm'")
-    m = largest_fitting(lambda k: fits("fitc", k, 1), n)
+    if refused is not full and dense_bytes(n, precision or full.precision, full.dense_buffers, classes) <= available:
+        options.append(f"inference={full.name!r}")
+    m = largest_fitting(lambda k: fits(sparse, k, 1), n)
     if m:
-        options.append(f"inference='fitc' with num_inducing <= {m}")
-    svi_m = num_inducing if inference == "svi" and num_inducing else default_svi_inducing(n)
-    svi_batch = batch_size if inference == "svi" and batch_size else min(DEFAULT_BATCH, n)
-    m = largest_fitting(lambda k: fits("svi", k, svi_batch), n)
+        options.append(f"inference={sparse.name!r} with num_inducing <= {m}")
+    svi_m = num_inducing if refused is streaming and num_inducing else default_svi_inducing(n)
+    svi_batch = batch_size if refused is streaming and batch_size else min(DEFAULT_BATCH, n)
+    m = largest_fitting(lambda k: fits(streaming, k, svi_batch), n)
     if m:
-        options.append(f"inference='svi' with num_inducing <= {m} (batch_size={svi_batch})")
-    if inference == "svi" or not m:  # smaller minibatches at its num_inducing, or at one inducing point
+        options.append(f"inference={streaming.name!r} with num_inducing <= {m} (batch_size={svi_batch})")
+    if refused is streaming or not m:  # smaller minibatches at its num_inducing, or at one inducing point
         at = svi_m if m else 1
-        batch = largest_fitting(lambda k: fits("svi", at, k), svi_batch)
+        batch = largest_fitting(lambda k: fits(streaming, at, k), svi_batch)
         if batch:
-            options.append(f"inference='svi' with batch_size <= {batch} (num_inducing={at})")
+            options.append(f"inference={streaming.name!r} with batch_size <= {batch} (num_inducing={at})")
     if not options:
         return (f"no inference method fits N = {n} points in this memory, not even inference='fitc' or 'svi' with "
                 "num_inducing=1 and batch_size=1: lower the number of training points")
     return " or ".join(options) + (" fits" if len(options) == 1 else " fit") + " in this memory"
+
+
+def _blas_threads(inference: Any) -> int | None:
+    """OpenBLAS threads of ``inference`` (:attr:`Method.blas_threads`); None for invalid values."""
+    method = GP_METHODS.lookup(inference)
+    return None if method is None else method.blas_threads
 
 
 def _rows(X: Any) -> int:
@@ -460,7 +479,8 @@ def default_optimize_inducing(inference: str, n: int) -> bool:
     >>> default_optimize_inducing("svi", 189), default_optimize_inducing("svi", 5180)
     (False, True)
     """
-    return inference == "fitc" or n >= ARD_MIN_ROWS
+    start = GP_METHODS[inference].optimize_inducing_from
+    return start is not None and n >= start
 
 
 def default_kernel(inference: str, n: int) -> str | Kernel:
@@ -480,7 +500,8 @@ def default_kernel(inference: str, n: int) -> str | Kernel:
     >>> default_kernel("svi", 5180), default_kernel("svi", 189), default_kernel("ecm", 5180)
     (ARD() + Constant(), 'rbf', 'rbf')
     """
-    return ARD() + Constant() if inference == "svi" and n >= ARD_MIN_ROWS else "rbf"
+    start = GP_METHODS[inference].ard_from
+    return ARD() + Constant() if start is not None and n >= start else "rbf"
 
 
 class GPBSVM(_BayesianSVMClassifier):
@@ -603,10 +624,10 @@ class GPBSVM(_BayesianSVMClassifier):
         probability), None for FITC.
     mlii_criterion : {"evidence", "loo"} or None, default=None
         ECM, FITC: what ML-II maximises over the kernel parameters at the E-step's lambda and gamma;
-        None: "loo" for ECM, "evidence" for FITC (:data:`DEFAULT_MLII_CRITERION`, which gives the
-        measurements). ``"evidence"``: log Z of eq. (9) / (10), the paper's. ``"loo"``: the leave-one-out log predictive
-        probability ``sum_n log Phi(y_n m_n / sqrt(1 + s_n))`` of the same Gaussian given lambda, with
-        ``(m_n, s_n)`` the leave-one-out mean and variance of f_n
+        None: "loo" for ECM, "evidence" for FITC (:attr:`GPMethod.criteria` in :data:`GP_METHODS`, which
+        gives the measurements). ``"evidence"``: log Z of eq. (9) / (10), the paper's. ``"loo"``: the
+        leave-one-out log predictive probability ``sum_n log Phi(y_n m_n / sqrt(1 + s_n))`` of the same
+        Gaussian given lambda, with ``(m_n, s_n)`` the leave-one-out mean and variance of f_n
         (:func:`~bayes_maxmargin.models.gp.ecm.gp_loo_log_predictive`; Sundararajan & Keerthi 2001).
         Eq. (9) at the E-step's lambda rewards kernels that interpolate the points near the margin and
         can overfit (on diabetis: length-scales a third of GPC's, test error 0.30 against 0.23; with
@@ -653,14 +674,14 @@ class GPBSVM(_BayesianSVMClassifier):
     num_samples : int or None, default=None
         Kept draws per chain (MCMC). None: 2000 for Gibbs, whose effective draws per draw with theta
         sampled are 0.14-0.22 and whose default check of R-hat <= 1.01 over every value of f needs about
-        1000 effective draws of each (:data:`_DEFAULT_DRAWS`), 1000 for NUTS.
+        1000 effective draws of each (:attr:`GPMethod.num_samples`), 1000 for NUTS.
     num_warmup, num_chains, thin : int
         Warm-up iterations, chains, iterations per kept draw (MCMC).
     jitter : float
         Diagonal jitter of the prior covariance, K + jitter I.
     precision : {"float64", "float32"} or None, default=None
         Floating-point precision (local; the global JAX setting is untouched). None: float32 for svi
-        (:data:`DEFAULT_PRECISION`), float64 for the other inference methods.
+        (:attr:`GPMethod.precision`), float64 for the other inference methods.
     progress_bar : bool
         Show the fit's progress on stderr ("compiling", then iterations) once it has run for a second,
         for every inference method (:mod:`bayes_maxmargin.core.progress`).
@@ -841,9 +862,10 @@ class GPBSVM(_BayesianSVMClassifier):
 
     # ------------------------------------------------------------------ parameters
     def _precision(self) -> str:
-        """``precision``, None replaced by :data:`DEFAULT_PRECISION` of the inference method."""
+        """``precision``, None replaced by the inference method's (:attr:`GPMethod.precision`)."""
         if getattr(self, "precision", None) is None:
-            return DEFAULT_PRECISION.get(self._inference(), "float64")
+            method = GP_METHODS.lookup(self._inference())
+            return method.precision if method is not None else "float64"
         return super()._precision()
 
     def _inference(self) -> Any:
@@ -853,13 +875,16 @@ class GPBSVM(_BayesianSVMClassifier):
     def _cross_fits(self) -> bool:
         """Whether the fit learns its link from refits (``calibrate="cv"``, or ``calibrate=None`` where
         ``inference=None`` chose the full GP)."""
-        default = self.calibrate is None and self.inference is None and self._inference() == "ecm"
+        method = GP_METHODS.lookup(self._inference())
+        default = self.calibrate is None and self.inference is None and method is not None and not method.streams
         return _is_cv(self.calibrate) or default
 
     def _checked_params(self) -> dict[str, Any]:
-        inference = check_option("inference", self._inference(), tuple(_GP_DEFAULT_GAMMA0))
+        method = GP_METHODS.check(self._inference())
+        inference = method.name
         p: dict[str, Any] = {
             "inference": inference,
+            "method": method,
             "kernel": None if self.kernel is None else _check_kernel(self.kernel),
             "precision": self._precision(),
             "inducing": check_option("inducing", self.inducing, ("kmeans", "random")),
@@ -873,8 +898,8 @@ class GPBSVM(_BayesianSVMClassifier):
             "mlii_steps": check_scalar_param("mlii_steps", self.mlii_steps, kind="int", low=0),
             "learning_rate": check_scalar_param("learning_rate", self.learning_rate, low=0.0, low_inclusive=False),
             "tol": check_scalar_param("tol", self.tol, low=0.0),
-            "mlii_tol": _check_mlii_tol(self.mlii_tol, inference),
-            "mlii_criterion": _check_mlii_criterion(self.mlii_criterion, inference),
+            "mlii_tol": _check_mlii_tol(self.mlii_tol, method),
+            "mlii_criterion": _check_mlii_criterion(self.mlii_criterion, method),
             "solver": check_option("solver", self.solver, ("interior_point", "fixed_point")),
             "num_inducing": check_scalar_param("num_inducing", self.num_inducing, kind="int", low=1, allow_none=True),
             "num_samples": check_scalar_param("num_samples", self.num_samples, kind="int", low=1, allow_none=True),
@@ -886,22 +911,22 @@ class GPBSVM(_BayesianSVMClassifier):
                 "kernel_prior_scale", self.kernel_prior_scale, low=0.0, low_inclusive=False
             ),
             "theta_sampler": check_option("theta_sampler", self.theta_sampler, THETA_SAMPLERS),
-            "gamma_prior": _check_gamma_prior(self.gamma_prior, needs_mode=inference in ("ecm", "fitc")),
+            "gamma_prior": _check_gamma_prior(self.gamma_prior, needs_mode=method.mode),
         }
-        p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, inference)
+        p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, method)
         if p["gamma0"] is None:
-            p["gamma0"] = _GP_DEFAULT_GAMMA0[inference]
+            p["gamma0"] = method.gamma0
         if p["mlii_every"] is None:
-            p["mlii_every"] = DEFAULT_MLII_EVERY.get(inference, 20)
-        if inference in ("vi", "svi") and (p["gamma0"] != 0.0 or p["gamma_prior"] is not None):
+            p["mlii_every"] = method.mlii_every
+        if method.hinge_only and (p["gamma0"] != 0.0 or p["gamma_prior"] is not None):
             raise InvalidParameterError(
                 f"Invalid value for gamma0 / gamma_prior: inference={inference!r} fits the hinge model of "
                 "Wenzel et al. (2017) with gamma fixed (gamma0=0, gamma_prior=None)"
             )
-        if p["max_iter"] is None and inference != "svi":
-            p["max_iter"] = 200
+        if p["max_iter"] is None:
+            p["max_iter"] = method.max_iter
         if p["num_samples"] is None:
-            p["num_samples"] = _DEFAULT_DRAWS.get(inference, 1000)
+            p["num_samples"] = method.num_samples
         if not isinstance(self.accelerate, (bool, np.bool_)):
             raise InvalidParameterError(f"Invalid value for accelerate: {self.accelerate!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
@@ -916,12 +941,13 @@ class GPBSVM(_BayesianSVMClassifier):
         if not (self.calibrate is None or isinstance(self.calibrate, (bool, np.bool_)) or _is_cv(self.calibrate)):
             raise InvalidParameterError(
                 f"Invalid value for calibrate: {self.calibrate!r} (must be a bool, 'cv' or None)")
-        if self.calibrate is True and inference not in CALIBRATED:
+        if self.calibrate is True and not method.calibrates:
+            able = ", ".join(GP_METHODS.names(lambda m: m.calibrates))
             raise InvalidParameterError(
                 f"Invalid value for calibrate: True with inference={inference!r}; the link is learnt from the "
-                f"leave-one-out moments of a Gaussian posterior ({', '.join(CALIBRATED)}); calibrate='cv' "
-                f"learns it from refits on {CV_FOLDS} folds with any inference method")
-        p["calibrate"] = ("cv" if self._cross_fits() else inference in CALIBRATED if self.calibrate is None
+                f"leave-one-out moments of a Gaussian posterior ({able}); calibrate='cv' learns it from refits on "
+                f"{CV_FOLDS} folds with any inference method")
+        p["calibrate"] = ("cv" if self._cross_fits() else method.calibrates if self.calibrate is None
                           else bool(self.calibrate))
         return p
 
@@ -966,39 +992,39 @@ class GPBSVM(_BayesianSVMClassifier):
         params = self._checked_params()
         params["run_io"] = self._run_io(params, checkpoint, resume)
         X, y = self._fit_input(X, y)
-        n = X.shape[0]
+        n, method = X.shape[0], params["method"]
         if params["kernel"] is None:
-            params["kernel"] = default_kernel(params["inference"], n)
+            params["kernel"] = default_kernel(method.name, n)
         self.kernel_ = params["kernel"]
         if params["optimize_inducing"] is None:
-            params["optimize_inducing"] = default_optimize_inducing(params["inference"], n)
-        for name in ("num_inducing", "batch_size"):
+            params["optimize_inducing"] = default_optimize_inducing(method.name, n)
+        for name, applies in (("num_inducing", method.inducing_matrices is not None), ("batch_size", method.streams)):
             if params[name] is None:
-                svi_m = name == "num_inducing" and params["inference"] == "svi"
+                svi_m = name == "num_inducing" and method.streams
                 params[name] = default_svi_inducing(n) if svi_m else min(DEFAULT_BATCH, n)
-            elif params["inference"] in (("fitc", "svi") if name == "num_inducing" else ("svi",)) and params[name] > n:
+            elif applies and params[name] > n:
                 raise InvalidParameterError(
                     f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
                     f"training points N = {n})"
                 )
         classes = classes_together(self)
         available = available_memory()
-        advice = memory_advice(params["inference"], n, available, classes=classes,
+        advice = memory_advice(method.name, n, available, classes=classes,
                                precision=None if self.precision is None else params["precision"],
                                num_inducing=params["num_inducing"], batch_size=params["batch_size"])
-        if params["inference"] in DENSE_BUFFERS:
+        if method.dense_buffers is not None:
             check_dense_memory(
-                n, params["precision"], DENSE_BUFFERS[params["inference"]],
-                what=f"GPBSVM(inference={params['inference']!r})", advice=advice, classes=classes, available=available,
+                n, params["precision"], method.dense_buffers,
+                what=f"GPBSVM(inference={method.name!r})", advice=advice, classes=classes, available=available,
             )
-        elif params["inference"] in INDUCING_MATRICES:
+        else:
             m, batch = params["num_inducing"], params["batch_size"]
             check_memory(
-                classes * inducing_memory(params["inference"], n, m, batch, params["precision"]),
-                what=f"GPBSVM(inference={params['inference']!r}) with M = {m} inducing points on N = {n} points"
+                classes * inducing_memory(method.name, n, m, batch, params["precision"]),
+                what=f"GPBSVM(inference={method.name!r}) with M = {m} inducing points on N = {n} points"
                 + (f" for {classes} one-vs-rest classes, fitted together" if classes > 1 else ""),
                 sizes=[("num_inducing", m)]
-                + ([("batch_size", batch)] if params["inference"] == "svi" else [("the training points", n)]),
+                + ([("batch_size", batch)] if method.streams else [("the training points", n)]),
                 available=available, advice=advice,
             )
         theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X, params["precision"])
@@ -1010,22 +1036,20 @@ class GPBSVM(_BayesianSVMClassifier):
         dtype = np.float64 if x64 else np.float32
         with float_precision(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
-            if params["inference"] == "svi":  # the data stay on the host
-                self._fit_svi(X, y, theta0, learn, params)
+            if method.streams:  # the data stay on the host
+                method.fit(self, X, y, theta0, learn, params)
                 self._fit_link(X, y, params)
                 return self
             key = self._fit_key()
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
             a0, b0 = params["gamma_prior"] or (2.0, 1.0)
             hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, *_gamma0_hyper(params))))
-            if params["inference"] != "fitc":
+            if method.dense_buffers is not None:
                 self._check_kernel_matrix(Xj, theta0, params)
-            fit = {"ecm": self._fit_ecm, "fitc": self._fit_fitc, "gibbs": self._fit_gibbs, "nuts": self._fit_nuts,
-                   "vi": self._fit_vi}
-            posterior, stats, self._posterior = fit[params["inference"]](key, Xj, yj, theta0, learn, hyper, params)
+            posterior, stats, self._posterior = method.fit(self, key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
         self._fit_link(X, y, params)
-        if params["inference"] in ("gibbs", "nuts"):  # the others have no chains to judge
+        if method.samples:  # the others have no chains to judge
             self._check_mixing()
         return self
 
@@ -1085,16 +1109,18 @@ class GPBSVM(_BayesianSVMClassifier):
         names = getattr(self, "feature_names_in_", None)
         self._defer_idata(
             posterior=posterior, sample_stats={"elbo": res.elbo[None, None, :]}, constant_data=_kernel_values(theta),
-            approximation=_APPROXIMATIONS["svi"],
+            approximation=params["method"].approximation,
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
             dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
-            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": "svi",
+            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
         )
 
     def _check_kernel_matrix(self, X, theta, params) -> None:
-        """Factorise K + jitter I once on the host; raise a clear error if it stays singular."""
+        """Factorise K + jitter I once; raise a clear error if it stays singular."""
+        if bool(_factorises(theta, X, params["kernel"], params["jitter"])):
+            return
         K = prior_covariance(X, params["kernel"], theta, params["jitter"])
         try:
             cholesky_or_raise(K)
@@ -1121,8 +1147,8 @@ class GPBSVM(_BayesianSVMClassifier):
         objective, log_z, theta = res.objective, res.log_z, res.params
         if not exact:
             self._check_converged(objective, params)
-        self.alpha_ = np.asarray(gp_alpha(gp_data(prior_covariance(X, params["kernel"], theta, params["jitter"]), y),
-                                          res.inv_lam, res.gamma), dtype=np.float64)
+        alpha = _mode_alpha(theta, X, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
+        self.alpha_ = np.asarray(alpha, dtype=np.float64)
         mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
         return (*self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma), mode)
 
@@ -1158,7 +1184,7 @@ class GPBSVM(_BayesianSVMClassifier):
         change = abs(last[-1] - last[-2]) / max(abs(last[-1]), 1.0)
         if change > params["tol"]:
             hint = (" (a FITC prior with nearly as many inducing points as rows can be too ill-conditioned to "
-                    "reach tol: raise jitter)") if self._inference() == "fitc" else ""
+                    "reach tol: raise jitter)") if params["method"].inducing_matrices else ""
             warnings.warn(
                 f"GPBSVM(inference={self._inference()!r}) stopped at max_iter={params['max_iter']} with a relative "
                 f"change of the objective of {change:.2g} in its last iteration, above tol={params['tol']:g}: "
@@ -1255,7 +1281,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
         self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
         self.kernel_params_ = params_dict(theta)  # the posterior mean when theta is sampled
-        if params["inference"] in ("gibbs", "nuts"):
+        if params["method"].samples:
             with float_precision(self._x64):
                 K = prior_covariance(jnp.asarray(X), params["kernel"], theta, params["jitter"])
                 chol, _ = cholesky_or_raise(K)
@@ -1263,20 +1289,19 @@ class GPBSVM(_BayesianSVMClassifier):
         self.support_ = support_vectors(self.f_, y)
         self.support_vectors_ = X[self.support_]
         self.dual_coef_ = self.alpha_[self.support_][None, :]
-        approximation, constant = _APPROXIMATIONS.get(params["inference"]), None
-        gamma_draws = posterior.get("gamma")
+        approximation, constant, latent_draws_at = params["method"].approximation, None, None
+        gamma_draws, gamma0_draws = posterior.get("gamma"), posterior.get("gamma0")
+        needs_log_lik = params["gamma0"] > 0 or gamma0_draws is not None
         if approximation is not None:  # ECM, FITC, VI: draws of f; gamma and theta are points
-            dtype = np.float64 if self._x64 else np.float32
-            with float_precision(self._x64):
-                mean, var = (np.asarray(a, np.float64) for a in self._posterior.latent_moments(X, dtype))
-            posterior = {"f": gaussian_draws(self._fit_seed(), mean, sd=np.sqrt(np.maximum(var, 0.0)))}
+            posterior, latent_draws_at = {}, X  # drawn when idata_ is built (:meth:`_idata_from`)
+            if needs_log_lik:
+                posterior["f"] = self._latent_draws(X)
             constant = _kernel_values(theta)
             if gamma_draws is not None:
                 constant["gamma"] = np.float64(self.gamma_)
                 gamma_draws = np.full(APPROXIMATION_DRAWS, self.gamma_)
         log_lik = None
-        gamma0_draws = posterior.get("gamma0")
-        if params["gamma0"] > 0 or gamma0_draws is not None:
+        if needs_log_lik:
             log_lik = {"y": _pointwise_log_lik(posterior["f"], gamma_draws, y, params, gamma0_draws)}
         d = self.n_features_in_
         names = getattr(self, "feature_names_in_", None)
@@ -1292,7 +1317,25 @@ class GPBSVM(_BayesianSVMClassifier):
             attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
                    "bayes_maxmargin_version": __version__},
             approximation=approximation,
+            latent_draws_at=latent_draws_at,
         )
+
+    def _latent_draws(self, X: np.ndarray) -> np.ndarray:
+        """Independent draws of f at ``X`` from the marginals of a deterministic fit's Gaussian posterior
+        (shape (chain, draw, n): :data:`~bayes_maxmargin.diagnostics.APPROXIMATION_DRAWS`), from its seed."""
+        dtype = np.float64 if self._x64 else np.float32
+        with float_precision(self._x64):
+            mean, var = (np.asarray(a, np.float64) for a in self._posterior.latent_moments(X, dtype))
+        return gaussian_draws(self._fit_seed(), mean, sd=np.sqrt(np.maximum(var, 0.0)))
+
+    def _idata_from(self, parts: dict[str, Any]) -> Any:
+        """As the base class, with the draws of f of a deterministic fit (its ``latent_draws_at``: the
+        training inputs) drawn now, so that a fit whose ``idata_`` is never read (a refit of
+        ``calibrate="cv"``) never computes its posterior moments at every training row."""
+        X = parts.pop("latent_draws_at", None)
+        if X is not None and "f" not in parts["posterior"]:
+            parts["posterior"] = {"f": self._latent_draws(X), **parts["posterior"]}
+        return super()._idata_from(parts)
 
     def _fit_link(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> None:
         """``link_``: (a, b) fitted to the leave-one-out moments of f at the training inputs (at most
@@ -1390,7 +1433,7 @@ class GPBSVM(_BayesianSVMClassifier):
         their time); the samplers' refits sample theta as the fit did."""
         settings = {"calibrate": False, "progress_bar": False, "inference": self._inference(),
                     "kernel": self.kernel_ if isinstance(self.kernel_, (str, Kernel)) else self.kernel}
-        if self._inference() in MLII_INFERENCE:
+        if GP_METHODS[self._inference()].mlii:
             settings.update(learn_kernel=False, kernel_params=self.kernel_params_)
         return settings
 
@@ -1409,14 +1452,13 @@ class GPBSVM(_BayesianSVMClassifier):
 
     #: What every binary fit sets (:meth:`_check_restored`).
     _FITTED = ("_posterior", "gamma_", "kernel_", "kernel_params_")
-    _RESUMABLE = ("ecm", "fitc", "nuts", "vi")
 
     def _check_restored(self) -> None:
         """As the base class; and a binary fit's posterior agrees with its fitted attributes
         (:func:`~bayes_maxmargin.models.gp.consistency.check_gp_fit`)."""
         super()._check_restored()
         chosen = vars(self).get("inference_", self.inference)  # files before inference_: inference itself
-        if not isinstance(chosen, str) or chosen not in _GP_DEFAULT_GAMMA0 or self.inference not in (None, chosen):
+        if GP_METHODS.lookup(chosen) is None or self.inference not in (None, chosen):
             raise ValueError(f"inference_ is {chosen!r}, not an inference method the fit's inference="
                              f"{self.inference!r} stands for")
         if not self._multiclass:
@@ -1435,6 +1477,79 @@ class GPBSVM(_BayesianSVMClassifier):
         with float_precision(self._x64), limit_blas_threads(_blas_threads(self._inference())):
             mean, var = self._posterior.latent_moments(X, jnp.float64 if self._x64 else jnp.float32)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+
+
+# ============================================================================ the inference methods
+#: The inference methods of :class:`GPBSVM`, each with its fit step and capabilities (:class:`GPMethod`).
+#:
+#: - gamma0: the paper's 0.1 for the samplers, the exact hinge (0, so that alpha is sparse) for the others.
+#: - num_samples: Gibbs with theta sampled reaches 0.14-0.22 effective draws per draw of theta and f (two half
+#:   moons, 200 rows; iris, classes 1 and 2 against the rest), and the check R-hat <= 1.01 over the N values of
+#:   f needs about 1000 effective draws of each (with 1000 draws per chain the largest of 200 R-hats passed
+#:   1.01 in most fits by chance alone); NUTS keeps its 1000.
+#: - blas_threads: ECM and FITC factorise an N x N (or M x M) matrix in every iteration and every ML-II
+#:   evaluation, each a LAPACK call of its own, which OpenBLAS's threads slow down (badly on shared cores,
+#:   :func:`~bayes_maxmargin.core.linalg.limit_blas_threads`); svi's run limits its own, and its steps around
+#:   the run (the median distance, k-means, the factors of q(u)) are small products and solves. Gibbs
+#:   factorises N x N matrices in every sweep (about a dozen with the kernel sampled): on 150 x 30 rows, one
+#:   chain, 2 shared cores, one thread ran 90 sweeps per second against 0.8 with OpenBLAS's two.
+#: - dense_buffers (the kernel matrix, its Cholesky factor and the working matrices of an iteration and of
+#:   its gradient): the peak resident memory of fits at N = 2000 (learned kernel parameters; Gibbs with two
+#:   chains) over N^2 * 8 bytes, rounded up (ECM 12.2, VI 13.0, Gibbs 17.8); NUTS, not measured, as Gibbs. A
+#:   one-vs-rest fit of K classes runs them in one program holding K times as many (ECM, 3 and 6 classes,
+#:   N = 750 and 1500: 13.2 and 12.9 per class from the growth of the peak with N^2).
+#: - inducing_matrices: N x M and M x M (FITC), and for svi M x M, minibatch x M and link-rows x M
+#:   (``min(N, LINK_ROWS)`` rows, those the link is learnt on). Least-squares fits to the peak resident memory
+#:   of float64 fits over the process's memory before them, rounded up: FITC at N, M = 3000 / 1500,
+#:   3000 / 750, 1500 / 750, 1500 / 1500 gives 17.9 N x M and 21.3 M x M (the four peaks within 3 MB) plus
+#:   438 MB that do not grow with N or M (the compiler's); svi at N, M, ``|S|`` = 3000 / 1500 / 100,
+#:   3000 / 750 / 100, 3000 / 1500 / 400, 1500 / 750 / 100, 1500 / 1500 / 100, 3000 / 3000 / 100 gives
+#:   24.5 M x M, 30.1 ``|S|`` x M and 4.3 N x M plus 269 MB (the peaks within 53 MB), rounded up to cover every
+#:   peak (27, 31, 5).
+#: - precision: float32 for svi. Measured with ``benchmarks/vs_peers.py`` (5 splits, all nine sets): second
+#:   fits 1.4-1.8 times shorter than in float64, the same test error, Brier score and log loss to 3e-4; on
+#:   200 000 SUSY-like rows the same final error (0.208). Its natural-gradient steps keep q(u)'s precision a
+#:   convex combination of positive-definite matrices, and each Cholesky factor adds jitter when float32
+#:   needs it.
+#: - mlii_every: svi steps between ML-II steps; ECM / FITC iterations otherwise (Henao et al.: 20).
+#: - mlii_tol: ECM stops its ML-II iterations and rounds once they gain at most 1e-4 (relative); FITC runs
+#:   them all. Measured (``vs_peers`` splits, second fits): against 1e-5, on heart, breast cancer, flare-solar,
+#:   diabetis and german (5 splits) the same test error and Brier score to 0.003 in 10-20 % less time, on two
+#:   half moons of 1400 training rows (2 splits) 4 ML-II rounds instead of 7.5 and 10.8 s instead of 15.8 s
+#:   (error 0.104 against 0.103); against None (the paper's schedule), 3-10 times faster on 500-1000 rows.
+#:   FITC, already fast, loses 0.3-0.7 points of test error on german, waveform and splice when it stops
+#:   early.
+#: - criteria: "loo" first for ECM, "evidence" (eq. 9 / 10) for FITC. Measured with
+#:   ``benchmarks/vs_peers.py``'s splits (5 each): ECM's Brier score with "loo" against "evidence" is lower
+#:   or the same on 14 of 17 sets (diabetis 0.158 against 0.198, flare_solar 0.236 against 0.301,
+#:   breast_cancer 0.185 against 0.204, heart 0.139 against 0.149; GPC 0.154, 0.220, 0.206, 0.133), higher
+#:   on crabs (0.008 against 0.002); its test error higher by up to 0.01 on the clean sets (wdbc,
+#:   ionosphere, crabs, wisconsin, sonar). Its ML-II steps cost 2-3 times those of eq. (9) (the diagonal of
+#:   an inverse, and its gradient). FITC, whose few inducing points already smooth, keeps eq. (10): "loo"
+#:   raised its test error on diabetis from 0.234 to 0.254 and on breast_cancer from 0.241 to 0.283
+#:   (3 splits).
+#: - ard_from, optimize_inducing_from: :data:`ARD_MIN_ROWS` for svi; FITC always moves its points.
+GP_METHODS: Registry[GPMethod] = Registry(
+    GPMethod(name="ecm", fit=GPBSVM._fit_ecm, checkpoints=True, mode=True, blas_threads=1, dense_buffers=13,
+             mlii=True, criteria=("loo", "evidence"), mlii_tol=1e-4, posterior=ModePosterior,
+             approximation="the marginals of the Gaussian conditional of f at the ECM mode given E[1/lambda] "
+                           "(eq. 11-12)"),
+    GPMethod(name="fitc", fit=GPBSVM._fit_fitc, checkpoints=True, mode=True, blas_threads=1,
+             inducing_matrices={"nm": 18, "mm": 22}, mlii=True, criteria=("evidence", "loo"),
+             posterior=ModePosterior, optimize_inducing_from=0,
+             approximation="the marginals of the Gaussian conditional of f at the FITC mode given E[1/lambda] "
+                           "(eq. 10-12)"),
+    GPMethod(name="gibbs", fit=GPBSVM._fit_gibbs, samples=True, checkpoints=True, gamma0=0.1, samples_gamma0=True,
+             blas_threads=1, dense_buffers=18, num_samples=2000),
+    GPMethod(name="nuts", fit=GPBSVM._fit_nuts, samples=True, checkpoints=True, gamma0=0.1, dense_buffers=18),
+    GPMethod(name="vi", fit=GPBSVM._fit_vi, checkpoints=True, dense_buffers=14, posterior=VIPosterior,
+             hinge_only=True, approximation="the marginals of q(f) of batch VI"),
+    GPMethod(name="svi", fit=GPBSVM._fit_svi, checkpoints=True, blas_threads=1,
+             inducing_matrices={"mm": 27, "bm": 31, "lm": 5}, streams=True, precision="float32", mlii=True,
+             mlii_every=5, posterior=SVIPosterior, max_iter=None, hinge_only=True, ard_from=ARD_MIN_ROWS,
+             optimize_inducing_from=ARD_MIN_ROWS, approximation="q(u) of SVI"),
+)
+GPBSVM._METHODS = GP_METHODS
 
 
 def _posterior_from_point(state: dict[str, Any], est: GPBSVM) -> dict[str, Any]:

@@ -4,6 +4,7 @@ models of Luts & Ormerod (2014) as a scikit-learn classifier."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -33,6 +34,7 @@ from bayes_maxmargin.estimators.base import (
     _pointwise_log_lik,
     reports_progress,
 )
+from bayes_maxmargin.estimators.registry import Method, Registry
 from bayes_maxmargin.models.linear.em import linear_em, linear_map
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, padded_data, prior_precision
@@ -71,7 +73,31 @@ from bayes_maxmargin.models.luts.vb import (
     vb_penalty,
 )
 
-__all__ = ["LinearBSVM"]
+__all__ = ["LINEAR_METHODS", "LinearBSVM", "LinearMethod"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearMethod(Method):
+    """An inference method of :class:`LinearBSVM` (:data:`LINEAR_METHODS`): the :class:`Method` fields, and
+
+    Attributes
+    ----------
+    conjugate : bool
+        Whether its chains draw from the conjugate conditionals of the augmented program (Gibbs: beta and the
+        intercept jointly), rather than the intercept apart from beta (NUTS on the marginal program).
+    luts : bool
+        Whether it fits the models of Luts & Ormerod (2014): ``prior="penalty"`` / ``"laplace_zero"``,
+        ``missing="model"`` and ``groups``.
+    luts_only : bool
+        Whether it fits those models only (the plain Gaussian prior as their Algorithm 1).
+    streams : bool
+        Whether it streams minibatches from the host (svi).
+    """
+
+    conjugate: bool = False
+    luts: bool = False
+    luts_only: bool = False
+    streams: bool = False
 
 
 class LinearBSVM(_BayesianSVMClassifier):
@@ -350,7 +376,7 @@ class LinearBSVM(_BayesianSVMClassifier):
     # ------------------------------------------------------------------ parameters
     def _checked_params(self) -> dict[str, Any]:
         p: dict[str, Any] = {
-            "inference": check_option("inference", self.inference, ("em", "gibbs", "nuts", "vb", "svi")),
+            "method": LINEAR_METHODS.check(self.inference),
             "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
             "devices": check_scalar_param("devices", self.devices, kind="int", low=1, allow_none=True),
             "prior": check_option("prior", self.prior, ("gaussian", "penalty", "laplace_zero")),
@@ -382,8 +408,9 @@ class LinearBSVM(_BayesianSVMClassifier):
                 raise TypeError(f"Invalid value for {name}: {getattr(self, name)!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
         p["marginal_moves"] = bool(self.marginal_moves)
-        p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["inference"] == "em")
-        p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, p["inference"])
+        p["inference"] = p["method"].name
+        p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["method"].mode)
+        p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, p["method"])
         if p["missing"] == "model" and p["prior"] != "penalty":
             raise InvalidParameterError(
                 f"Invalid value for missing: 'model' needs prior='penalty' (got prior={p['prior']!r}); "
@@ -393,10 +420,10 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _check_luts(self, params: dict[str, Any], reason: str) -> None:
         """The Luts & Ormerod models: unit hinge scale, an intercept, VB or Gibbs."""
-        if params["inference"] not in ("vb", "gibbs"):
+        if not params["method"].luts:
+            able = " or ".join(map(repr, LINEAR_METHODS.names(lambda m: m.luts)))
             raise InvalidParameterError(
-                f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by "
-                "inference='vb' or 'gibbs')"
+                f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by inference={able})"
             )
         if (params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0
                 or params["gamma0_prior"] is not None):
@@ -460,8 +487,8 @@ class LinearBSVM(_BayesianSVMClassifier):
             reason = f"prior={params['prior']!r}"
         elif Z is not None:
             reason = "fit(..., groups=)"
-        elif params["inference"] == "vb":
-            reason = "inference='vb'"
+        elif params["method"].luts_only:
+            reason = f"inference={params['inference']!r}"
         if Z is not None and params["prior"] != "gaussian":
             raise InvalidParameterError(
                 f"Invalid value for prior: {params['prior']!r} with groups= (the random intercept model "
@@ -472,7 +499,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             try:
                 coordinates = self._fit_luts(X, y, Z, nan, params)
             except NonFiniteStateError as err:
-                if params["inference"] != "gibbs" or min(params["A_u"], params["B_u"]) >= 1.0:
+                if not params["method"].samples or min(params["A_u"], params["B_u"]) >= 1.0:
                     raise
                 raise NonFiniteStateError(
                     f"{err} The prior IG(A_u={params['A_u']}, B_u={params['B_u']}) of sigma_u^2 is nearly flat "
@@ -487,9 +514,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         x64 = params["precision"] == "float64"
         dtype = np.float64 if x64 else np.float32
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
-        if params["inference"] == "svi":
+        if params["method"].streams:
             with float_precision(x64):
-                coef, stats, prec_chol = self._fit_svi(design, y, params, dtype)
+                coef, stats, prec_chol = params["method"].fit(self, design, y, params, dtype)
             self._store(design, coef, None, stats, y, params, prec_chol)
             return self
         with float_precision(x64):
@@ -504,8 +531,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             )
             params["wide"] = use_wide_form(*design.shape, hyper.prior_prec)
             key = self._fit_key()
-            fit = {"gibbs": self._fit_gibbs, "em": self._fit_em, "nuts": self._fit_nuts}
-            coef_draws, gamma_draws, stats, prec_chol = fit[params["inference"]](key, data, hyper, params)
+            coef_draws, gamma_draws, stats, prec_chol = params["method"].fit(self, key, data, hyper, params)
         self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
         self._note_separable(X, y, params)
         self._check_mixing(self._chain_coordinates(X, design, coef_draws, gamma_draws, hyper, params))
@@ -516,7 +542,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         separable: the posterior-mean hyperplane classifies every training point correctly (a sufficient
         condition). Not checked for p >= n - 1, where classes in general position always are, nor with
         missing entries."""
-        if params["inference"] in ("gibbs", "nuts") and X.shape[1] < X.shape[0] - 1 and not np.isnan(X).any():
+        if params["method"].samples and X.shape[1] < X.shape[0] - 1 and not np.isnan(X).any():
             self._separable = bool(np.all(y * self.decision_function(X) > 0))
 
     def _chain_coordinates(self, X, design, coef_draws, gamma_draws, hyper, params) -> Any:
@@ -525,10 +551,10 @@ class LinearBSVM(_BayesianSVMClassifier):
         design (:mod:`~bayes_maxmargin.models.linear.row_space`; the rest of the coefficients are exact
         prior draws, independent of the chain), NUTS's intercept, and gamma. r <= n + 2 quantities
         instead of the p coefficients."""
-        if not params["wide"] or params["inference"] not in ("gibbs", "nuts"):
+        if not params["wide"] or not params["method"].samples:
             return None
         coef_draws = np.asarray(coef_draws, dtype=np.float64)
-        if params["inference"] == "nuts":  # NUTS samples the intercept apart from beta's row space
+        if not params["method"].conjugate:  # NUTS samples the intercept apart from beta's row space
             d = X.shape[1]
             draws = {"beta_row_space": row_space(X, np.full(d, params["sigma"])).coordinates(coef_draws[..., :d])}
             if self.fit_intercept:
@@ -729,8 +755,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         approximation, constant = None, None
         if prec_chol is not None:
             coef_draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
-            approximation = {"em": "the Gaussian conditional of the coefficients at the EM mode",
-                             "svi": "q(beta) of SVI"}[params["inference"]]
+            approximation = params["method"].approximation
             if gamma_draws is not None:  # EM's estimate of gamma: a point, held fixed
                 constant, gamma_draws = {"gamma": np.float64(self.gamma_)}, np.full(coef_draws.shape[:2], self.gamma_)
         posterior = {"beta": coef_draws[..., :d]}
@@ -804,7 +829,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         n, d = X.shape
         s_int = params["intercept_scale"]
         sb2_int = 1e8 if s_int is None else s_int**2
-        vb = params["inference"] == "vb"
+        vb = not params["method"].samples
         key = self._fit_key()
         chains = params["num_chains"]
         run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
@@ -1036,7 +1061,6 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     #: What every binary fit sets (:meth:`_check_restored`).
     _FITTED = ("_posterior", "coef_", "intercept_")
-    _RESUMABLE = ("em", "nuts", "vb")
 
     def _check_restored(self) -> None:
         """As the base class; and a binary fit's posterior (what predictions use) must have the width of
@@ -1075,6 +1099,21 @@ class LinearBSVM(_BayesianSVMClassifier):
         if "_posterior" not in state and "_coef_mean" in state:  # written before the typed posteriors
             state = _posterior_from_attributes(state, self.inference)
         super()._restore_saved(state)
+
+
+#: The inference methods of :class:`LinearBSVM`, each with its fit step and capabilities (:class:`LinearMethod`):
+#: the fit steps of EM, Gibbs and NUTS take the data on the device; SVI's the host design; VB's (and Gibbs's for
+#: the models of Luts & Ormerod) the design, the group design and the missing entries.
+LINEAR_METHODS: Registry[LinearMethod] = Registry(
+    LinearMethod(name="em", fit=LinearBSVM._fit_em, checkpoints=True, mode=True,
+                 approximation="the Gaussian conditional of the coefficients at the EM mode"),
+    LinearMethod(name="gibbs", fit=LinearBSVM._fit_gibbs, samples=True, checkpoints=True, samples_gamma0=True,
+                 conjugate=True, luts=True),
+    LinearMethod(name="nuts", fit=LinearBSVM._fit_nuts, samples=True, checkpoints=True),
+    LinearMethod(name="vb", fit=LinearBSVM._fit_luts, checkpoints=True, luts=True, luts_only=True),
+    LinearMethod(name="svi", fit=LinearBSVM._fit_svi, checkpoints=True, streams=True, approximation="q(beta) of SVI"),
+)
+LinearBSVM._METHODS = LINEAR_METHODS
 
 
 def _luts_wide_form(n: int, n_coef: int) -> bool:
@@ -1127,7 +1166,7 @@ def _posterior_from_attributes(state: dict[str, Any], inference: str) -> dict[st
     mean, prec_chol = state.pop("_coef_mean"), state.pop("_prec_chol", None)
     if luts is not None:
         post = CovariancePosterior(luts["mean"], luts["cov"]) if "cov" in luts else DrawsPosterior(luts["draws"])
-    elif inference in ("em", "svi"):
+    elif not LINEAR_METHODS.check(inference).samples:
         post = PrecisionPosterior(mean, prec_chol)
     else:
         post = DrawsPosterior(draws)

@@ -10,9 +10,11 @@ predictive method, :meth:`latent_moments`, the mean and variance of f_* at new i
 * :class:`SVIPosterior`: the S-BSVM's q(u) on the inducing points (Wenzel et al. 2017, Sec. 4.4).
 
 Each holds what its predictive needs (the training inputs, the kernel's name and jitter included),
-so that ``posterior.latent_moments(X, dtype)`` is all a prediction takes. The Gaussian ones also give
-the leave-one-out moments of f at the training inputs, ``posterior.loo_latent(X, y, gamma, dtype)``
-(:func:`~bayes_maxmargin.core.predict.loo_cavity`), from which ``GPBSVM(calibrate=True)`` fits its link.
+so that ``posterior.latent_moments(X, dtype)`` is all a prediction takes (a
+:class:`~bayes_maxmargin.core.posterior.Posterior`). The Gaussian ones also give the leave-one-out moments
+of f at the training inputs, ``posterior.loo_latent(X, y, gamma, dtype)``
+(:func:`~bayes_maxmargin.core.predict.loo_cavity`; a :class:`~bayes_maxmargin.core.posterior.LeaveOneOut`
+posterior), from which ``GPBSVM(calibrate=True)`` fits its link.
 
 Example
 -------
