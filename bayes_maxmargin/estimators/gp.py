@@ -1323,9 +1323,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _latent_draws(self, X: np.ndarray) -> np.ndarray:
         """Independent draws of f at ``X`` from the marginals of a deterministic fit's Gaussian posterior
         (shape (chain, draw, n): :data:`~bayes_maxmargin.diagnostics.APPROXIMATION_DRAWS`), from its seed."""
-        dtype = np.float64 if self._x64 else np.float32
-        with float_precision(self._x64):
-            mean, var = (np.asarray(a, np.float64) for a in self._posterior.latent_moments(X, dtype))
+        mean, var = self._latent_moments(X)
         return gaussian_draws(self._fit_seed(), mean, sd=np.sqrt(np.maximum(var, 0.0)))
 
     def _idata_from(self, parts: dict[str, Any]) -> Any:
