@@ -95,3 +95,25 @@ def test_a_fit_keeps_the_posterior_its_method_names(inference):
         assert mean.shape == var.shape == (40,) and np.all(np.isfinite(mean)) and np.all(var > 0)
     else:
         assert not isinstance(clf._posterior, LeaveOneOut)
+
+
+def test_gp_settings_are_checked_once_into_a_frozen_record():
+    """GPBSVM's parameters become one frozen GPSettings with its method's defaults filled in; the
+    defaults that depend on the data stay None until the fit resolves them on its rows."""
+    from bayes_maxmargin.core.kernels import ARD, Constant
+    from bayes_maxmargin.estimators.gp import GPSettings
+
+    settings = GPBSVM(inference="svi")._checked_params()
+    assert isinstance(settings, GPSettings) and settings.method is GP_METHODS["svi"] and settings.inference == "svi"
+    assert (settings.max_iter, settings.mlii_every, settings.precision, settings.gamma0) == (None, 5, "float32", 0.0)
+    assert settings.kernel is None and settings.num_inducing is None and settings.batch_size is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.gamma = 2.0
+    resolved = GPBSVM._resolved(settings, 1000)
+    assert resolved.kernel == ARD() + Constant() and resolved.optimize_inducing is True
+    assert (resolved.num_inducing, resolved.batch_size) == (64, 100) and settings.kernel is None
+    ecm = GPBSVM(inference="ecm", num_inducing=500)._checked_params()
+    assert (ecm.max_iter, ecm.mlii_every, ecm.mlii_tol, ecm.mlii_criterion) == (200, 20, 1e-4, "loo")
+    assert GPBSVM._resolved(ecm, 100).num_inducing == 500  # not a setting of ECM: left as given
+    with pytest.raises(InvalidParameterError, match="num_inducing: 500 .* N = 100"):
+        GPBSVM._resolved(GPBSVM(inference="fitc", num_inducing=500)._checked_params(), 100)

@@ -140,12 +140,12 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         (:func:`bayes_maxmargin.estimators.multiclass.solve`)."""
         return _mc.solve(self, fn, *args, **kwargs)
 
-    def _nuts(self, model, key, model_args, model_kwargs, params):
+    def _nuts(self, model, key, model_args, model_kwargs, *, num_warmup: int, num_samples: int, num_chains: int,
+              thin: int, run_io: dict[str, Any]):
         """NUTS draws of ``model`` (:func:`~bayes_maxmargin.engine.nuts.nuts_chains`, one
         vmapped program over the classes of a one-vs-rest fit; in chunks with a checkpoint folder in
-        ``params["run_io"]``) as host arrays and statistics."""
-        run = {k: params[k] for k in ("num_warmup", "num_samples", "num_chains", "thin")}
-        run_io = params.get("run_io", {})
+        ``run_io``) as host arrays and statistics."""
+        run = {"num_warmup": num_warmup, "num_samples": num_samples, "num_chains": num_chains, "thin": thin}
         if checkpoint_folder(run_io.get("checkpoint"), run_io.get("resume")) is None:
             draws = self._solve(nuts_chains, model, key, model_args, model_kwargs, **run)
         else:
@@ -314,14 +314,14 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
             return cls._METHODS.names(lambda m: m.checkpoints)
         return ("gibbs", "svi", *cls._RESUMABLE)
 
-    def _run_io(self, params: dict[str, Any], checkpoint: Any, resume: Any) -> dict[str, Any]:
+    def _run_io(self, inference: str, checkpoint: Any, resume: Any) -> dict[str, Any]:
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains`,
         :func:`~bayes_maxmargin.engine.svi.run_svi` and :func:`~bayes_maxmargin.engine.resumable.run_resumable`,
         checked to apply: the Gibbs samplers, SVI and the inference methods of ``_RESUMABLE``. A multi-class
         fit runs its K one-vs-rest problems together with one checkpoint (stacked chains, one minibatch
         loop or :func:`~bayes_maxmargin.engine.resumable.run_resumable_batched`)."""
         if checkpoint is not None or resume is not None:
-            inference, applies = params["inference"], self._checkpointed()
+            applies = self._checkpointed()
             if inference not in applies:
                 raise InvalidParameterError(
                     f"checkpoint / resume apply to inference={', '.join(map(repr, applies))}, "
@@ -466,23 +466,23 @@ def _check_gamma0_prior(prior: Any, method: Method) -> tuple[float, float] | Non
     return pair
 
 
-def _gamma0_hyper(params: dict[str, Any]) -> tuple[float, float, float]:
+def _gamma0_hyper(gamma0: float, gamma0_prior: tuple[float, float] | None) -> tuple[float, float, float]:
     """gamma0 and the shape and rate of its Gamma prior, as the models' hyperparameters take them
     (``gamma0``, ``gamma0_shape``, ``gamma0_rate``): without ``gamma0_prior`` the fixed gamma0 (the prior
     unused); with it the chains' initial gamma0, ``gamma0`` where it is > 0, else the prior mean."""
-    if params["gamma0_prior"] is None:
-        return params["gamma0"], 1.0, 1.0
-    shape, rate = params["gamma0_prior"]
-    return (params["gamma0"] if params["gamma0"] > 0 else shape / rate), shape, rate
+    if gamma0_prior is None:
+        return gamma0, 1.0, 1.0
+    shape, rate = gamma0_prior
+    return (gamma0 if gamma0 > 0 else shape / rate), shape, rate
 
 
-def _pointwise_log_lik(f, gamma_draws, y, params, gamma0_draws=None) -> np.ndarray:
+def _pointwise_log_lik(f, gamma_draws, y, gamma, gamma0, gamma0_draws=None) -> np.ndarray:
     """Skewed Laplace log density of u = 1 - y f per draw and observation (gamma0 > 0 only).
 
     ``f`` has shape (chain, draw, n); ``gamma_draws`` and ``gamma0_draws`` (chain, draw) or None for a
-    fixed gamma / gamma0."""
-    gamma = params["gamma"] if gamma_draws is None else gamma_draws[..., None]
-    gamma0 = params["gamma0"] if gamma0_draws is None else gamma0_draws[..., None]
+    fixed ``gamma`` / ``gamma0``."""
+    gamma = gamma if gamma_draws is None else gamma_draws[..., None]
+    gamma0 = gamma0 if gamma0_draws is None else gamma0_draws[..., None]
     with float_precision(True):
         return np.asarray(log_pseudo_likelihood(jnp.asarray(1.0 - y * f), gamma, gamma0))
 

@@ -332,7 +332,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         """
         if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
             return self
-        run_io = self._run_io({"inference": self.inference}, checkpoint, resume)
+        run_io = self._run_io(self.inference, checkpoint, resume)
         X, y = self._fit_input(X, y)
         self._check_params(X)
         method = FACTOR_METHODS[self.inference]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -176,6 +176,55 @@ class GPMethod(Method):
         return issubclass(self.posterior, LeaveOneOut)
 
 
+@dataclass(frozen=True)
+class GPSettings:
+    """The parameters of a :class:`GPBSVM` fit, checked once (:meth:`GPBSVM._checked_params`), with the
+    defaults of its inference method filled in. ``kernel``, ``optimize_inducing``, ``num_inducing`` and
+    ``batch_size`` stay None where the defaults depend on the data until the fit resolves them
+    (:func:`default_kernel`, :func:`default_optimize_inducing`, :func:`default_svi_inducing`), and
+    ``run_io`` holds the fit's checkpoint / resume folders. Each field is the estimator parameter of its
+    name, except ``method`` (``inference``, :data:`GP_METHODS`), ``elliptical_steps`` (``marginal_moves``)
+    and ``calibrate`` ("cv" where the link comes from refits, else whether it is learnt at all)."""
+
+    method: GPMethod
+    kernel: Any
+    precision: str
+    inducing: str
+    optimizer: str
+    gamma: float
+    gamma0: float
+    gamma_prior: tuple[float, float] | None
+    gamma0_prior: tuple[float, float] | None
+    max_iter: int | None
+    mlii_every: int
+    mlii_steps: int
+    mlii_tol: float | None
+    mlii_criterion: str
+    learning_rate: float
+    tol: float
+    solver: str
+    accelerate: bool
+    batch_size: int | None
+    num_inducing: int | None
+    optimize_inducing: bool | None
+    devices: int | None
+    num_samples: int
+    num_warmup: int
+    num_chains: int
+    thin: int
+    jitter: float
+    kernel_prior_scale: float
+    theta_sampler: str
+    elliptical_steps: int
+    calibrate: bool | str
+    run_io: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inference(self) -> str:
+        """The name of the inference method."""
+        return self.method.name
+
+
 def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray, dtype: Any) -> Any:
     """Kernel parameters theta to start from: the kernel's (length-scale(s) at the median distance between
     training points and unit amplitude unless set) overridden by the user's ``kernel_params``; a
@@ -316,12 +365,12 @@ def _check_mlii_criterion(value: Any, method: GPMethod) -> str:
     return value
 
 
-def _mlii_prior(theta0: Any, learn: tuple[str, ...], params: dict[str, Any]) -> KernelPrior | None:
+def _mlii_prior(theta0: Any, learn: tuple[str, ...], params: GPSettings) -> KernelPrior | None:
     """The prior that ECM / FITC's ML-II adds to its criterion: for ``mlii_criterion="loo"`` the log-normal
     prior of the samplers (centred at the initial kernel parameters, ``kernel_prior_scale``), since the
     leave-one-out log predictive of separable training data grows without bound with the amplitude (and
     the length-scale), as log Z of eq. (9) does not; None for ``"evidence"``, the paper's ML-II."""
-    return _kernel_prior(theta0, params["kernel_prior_scale"], learn) if params["mlii_criterion"] == "loo" else None
+    return _kernel_prior(theta0, params.kernel_prior_scale, learn) if params.mlii_criterion == "loo" else None
 
 
 def _check_mlii_tol(value: Any, method: GPMethod) -> float | None:
@@ -879,11 +928,10 @@ class GPBSVM(_BayesianSVMClassifier):
         default = self.calibrate is None and self.inference is None and method is not None and not method.streams
         return _is_cv(self.calibrate) or default
 
-    def _checked_params(self) -> dict[str, Any]:
+    def _checked_params(self) -> GPSettings:
         method = GP_METHODS.check(self._inference())
         inference = method.name
         p: dict[str, Any] = {
-            "inference": inference,
             "method": method,
             "kernel": None if self.kernel is None else _check_kernel(self.kernel),
             "precision": self._precision(),
@@ -949,7 +997,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 f"{CV_FOLDS} folds with any inference method")
         p["calibrate"] = ("cv" if self._cross_fits() else method.calibrates if self.calibrate is None
                           else bool(self.calibrate))
-        return p
+        return GPSettings(**p)
 
     # ------------------------------------------------------------------ fitting
     @reports_progress
@@ -986,78 +1034,86 @@ class GPBSVM(_BayesianSVMClassifier):
                 self._cross_fit_link(Xc, yc, folds)
             return self
 
+    @staticmethod
+    def _resolved(params: GPSettings, n: int) -> GPSettings:
+        """``params`` with the defaults that depend on the ``n`` training rows filled in: the kernel, whether
+        the inducing points move, their number and the minibatch size; an InvalidParameterError where
+        ``num_inducing`` or ``batch_size`` exceeds the rows for a method that takes it."""
+        method = params.method
+        sizes = {}
+        for name, applies in (("num_inducing", method.inducing_matrices is not None), ("batch_size", method.streams)):
+            value = getattr(params, name)
+            if value is None:
+                value = default_svi_inducing(n) if name == "num_inducing" and method.streams else min(DEFAULT_BATCH, n)
+            elif applies and value > n:
+                raise InvalidParameterError(
+                    f"Invalid value for {name}: {value} (must be between 1 and the number of training points N = {n})")
+            sizes[name] = value
+        kernel = default_kernel(method.name, n) if params.kernel is None else params.kernel
+        moves = params.optimize_inducing
+        return replace(params, kernel=kernel, **sizes,
+                       optimize_inducing=default_optimize_inducing(method.name, n) if moves is None else moves)
+
     def _fit_threads_set(self, X: Any, y: Any, checkpoint: Any, resume: Any) -> "GPBSVM":
         if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
             return self
         params = self._checked_params()
-        params["run_io"] = self._run_io(params, checkpoint, resume)
+        params = replace(params, run_io=self._run_io(params.inference, checkpoint, resume))
         X, y = self._fit_input(X, y)
-        n, method = X.shape[0], params["method"]
-        if params["kernel"] is None:
-            params["kernel"] = default_kernel(method.name, n)
-        self.kernel_ = params["kernel"]
-        if params["optimize_inducing"] is None:
-            params["optimize_inducing"] = default_optimize_inducing(method.name, n)
-        for name, applies in (("num_inducing", method.inducing_matrices is not None), ("batch_size", method.streams)):
-            if params[name] is None:
-                svi_m = name == "num_inducing" and method.streams
-                params[name] = default_svi_inducing(n) if svi_m else min(DEFAULT_BATCH, n)
-            elif applies and params[name] > n:
-                raise InvalidParameterError(
-                    f"Invalid value for {name}: {params[name]} (must be between 1 and the number of "
-                    f"training points N = {n})"
-                )
+        params = self._resolved(params, X.shape[0])
+        n, method = X.shape[0], params.method
+        self.kernel_ = params.kernel
         classes = classes_together(self)
         available = available_memory()
         advice = memory_advice(method.name, n, available, classes=classes,
-                               precision=None if self.precision is None else params["precision"],
-                               num_inducing=params["num_inducing"], batch_size=params["batch_size"])
+                               precision=None if self.precision is None else params.precision,
+                               num_inducing=params.num_inducing, batch_size=params.batch_size)
         if method.dense_buffers is not None:
             check_dense_memory(
-                n, params["precision"], method.dense_buffers,
+                n, params.precision, method.dense_buffers,
                 what=f"GPBSVM(inference={method.name!r})", advice=advice, classes=classes, available=available,
             )
         else:
-            m, batch = params["num_inducing"], params["batch_size"]
+            m, batch = params.num_inducing, params.batch_size
             check_memory(
-                classes * inducing_memory(method.name, n, m, batch, params["precision"]),
+                classes * inducing_memory(method.name, n, m, batch, params.precision),
                 what=f"GPBSVM(inference={method.name!r}) with M = {m} inducing points on N = {n} points"
                 + (f" for {classes} one-vs-rest classes, fitted together" if classes > 1 else ""),
                 sizes=[("num_inducing", m)]
                 + ([("batch_size", batch)] if method.streams else [("the training points", n)]),
                 available=available, advice=advice,
             )
-        theta0 = _initial_kernel_params(params["kernel"], self.kernel_params, X, params["precision"])
-        if isinstance(params["kernel"], Kernel):  # compiled code depends on its structure only
-            params["kernel"] = params["kernel"].structure()
+        theta0 = _initial_kernel_params(params.kernel, self.kernel_params, X, params.precision)
+        if isinstance(params.kernel, Kernel):  # compiled code depends on its structure only
+            params = replace(params, kernel=params.kernel.structure())
         learn = _trainable(theta0, self.learn_kernel)
-        x64 = params["precision"] == "float64"
+        x64 = params.precision == "float64"
         self._x64 = x64
         dtype = np.float64 if x64 else np.float32
         with float_precision(x64):
             theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
             if method.streams:  # the data stay on the host
                 method.fit(self, X, y, theta0, learn, params)
-                self._fit_link(X, y, params)
+                self._fit_link(X, y, params.calibrate)
                 return self
             key = self._fit_key()
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
-            a0, b0 = params["gamma_prior"] or (2.0, 1.0)
-            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, *_gamma0_hyper(params))))
+            a0, b0 = params.gamma_prior or (2.0, 1.0)
+            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params.gamma, a0, b0, *_gamma0_hyper(params.gamma0, params.gamma0_prior))))
             if method.dense_buffers is not None:
                 self._check_kernel_matrix(Xj, theta0, params)
             posterior, stats, self._posterior = method.fit(self, key, Xj, yj, theta0, learn, hyper, params)
         self._store(posterior, stats, X, y, params)
-        self._fit_link(X, y, params)
+        self._fit_link(X, y, params.calibrate)
         if method.samples:  # the others have no chains to judge
             self._check_mixing()
         return self
 
     def _fit_vi(self, key, X, y, theta0, learn, hyper, params):
         """B-BSVM (Wenzel et al. 2017, Sec. 4.1) at the initial kernel parameters."""
-        K = prior_covariance(X, params["kernel"], theta0, params["jitter"])
-        res = self._solve_resumable(params["run_io"], batch_vi, K, y, hyper.gamma, tol=params["tol"],
-                                    max_iter=params["max_iter"])
+        K = prior_covariance(X, params.kernel, theta0, params.jitter)
+        res = self._solve_resumable(params.run_io, batch_vi, K, y, hyper.gamma, tol=params.tol,
+                                    max_iter=params.max_iter)
         elbo = np.asarray(res.lower_bound[: int(res.n_iter)], dtype=np.float64)
         if not np.all(np.isfinite(elbo)) or not np.all(np.isfinite(np.asarray(res.state.mu))):
             raise NonFiniteStateError(
@@ -1069,28 +1125,28 @@ class GPBSVM(_BayesianSVMClassifier):
         sw, LB = batch_vi_factor(K, res.state.alpha, hyper.gamma)
         self.alpha_ = np.asarray(_cho_solve(cholesky_or_raise(K)[0], res.state.mu), dtype=np.float64)
         posterior = {"f": np.asarray(res.state.mu, dtype=np.float64)[None, None]}
-        return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params["kernel"])
+        return posterior, {"elbo": elbo[None, None, :]}, VIPosterior(X, theta0, sw, LB, self.alpha_, params.kernel)
 
     def _fit_svi(self, X, y, theta0, learn, params):
         """S-BSVM (Wenzel et al. 2017, Alg. 1) with ML-II every ``mlii_every`` steps (eq. 12)."""
         n = X.shape[0]
         n_kernel = sum(np.size(v) for k, v in field_values(theta0).items() if k in learn)
-        num_steps = params["max_iter"] or default_svi_steps(n, params["batch_size"], n_kernel)
+        num_steps = params.max_iter or default_svi_steps(n, params.batch_size, n_kernel)
         seed = self._fit_seed()
-        Z0 = init_inducing(X, params["num_inducing"], params["inducing"], seed)
-        if params["optimize_inducing"]:
+        Z0 = init_inducing(X, params.num_inducing, params.inducing, seed)
+        if params.optimize_inducing:
             learn += ("inducing",)
         dtype = np.float64 if self._x64 else np.float32
         res, problem = self._solve(
-            svi_gp, X, y, theta0, Z0, seed, kernel=params["kernel"], learn=learn, num_steps=num_steps,
-            batch_size=params["batch_size"], step_size=self.step_size, hyper_every=params["mlii_every"],
-            learning_rate=params["learning_rate"], gamma=params["gamma"], jitter=params["jitter"], dtype=dtype,
-            devices=params["devices"], progress=self.progress_bar and num_steps >= 100_000, **params["run_io"],
+            svi_gp, X, y, theta0, Z0, seed, kernel=params.kernel, learn=learn, num_steps=num_steps,
+            batch_size=params.batch_size, step_size=self.step_size, hyper_every=params.mlii_every,
+            learning_rate=params.learning_rate, gamma=params.gamma, jitter=params.jitter, dtype=dtype,
+            devices=params.devices, progress=self.progress_bar and num_steps >= 100_000, **params.run_io,
         )
         state = res.state
         if not res.elbo.size:
             raise NonFiniteStateError(
-                f"SVI produced a non-finite ELBO in its first {params['mlii_every']} steps at kernel_params = "
+                f"SVI produced a non-finite ELBO in its first {params.mlii_every} steps at kernel_params = "
                 f"{params_dict(theta0)}; lower step_size, check the data scale{float64_hint(dtype)}."
             )
         self._posterior = SVIPosterior(state, prediction_problem(problem.features.spec, state))
@@ -1099,7 +1155,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.variational_cov_ = np.asarray(cov_u, dtype=np.float64)
         self.inducing_points_ = np.asarray(Z, dtype=np.float64)
         self.kernel_params_ = params_dict(theta)
-        self.gamma_ = params["gamma"]
+        self.gamma_ = params.gamma
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
         self.n_iter_ = int(state.step)
         for attr in ("f_", "alpha_", "support_", "support_vectors_", "dual_coef_", "objective_", "log_z_"):
@@ -1109,69 +1165,69 @@ class GPBSVM(_BayesianSVMClassifier):
         names = getattr(self, "feature_names_in_", None)
         self._defer_idata(
             posterior=posterior, sample_stats={"elbo": res.elbo[None, None, :]}, constant_data=_kernel_values(theta),
-            approximation=params["method"].approximation,
+            approximation=params.method.approximation,
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
             dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
-            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
+            attrs={"model": "gp", "kernel": kernel_name(params.kernel), "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
         )
 
     def _check_kernel_matrix(self, X, theta, params) -> None:
         """Factorise K + jitter I once; raise a clear error if it stays singular."""
-        if bool(_factorises(theta, X, params["kernel"], params["jitter"])):
+        if bool(_factorises(theta, X, params.kernel, params.jitter)):
             return
-        K = prior_covariance(X, params["kernel"], theta, params["jitter"])
+        K = prior_covariance(X, params.kernel, theta, params.jitter)
         try:
             cholesky_or_raise(K)
         except CholeskyError as err:
             raise ValueError(
-                f"The {kernel_name(params['kernel'])!r} kernel matrix of the training inputs at kernel_params = "
+                f"The {kernel_name(params.kernel)!r} kernel matrix of the training inputs at kernel_params = "
                 f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
-                f"jitter (now {params['jitter']}) or check the kernel parameters{float64_hint(X.dtype)}."
+                f"jitter (now {params.jitter}) or check the kernel parameters{float64_hint(X.dtype)}."
             ) from None
 
     def _fit_ecm(self, key, X, y, theta0, learn, hyper, params):
-        estimate_gamma = params["gamma_prior"] is not None
-        exact = params["solver"] == "interior_point" and not estimate_gamma and params["gamma0"] == 0.0
-        tol = jnp.asarray(params["tol"], X.dtype)
+        estimate_gamma = params.gamma_prior is not None
+        exact = params.solver == "interior_point" and not estimate_gamma and params.gamma0 == 0.0
+        tol = jnp.asarray(params.tol, X.dtype)
         res = self._solve_resumable(  # no kernel parameter to learn: gp_ecm_mlii's ECM run alone (mlii_steps=0)
-            params["run_io"], gp_ecm_mlii,
-            X, y, theta0, hyper, tol, kernel=params["kernel"], max_iter=params["max_iter"],
-            mlii_every=params["mlii_every"], mlii_steps=params["mlii_steps"] if learn else 0,
-            optimizer=params["optimizer"], learning_rate=params["learning_rate"],
-            estimate_gamma=estimate_gamma, jitter=params["jitter"], trainable=learn, mlii_tol=params["mlii_tol"],
-            accelerate=params["accelerate"], exact=exact, criterion=params["mlii_criterion"],
+            params.run_io, gp_ecm_mlii,
+            X, y, theta0, hyper, tol, kernel=params.kernel, max_iter=params.max_iter,
+            mlii_every=params.mlii_every, mlii_steps=params.mlii_steps if learn else 0,
+            optimizer=params.optimizer, learning_rate=params.learning_rate,
+            estimate_gamma=estimate_gamma, jitter=params.jitter, trainable=learn, mlii_tol=params.mlii_tol,
+            accelerate=params.accelerate, exact=exact, criterion=params.mlii_criterion,
             theta_prior=_mlii_prior(theta0, learn, params),
         )
         objective, log_z, theta = res.objective, res.log_z, res.params
         if not exact:
             self._check_converged(objective, params)
-        alpha = _mode_alpha(theta, X, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
+        alpha = _mode_alpha(theta, X, y, res.inv_lam, res.gamma, params.kernel, params.jitter)
         self.alpha_ = np.asarray(alpha, dtype=np.float64)
-        mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params["kernel"], params["jitter"])
+        mode = ModePosterior(X, y, res.inv_lam, res.gamma, theta, None, params.kernel, params.jitter)
         return (*self._point_estimate(res.f, res.gamma, theta, objective, log_z, estimate_gamma), mode)
 
     def _fit_fitc(self, key, X, y, theta0, learn, hyper, params):
-        estimate_gamma = params["gamma_prior"] is not None
+        estimate_gamma = params.gamma_prior is not None
         seed = int(_key_seed(key))
-        V0 = init_inducing(np.asarray(X), params["num_inducing"], params["inducing"], seed)
-        learns = bool(learn) or params["optimize_inducing"]
+        V0 = init_inducing(np.asarray(X), params.num_inducing, params.inducing, seed)
+        learns = bool(learn) or params.optimize_inducing
         res = self._solve_resumable(
-            params["run_io"], gp_ecm_mlii,
-            X, y, theta0, hyper, jnp.asarray(params["tol"], X.dtype), V0=jnp.asarray(V0, X.dtype),
-            kernel=params["kernel"], max_iter=params["max_iter"],
-            mlii_every=params["mlii_every"] if learns else 0, mlii_steps=params["mlii_steps"],
-            optimizer=params["optimizer"], learning_rate=params["learning_rate"], estimate_gamma=estimate_gamma,
-            optimize_inducing=bool(params["optimize_inducing"]), jitter=params["jitter"], trainable=learn,
-            mlii_tol=params["mlii_tol"], accelerate=params["accelerate"], criterion=params["mlii_criterion"],
+            params.run_io, gp_ecm_mlii,
+            X, y, theta0, hyper, jnp.asarray(params.tol, X.dtype), V0=jnp.asarray(V0, X.dtype),
+            kernel=params.kernel, max_iter=params.max_iter,
+            mlii_every=params.mlii_every if learns else 0, mlii_steps=params.mlii_steps,
+            optimizer=params.optimizer, learning_rate=params.learning_rate, estimate_gamma=estimate_gamma,
+            optimize_inducing=bool(params.optimize_inducing), jitter=params.jitter, trainable=learn,
+            mlii_tol=params.mlii_tol, accelerate=params.accelerate, criterion=params.mlii_criterion,
             theta_prior=_mlii_prior(theta0, learn, params),
         )
         self._check_converged(res.objective, params)
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
-        alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params["kernel"], params["jitter"])
+        alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params.kernel, params.jitter)
         self.alpha_ = np.asarray(alpha, dtype=np.float64)
-        mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params["kernel"], params["jitter"])
+        mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params.kernel, params.jitter)
         return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
 
     def _check_converged(self, objective, params) -> None:
@@ -1179,15 +1235,15 @@ class GPBSVM(_BayesianSVMClassifier):
         iteration still changed the objective by more than ``tol`` (relative, as :func:`gp_ecm` stops)."""
         runs = [row[np.isfinite(row)] for row in np.atleast_2d(np.asarray(objective, dtype=np.float64))]
         last = next((row for row in reversed(runs) if row.size), np.zeros(0))
-        if last.size < 2 or last.size - 1 < ecm_runs(params["max_iter"], params["accelerate"]):
+        if last.size < 2 or last.size - 1 < ecm_runs(params.max_iter, params.accelerate):
             return
         change = abs(last[-1] - last[-2]) / max(abs(last[-1]), 1.0)
-        if change > params["tol"]:
+        if change > params.tol:
             hint = (" (a FITC prior with nearly as many inducing points as rows can be too ill-conditioned to "
-                    "reach tol: raise jitter)") if params["method"].inducing_matrices else ""
+                    "reach tol: raise jitter)") if params.method.inducing_matrices else ""
             warnings.warn(
-                f"GPBSVM(inference={self._inference()!r}) stopped at max_iter={params['max_iter']} with a relative "
-                f"change of the objective of {change:.2g} in its last iteration, above tol={params['tol']:g}: "
+                f"GPBSVM(inference={self._inference()!r}) stopped at max_iter={params.max_iter} with a relative "
+                f"change of the objective of {change:.2g} in its last iteration, above tol={params.tol:g}: "
                 f"raise max_iter{hint}.", ConvergenceWarning, stacklevel=4)
 
     def _point_estimate(self, f, gamma, theta, objective, log_z, estimate_gamma):
@@ -1211,26 +1267,26 @@ class GPBSVM(_BayesianSVMClassifier):
         return posterior, stats
 
     def _fit_gibbs(self, key, X, y, theta0, learn, hyper, params):
-        sample_gamma = params["gamma_prior"] is not None
-        sample_gamma0 = params["gamma0_prior"] is not None
-        k_run, f0 = _chain_starts(key, params["num_chains"], (X.shape[0],), X.dtype, 0.1)
+        sample_gamma = params.gamma_prior is not None
+        sample_gamma0 = params.gamma0_prior is not None
+        k_run, f0 = _chain_starts(key, params.num_chains, (X.shape[0],), X.dtype, 0.1)
         if not learn:  # theta fixed: eq. (7) at theta0
-            data = gp_data(prior_covariance(X, params["kernel"], theta0, params["jitter"]), y)
+            data = gp_data(prior_covariance(X, params.kernel, theta0, params.jitter), y)
             state = init_chains(init_gp, (0, None, None), f0, data, hyper, sample_gamma=sample_gamma,
                                 sample_gamma0=sample_gamma0)
-            kernel, record = build_gp_kernel(sample_gamma, sample_gamma0, params["elliptical_steps"]), record_gp
+            kernel, record = build_gp_kernel(sample_gamma, sample_gamma0, params.elliptical_steps), record_gp
         else:  # theta sampled too (slice steps on log theta given lambda, gamma)
-            data = gp_theta_data(X, y, _kernel_prior(theta0, params["kernel_prior_scale"], learn), params["jitter"],
-                                 adapt_steps=params["num_warmup"])  # slice widths adapt during the warm-up
-            state = init_chains(init_gp_theta, (0, None, None, None), f0, theta0, data, hyper, kernel=params["kernel"],
+            data = gp_theta_data(X, y, _kernel_prior(theta0, params.kernel_prior_scale, learn), params.jitter,
+                                 adapt_steps=params.num_warmup)  # slice widths adapt during the warm-up
+            state = init_chains(init_gp_theta, (0, None, None, None), f0, theta0, data, hyper, kernel=params.kernel,
                                 sample_gamma=sample_gamma, sample_gamma0=sample_gamma0)
-            kernel = build_gp_theta_kernel(params["kernel"], theta0, sample_gamma, sample_gamma0,
-                                           params["theta_sampler"], params["elliptical_steps"])
+            kernel = build_gp_theta_kernel(params.kernel, theta0, sample_gamma, sample_gamma0,
+                                           params.theta_sampler, params.elliptical_steps)
             record = build_gp_theta_record(theta0, learn)
         result = self._solve(
             run_chains, kernel, record, state, k_run, data, hyper,
-            num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
-            progress_bar=self.progress_bar, **params["run_io"],
+            num_warmup=params.num_warmup, num_samples=params.num_samples, thin=params.thin,
+            progress_bar=self.progress_bar, **params.run_io,
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
@@ -1240,15 +1296,16 @@ class GPBSVM(_BayesianSVMClassifier):
 
     def _fit_nuts(self, key, X, y, theta0, learn, hyper, params):
         sample_theta = bool(learn)
-        prior = _kernel_prior(theta0, params["kernel_prior_scale"], learn) if sample_theta else None
+        prior = _kernel_prior(theta0, params.kernel_prior_scale, learn) if sample_theta else None
         samples, stats = self._nuts(
             gp_bsvm, key, (X, y),
-            {"kernel": params["kernel"], "kernel_params": theta0, "gamma": params["gamma"],
-             "gamma_prior": params["gamma_prior"], "gamma0": params["gamma0"], "jitter": params["jitter"],
+            {"kernel": params.kernel, "kernel_params": theta0, "gamma": params.gamma,
+             "gamma_prior": params.gamma_prior, "gamma0": params.gamma0, "jitter": params.jitter,
              "kernel_prior": prior, "noncentered": sample_theta},
-            params,
+            num_warmup=params.num_warmup, num_samples=params.num_samples, num_chains=params.num_chains,
+            thin=params.thin, run_io=params.run_io,
         )
-        self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        self.n_iter_ = params.num_warmup + params.num_samples * params.thin
         return self._draws(X, samples, "gamma" in samples, theta0, stats, params)
 
     def _draws(self, X, samples, sample_gamma, theta, stats, params):
@@ -1273,25 +1330,25 @@ class GPBSVM(_BayesianSVMClassifier):
                 k: draws[k].reshape((-1,) + draws[k].shape[2:])[keep] if k in draws
                 else np.broadcast_to(np.asarray(fixed[k]), (keep.size, *np.shape(fixed[k]))) for k in free_fields(theta)})
             theta = replace_fields(theta, {k: v.reshape((-1,) + v.shape[2:]).mean(axis=0) for k, v in draws.items()})
-        return posterior, stats, DrawsPosterior(X, f_draws, theta, theta_draws, params["kernel"], params["jitter"])
+        return posterior, stats, DrawsPosterior(X, f_draws, theta, theta_draws, params.kernel, params.jitter)
 
     def _store(self, posterior, stats, X, y, params) -> None:
         f = posterior["f"]
         theta = self._posterior.theta
         self.f_ = f.reshape(-1, f.shape[-1]).mean(axis=0)
-        self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params["gamma"]
+        self.gamma_ = float(posterior["gamma"].mean()) if "gamma" in posterior else params.gamma
         self.kernel_params_ = params_dict(theta)  # the posterior mean when theta is sampled
-        if params["method"].samples:
+        if params.method.samples:
             with float_precision(self._x64):
-                K = prior_covariance(jnp.asarray(X), params["kernel"], theta, params["jitter"])
+                K = prior_covariance(jnp.asarray(X), params.kernel, theta, params.jitter)
                 chol, _ = cholesky_or_raise(K)
                 self.alpha_ = np.asarray(_cho_solve(chol, jnp.asarray(self.f_, K.dtype)), dtype=np.float64)
         self.support_ = support_vectors(self.f_, y)
         self.support_vectors_ = X[self.support_]
         self.dual_coef_ = self.alpha_[self.support_][None, :]
-        approximation, constant, latent_draws_at = params["method"].approximation, None, None
+        approximation, constant, latent_draws_at = params.method.approximation, None, None
         gamma_draws, gamma0_draws = posterior.get("gamma"), posterior.get("gamma0")
-        needs_log_lik = params["gamma0"] > 0 or gamma0_draws is not None
+        needs_log_lik = params.gamma0 > 0 or gamma0_draws is not None
         if approximation is not None:  # ECM, FITC, VI: draws of f; gamma and theta are points
             posterior, latent_draws_at = {}, X  # drawn when idata_ is built (:meth:`_idata_from`)
             if needs_log_lik:
@@ -1302,7 +1359,7 @@ class GPBSVM(_BayesianSVMClassifier):
                 gamma_draws = np.full(APPROXIMATION_DRAWS, self.gamma_)
         log_lik = None
         if needs_log_lik:
-            log_lik = {"y": _pointwise_log_lik(posterior["f"], gamma_draws, y, params, gamma0_draws)}
+            log_lik = {"y": _pointwise_log_lik(posterior["f"], gamma_draws, y, params.gamma, params.gamma0, gamma0_draws)}
         d = self.n_features_in_
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
@@ -1314,7 +1371,7 @@ class GPBSVM(_BayesianSVMClassifier):
             constant_data=constant,
             coords={"obs": np.arange(y.shape[0]), "feature": features},
             dims={"f": ["obs"], "y": ["obs"], "objective": ["ecm_iteration"], **_feature_dims(theta)},
-            attrs={"model": "gp", "kernel": kernel_name(params["kernel"]), "inference": params["inference"],
+            attrs={"model": "gp", "kernel": kernel_name(params.kernel), "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
             approximation=approximation,
             latent_draws_at=latent_draws_at,
@@ -1335,11 +1392,11 @@ class GPBSVM(_BayesianSVMClassifier):
             parts["posterior"] = {"f": self._latent_draws(X), **parts["posterior"]}
         return super()._idata_from(parts)
 
-    def _fit_link(self, X: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> None:
+    def _fit_link(self, X: np.ndarray, y: np.ndarray, calibrate: bool | str) -> None:
         """``link_``: (a, b) fitted to the leave-one-out moments of f at the training inputs (at most
         :data:`LINK_ROWS` of them: a subset of whole groups of repeated rows drawn from the fit's seed,
         :func:`~bayes_maxmargin.core.predict.link_rows`, whose moments alone are computed and whose labels
-        the link is fitted to), or (1, 0).
+        the link is fitted to), or (1, 0) where ``calibrate`` (:attr:`GPSettings.calibrate`) is False or "cv".
 
         Rows that repeat an input are left out with all their twins
         (:func:`~bayes_maxmargin.core.predict.tie_groups`). Where that moves the link by more than its
@@ -1348,7 +1405,7 @@ class GPBSVM(_BayesianSVMClassifier):
         moments are left to learn from: a warning, and the identity link."""
         self.link_ = np.array([1.0, 0.0])
         self.__dict__.pop("link_input_", None)  # a link on f (a refit's, after one on the margin)
-        if params["calibrate"] in (False, "cv"):  # "cv": :meth:`_cross_fit_link`, once the fit is done
+        if calibrate in (False, "cv"):  # "cv": :meth:`_cross_fit_link`, once the fit is done
             return
         rows = link_rows(X, LINK_ROWS, self._fit_seed())
         if rows is not None:
@@ -1418,7 +1475,7 @@ class GPBSVM(_BayesianSVMClassifier):
         ``calibrate=True``): the default's link where the folds of ``calibrate="cv"`` cannot be formed."""
         problems = self._binary_problems()
         for est, label in problems:
-            est._fit_link(X, np.where(y == label, 1.0, -1.0), {"calibrate": True})
+            est._fit_link(X, np.where(y == label, 1.0, -1.0), True)
         if self._multiclass:
             self.link_ = np.stack([est.link_ for est, _ in problems])
             self.__dict__.pop("link_input_", None)
@@ -1461,7 +1518,7 @@ class GPBSVM(_BayesianSVMClassifier):
                              f"{self.inference!r} stands for")
         if not self._multiclass:
             params = self._checked_params()
-            check_gp_fit(self.__dict__, self.n_features_in_, params["gamma0"], params["jitter"])
+            check_gp_fit(self.__dict__, self.n_features_in_, params.gamma0, params.jitter)
 
     def _restore_saved(self, state: dict[str, Any]) -> None:
         if "kernel_" not in state:  # written before kernel_, when kernel was never None

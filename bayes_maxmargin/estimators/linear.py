@@ -464,7 +464,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         if self._fit_multiclass(X, y, groups=groups, checkpoint=checkpoint, resume=resume):
             return self
         params = self._checked_params()
-        params["run_io"] = self._run_io(params, checkpoint, resume)
+        params["run_io"] = self._run_io(params["inference"], checkpoint, resume)
         X, y = self._fit_input(
             X, y, allow_nan=params["missing"] == "model",
             nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
@@ -527,7 +527,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                     prior_precision(X.shape[1], params["sigma"], params["intercept_scale"], self.fit_intercept),
                     dtype,
                 ),
-                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0, *_gamma0_hyper(params))),
+                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0,
+                                                  *_gamma0_hyper(params["gamma0"], params["gamma0_prior"]))),
             )
             params["wide"] = use_wide_form(*design.shape, hyper.prior_prec)
             key = self._fit_key()
@@ -711,7 +712,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                 model, design = margin_bsvm, jnp.asarray(basis, X.dtype)
                 kwargs = {k: v for k, v in kwargs.items() if k != "sigma"}
             key, key_null = jax.random.split(key)
-        samples, stats = self._nuts(model, key, (design, data.y), kwargs, params)
+        samples, stats = self._nuts(model, key, (design, data.y), kwargs, run_io=params["run_io"],
+                                    **{k: params[k] for k in ("num_warmup", "num_samples", "num_chains", "thin")})
         self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
         if wide:
             if basis is not None:  # the log joint in (z, b), and the draws of the model's own sites
@@ -771,7 +773,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         log_lik = None
         if params["gamma0"] > 0 or gamma0_draws is not None:
             f = np.einsum("np,cdp->cdn", design, coef_draws)
-            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params, gamma0_draws)}
+            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params["gamma"], params["gamma0"], gamma0_draws)}
         self.idata_ = to_inference_data(
             posterior,
             sample_stats=stats,
