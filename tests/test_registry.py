@@ -117,3 +117,22 @@ def test_gp_settings_are_checked_once_into_a_frozen_record():
     assert GPBSVM._resolved(ecm, 100).num_inducing == 500  # not a setting of ECM: left as given
     with pytest.raises(InvalidParameterError, match="num_inducing: 500 .* N = 100"):
         GPBSVM._resolved(GPBSVM(inference="fitc", num_inducing=500)._checked_params(), 100)
+
+
+def test_linear_settings_and_fit_results_are_typed():
+    """LinearBSVM's parameters become one frozen LinearSettings; each fit step returns a LinearFit whose
+    Gaussian (EM, SVI) is the posterior the fit keeps, and whose draws are it otherwise."""
+    from bayes_maxmargin.estimators.linear import LinearSettings
+    from bayes_maxmargin.models.linear.posterior import DrawsPosterior, PrecisionPosterior
+
+    settings = LinearBSVM(inference="em")._checked_params()
+    assert isinstance(settings, LinearSettings) and settings.inference == "em" and settings.wide is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.sigma = 2.0
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, 1, -1)
+    em = LinearBSVM(inference="em", progress_bar=False).fit(X, y)
+    gibbs = LinearBSVM(num_samples=50, num_warmup=50, num_chains=1, progress_bar=False, random_state=0).fit(X, y)
+    assert isinstance(em._posterior, PrecisionPosterior) and isinstance(gibbs._posterior, DrawsPosterior)
+    np.testing.assert_array_equal(em._posterior.mean, np.r_[em.coef_[0], em.intercept_])

@@ -4,8 +4,8 @@ models of Luts & Ormerod (2014) as a scikit-learn classifier."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,7 +73,7 @@ from bayes_maxmargin.models.luts.vb import (
     vb_penalty,
 )
 
-__all__ = ["LINEAR_METHODS", "LinearBSVM", "LinearMethod"]
+__all__ = ["LINEAR_METHODS", "LinearBSVM", "LinearFit", "LinearMethod", "LinearSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +98,74 @@ class LinearMethod(Method):
     luts: bool = False
     luts_only: bool = False
     streams: bool = False
+
+
+@dataclass(frozen=True)
+class LinearSettings:
+    """The parameters of a :class:`LinearBSVM` fit, checked once (:meth:`LinearBSVM._checked_params`). Each
+    field is the estimator parameter of its name, except ``method`` (``inference``,
+    :data:`LINEAR_METHODS`); ``run_io`` holds the fit's checkpoint / resume folders and ``wide`` whether
+    EM and Gibbs work in the row space of the design (p >= n, set by the fit)."""
+
+    method: LinearMethod
+    prior: str
+    missing: str
+    sigma: float
+    intercept_scale: float | None
+    gamma: float
+    gamma0: float
+    gamma_prior: tuple[float, float] | None
+    gamma0_prior: tuple[float, float] | None
+    rho: float
+    A_u: float
+    B_u: float
+    precision: str
+    num_samples: int
+    num_warmup: int
+    num_chains: int
+    thin: int
+    overrelaxation: float
+    marginal_moves: bool
+    max_iter: int
+    tol: float
+    solver: str
+    accelerate: bool
+    batch_size: int
+    devices: int | None
+    run_io: dict[str, Any] = field(default_factory=dict)
+    wide: bool = False
+
+    @property
+    def inference(self) -> str:
+        """The name of the inference method."""
+        return self.method.name
+
+
+class LinearFit(NamedTuple):
+    """What a fit step of :class:`LinearBSVM` returns (EM, Gibbs, NUTS, SVI).
+
+    Attributes
+    ----------
+    coef : ndarray, shape (chain, draw, p)
+        Draws of the coefficients [beta, intercept]; EM and SVI: the mode or the mean, as one draw.
+    gamma : ndarray or None
+        Draws of gamma (EM: its estimate); None where gamma is fixed.
+    stats : dict
+        ``idata_``'s sample statistics.
+    gaussian : PrecisionPosterior, LowRankPosterior or None
+        EM and SVI: the Gaussian posterior of the coefficients; None where the draws are the posterior.
+    gamma0 : ndarray or None
+        Draws of gamma0 (Gibbs with ``gamma0_prior``).
+    wide : bool
+        Whether the fit ran in the row space of the design (p >= n), which the mixing check then judges.
+    """
+
+    coef: np.ndarray
+    gamma: np.ndarray | None
+    stats: dict[str, Any]
+    gaussian: Any = None
+    gamma0: np.ndarray | None = None
+    wide: bool = False
 
 
 class LinearBSVM(_BayesianSVMClassifier):
@@ -374,7 +442,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ parameters
-    def _checked_params(self) -> dict[str, Any]:
+    def _checked_params(self) -> LinearSettings:
         p: dict[str, Any] = {
             "method": LINEAR_METHODS.check(self.inference),
             "batch_size": check_scalar_param("batch_size", self.batch_size, kind="int", low=1),
@@ -408,7 +476,6 @@ class LinearBSVM(_BayesianSVMClassifier):
                 raise TypeError(f"Invalid value for {name}: {getattr(self, name)!r} (must be a bool)")
         p["accelerate"] = bool(self.accelerate)
         p["marginal_moves"] = bool(self.marginal_moves)
-        p["inference"] = p["method"].name
         p["gamma_prior"] = _check_gamma_prior(self.gamma_prior, needs_mode=p["method"].mode)
         p["gamma0_prior"] = _check_gamma0_prior(self.gamma0_prior, p["method"])
         if p["missing"] == "model" and p["prior"] != "penalty":
@@ -416,17 +483,17 @@ class LinearBSVM(_BayesianSVMClassifier):
                 f"Invalid value for missing: 'model' needs prior='penalty' (got prior={p['prior']!r}); "
                 "the missing-predictor model of Luts & Ormerod (2014, Sec. 3.3) extends the penalty model"
             )
-        return p
+        return LinearSettings(**p)
 
-    def _check_luts(self, params: dict[str, Any], reason: str) -> None:
+    def _check_luts(self, params: LinearSettings, reason: str) -> None:
         """The Luts & Ormerod models: unit hinge scale, an intercept, VB or Gibbs."""
-        if not params["method"].luts:
+        if not params.method.luts:
             able = " or ".join(map(repr, LINEAR_METHODS.names(lambda m: m.luts)))
             raise InvalidParameterError(
-                f"Invalid value for inference: {params['inference']!r} ({reason} is fitted by inference={able})"
+                f"Invalid value for inference: {params.inference!r} ({reason} is fitted by inference={able})"
             )
-        if (params["gamma"] != 1.0 or params["gamma_prior"] is not None or params["gamma0"] != 0.0
-                or params["gamma0_prior"] is not None):
+        if (params.gamma != 1.0 or params.gamma_prior is not None or params.gamma0 != 0.0
+                or params.gamma0_prior is not None):
             raise InvalidParameterError(
                 f"Invalid value for gamma / gamma_prior / gamma0 / gamma0_prior: {reason} uses Luts & Ormerod's "
                 "hinge exp(-2 (1 - y f)_+) (gamma=1, gamma_prior=None, gamma0=0, gamma0_prior=None); scale the "
@@ -464,9 +531,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         if self._fit_multiclass(X, y, groups=groups, checkpoint=checkpoint, resume=resume):
             return self
         params = self._checked_params()
-        params["run_io"] = self._run_io(params["inference"], checkpoint, resume)
+        params = replace(params, run_io=self._run_io(params.inference, checkpoint, resume))
         X, y = self._fit_input(
-            X, y, allow_nan=params["missing"] == "model",
+            X, y, allow_nan=params.missing == "model",
             nan_hint="Pass missing='model' with prior='penalty' to impute them (Luts & Ormerod 2014, Sec. 3.3).",
         )
         for attr in ("groups_", "random_effects_", "inclusion_probabilities_", "X_imputed_", "lower_bound_",
@@ -483,15 +550,15 @@ class LinearBSVM(_BayesianSVMClassifier):
                     "column cannot be imputed (drop it)"
                 )
         reason = None
-        if params["prior"] != "gaussian":
-            reason = f"prior={params['prior']!r}"
+        if params.prior != "gaussian":
+            reason = f"prior={params.prior!r}"
         elif Z is not None:
             reason = "fit(..., groups=)"
-        elif params["method"].luts_only:
-            reason = f"inference={params['inference']!r}"
-        if Z is not None and params["prior"] != "gaussian":
+        elif params.method.luts_only:
+            reason = f"inference={params.inference!r}"
+        if Z is not None and params.prior != "gaussian":
             raise InvalidParameterError(
-                f"Invalid value for prior: {params['prior']!r} with groups= (the random intercept model "
+                f"Invalid value for prior: {params.prior!r} with groups= (the random intercept model "
                 "of Luts & Ormerod 2014, Example 2, has prior='gaussian' fixed effects)"
             )
         if reason is not None:
@@ -499,10 +566,10 @@ class LinearBSVM(_BayesianSVMClassifier):
             try:
                 coordinates = self._fit_luts(X, y, Z, nan, params)
             except NonFiniteStateError as err:
-                if not params["method"].samples or min(params["A_u"], params["B_u"]) >= 1.0:
+                if not params.method.samples or min(params.A_u, params.B_u) >= 1.0:
                     raise
                 raise NonFiniteStateError(
-                    f"{err} The prior IG(A_u={params['A_u']}, B_u={params['B_u']}) of sigma_u^2 is nearly flat "
+                    f"{err} The prior IG(A_u={params.A_u}, B_u={params.B_u}) of sigma_u^2 is nearly flat "
                     "in log sigma_u: where the classes are (nearly) separable (missing entries count as free), its "
                     "posterior reaches values (1e20 and beyond) at which the updates overflow. Pass A_u and B_u of 1 "
                     "or more, a prior that bounds it."
@@ -511,31 +578,31 @@ class LinearBSVM(_BayesianSVMClassifier):
                 self._note_separable(X, y, params)
             self._check_mixing(coordinates)
             return self
-        x64 = params["precision"] == "float64"
+        x64 = params.precision == "float64"
         dtype = np.float64 if x64 else np.float32
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if self.fit_intercept else X
-        if params["method"].streams:
+        if params.method.streams:
             with float_precision(x64):
-                coef, stats, prec_chol = params["method"].fit(self, design, y, params, dtype)
-            self._store(design, coef, None, stats, y, params, prec_chol)
+                fit = params.method.fit(self, design, y, params, dtype)
+            self._store(design, fit, y, params)
             return self
         with float_precision(x64):
             data = LinearData(jnp.asarray(design, dtype), jnp.asarray(y, dtype))
-            a0, b0 = params["gamma_prior"] or (1.0, 1.0)
+            a0, b0 = params.gamma_prior or (1.0, 1.0)
             hyper = LinearHyper(
                 jnp.asarray(
-                    prior_precision(X.shape[1], params["sigma"], params["intercept_scale"], self.fit_intercept),
+                    prior_precision(X.shape[1], params.sigma, params.intercept_scale, self.fit_intercept),
                     dtype,
                 ),
-                *(jnp.asarray(v, dtype) for v in (params["gamma"], a0, b0,
-                                                  *_gamma0_hyper(params["gamma0"], params["gamma0_prior"]))),
+                *(jnp.asarray(v, dtype) for v in (params.gamma, a0, b0,
+                                                  *_gamma0_hyper(params.gamma0, params.gamma0_prior))),
             )
-            params["wide"] = use_wide_form(*design.shape, hyper.prior_prec)
+            params = replace(params, wide=use_wide_form(*design.shape, hyper.prior_prec))
             key = self._fit_key()
-            coef_draws, gamma_draws, stats, prec_chol = params["method"].fit(self, key, data, hyper, params)
-        self._store(design, coef_draws, gamma_draws, stats, y, params, prec_chol)
+            fit = params.method.fit(self, key, data, hyper, params)
+        self._store(design, fit, y, params)
         self._note_separable(X, y, params)
-        self._check_mixing(self._chain_coordinates(X, design, coef_draws, gamma_draws, hyper, params))
+        self._check_mixing(self._chain_coordinates(X, design, fit, hyper, params))
         return self
 
     def _note_separable(self, X: np.ndarray, y: np.ndarray, params) -> None:
@@ -543,116 +610,116 @@ class LinearBSVM(_BayesianSVMClassifier):
         separable: the posterior-mean hyperplane classifies every training point correctly (a sufficient
         condition). Not checked for p >= n - 1, where classes in general position always are, nor with
         missing entries."""
-        if params["method"].samples and X.shape[1] < X.shape[0] - 1 and not np.isnan(X).any():
+        if params.method.samples and X.shape[1] < X.shape[0] - 1 and not np.isnan(X).any():
             self._separable = bool(np.all(y * self.decision_function(X) > 0))
 
-    def _chain_coordinates(self, X, design, coef_draws, gamma_draws, hyper, params) -> Any:
+    def _chain_coordinates(self, X, design, fit: LinearFit, hyper, params) -> Any:
         """What the chains of a wide Gibbs or NUTS fit move, for its mixing check (None for other fits:
         the posterior is checked): the whitened coefficients' coordinates in the row space of the whitened
         design (:mod:`~bayes_maxmargin.models.linear.row_space`; the rest of the coefficients are exact
         prior draws, independent of the chain), NUTS's intercept, and gamma. r <= n + 2 quantities
         instead of the p coefficients."""
-        if not params["wide"] or not params["method"].samples:
+        if not fit.wide or not params.method.samples:
             return None
-        coef_draws = np.asarray(coef_draws, dtype=np.float64)
-        if not params["method"].conjugate:  # NUTS samples the intercept apart from beta's row space
+        coef_draws = np.asarray(fit.coef, dtype=np.float64)
+        if not params.method.conjugate:  # NUTS samples the intercept apart from beta's row space
             d = X.shape[1]
-            draws = {"beta_row_space": row_space(X, np.full(d, params["sigma"])).coordinates(coef_draws[..., :d])}
+            draws = {"beta_row_space": row_space(X, np.full(d, params.sigma)).coordinates(coef_draws[..., :d])}
             if self.fit_intercept:
                 draws["intercept"] = coef_draws[..., d]
         else:
             rows = row_space(design, np.asarray(hyper.prior_prec, dtype=np.float64) ** -0.5)
             draws = {"coef_row_space": rows.coordinates(coef_draws)}
-        if gamma_draws is not None:
-            draws["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
-        if "gamma0_draws" in params:
-            draws["gamma0"] = params["gamma0_draws"]
+        if fit.gamma is not None:
+            draws["gamma"] = np.asarray(fit.gamma, dtype=np.float64)
+        if fit.gamma0 is not None:
+            draws["gamma0"] = fit.gamma0
         return to_inference_data(draws)
 
     def _fit_gibbs(self, key, data, hyper, params):
-        sample_gamma = params["gamma_prior"] is not None
-        sample_gamma0 = params["gamma0_prior"] is not None
-        if not params["wide"] and checkpoint_folder(**params["run_io"]) is None:
+        sample_gamma = params.gamma_prior is not None
+        sample_gamma0 = params.gamma0_prior is not None
+        if not params.wide and checkpoint_folder(**params.run_io) is None:
             data = padded_data(data, bucket_rows(data.y.shape[0]))  # one program for nearby sizes
-        moves = params["marginal_moves"] and not params["wide"]
-        hyper = hyper._replace(adapt_steps=jnp.asarray(params["num_warmup"], jnp.int32))
-        k_run, coef0 = _chain_starts(key, params["num_chains"], (data.design.shape[1],), data.design.dtype, 0.5)
+        moves = params.marginal_moves and not params.wide
+        hyper = hyper._replace(adapt_steps=jnp.asarray(params.num_warmup, jnp.int32))
+        k_run, coef0 = _chain_starts(key, params.num_chains, (data.design.shape[1],), data.design.dtype, 0.5)
         state = init_chains(init_linear, (0, None, None), coef0, data, hyper, sample_gamma=sample_gamma,
                             sample_gamma0=sample_gamma0, directions=moves)
         result = self._solve(
             run_chains,
-            build_linear_kernel(sample_gamma, params["overrelaxation"], params["wide"], sample_gamma0, moves),
+            build_linear_kernel(sample_gamma, params.overrelaxation, params.wide, sample_gamma0, moves),
             record_linear,
             state,
             k_run,
             data,
             hyper,
-            num_warmup=params["num_warmup"],
-            num_samples=params["num_samples"],
-            thin=params["thin"],
+            num_warmup=params.num_warmup,
+            num_samples=params.num_samples,
+            thin=params.thin,
             progress_bar=self.progress_bar,
-            **params["run_io"],
+            **params.run_io,
         )
         self.n_iter_ = result.num_iterations
         s = result.samples
-        if sample_gamma0:
-            params["gamma0_draws"] = np.asarray(s["gamma0"], dtype=np.float64)
-        return s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info}, None
+        return LinearFit(s["coef"], s["gamma"] if sample_gamma else None, {"log_joint": s["log_joint"], **result.info},
+                         gamma0=np.asarray(s["gamma0"], dtype=np.float64) if sample_gamma0 else None, wide=params.wide)
 
     def _fit_svi(self, design, y, params, dtype):
         """Linear SVI (Wenzel et al. 2017, Sec. 4.5, eq. 14): natural-gradient steps on q(beta) from
         minibatches of the host data, O(p^3) per step; O(r^3), r <= n, in the row space of the whitened
         design when p > n (:mod:`~bayes_maxmargin.models.linear.row_space`)."""
         n = design.shape[0]
-        if params["batch_size"] > n:
+        if params.batch_size > n:
             raise InvalidParameterError(
-                f"Invalid value for batch_size: {params['batch_size']} (must be between 1 and the number of "
+                f"Invalid value for batch_size: {params.batch_size} (must be between 1 and the number of "
                 f"training points N = {n})"
             )
-        if params["gamma_prior"] is not None or params["gamma0"] != 0.0:
+        if params.gamma_prior is not None or params.gamma0 != 0.0:
             raise InvalidParameterError(
                 "Invalid value for gamma_prior / gamma0: inference='svi' fits the hinge (gamma0=0) with gamma "
                 "fixed (gamma_prior=None)"
             )
-        if self.fit_intercept and params["intercept_scale"] is None:
+        if self.fit_intercept and params.intercept_scale is None:
             raise InvalidParameterError(
                 "Invalid value for intercept_scale: None (a flat intercept prior); inference='svi' needs a proper "
                 "Gaussian prior on every coefficient for its ELBO (give a number, e.g. 10)"
             )
-        prec = np.asarray(prior_precision(self.n_features_in_, params["sigma"], params["intercept_scale"],
+        prec = np.asarray(prior_precision(self.n_features_in_, params.sigma, params.intercept_scale,
                                           self.fit_intercept))
         seed = self._fit_seed()
         rows = row_space(design, prec**-0.5) if use_wide_form(*design.shape, prec) else None
         if rows is not None:  # q(z) of the r <= n dimensions the data inform (models.linear.row_space)
             design, prec = rows.scores, np.ones(rows.scores.shape[1])
         res, _ = self._solve(
-            svi_linear, design, y, np.diag(prec), seed, num_steps=params["max_iter"],
-            batch_size=params["batch_size"], step_size=self.step_size, gamma=params["gamma"], dtype=dtype,
-            devices=params["devices"], **params["run_io"],
+            svi_linear, design, y, np.diag(prec), seed, num_steps=params.max_iter,
+            batch_size=params.batch_size, step_size=self.step_size, gamma=params.gamma, dtype=dtype,
+            devices=params.devices, **params.run_io,
         )
         if not res.elbo.size:
             raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
         mu, R = (np.asarray(m, dtype=np.float64) for m in _svi.moments(res.state.nat))
         self.n_iter_ = int(res.state.step)
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
+        stats = {"elbo": res.elbo[None, None, :]}
         if rows is not None:
             posterior = rows.lift_gaussian(mu, R.T @ R)
-            return posterior.mean[None, None], {"elbo": res.elbo[None, None, :]}, posterior
+            return LinearFit(posterior.mean[None, None], None, stats, posterior, wide=True)
         prec_chol = np.linalg.cholesky(-2.0 * np.asarray(res.state.nat.eta2, dtype=np.float64))
-        return mu[None, None], {"elbo": res.elbo[None, None, :]}, prec_chol
+        return LinearFit(mu[None, None], None, stats, PrecisionPosterior(mu, prec_chol))
 
     def _fit_em(self, key, data, hyper, params):
-        estimate_gamma = params["gamma_prior"] is not None
+        estimate_gamma = params.gamma_prior is not None
         coef0 = jnp.zeros(data.design.shape[1], data.design.dtype)
-        tol = jnp.asarray(params["tol"], coef0.dtype)
-        exact = params["solver"] == "interior_point" and not estimate_gamma and params["gamma0"] == 0.0
+        tol = jnp.asarray(params.tol, coef0.dtype)
+        exact = params.solver == "interior_point" and not estimate_gamma and params.gamma0 == 0.0
         if exact:
-            res = self._solve_resumable(params["run_io"], linear_map, data, hyper, tol, max_iter=params["max_iter"],
-                                        wide=params["wide"])
+            res = self._solve_resumable(params.run_io, linear_map, data, hyper, tol, max_iter=params.max_iter,
+                                        wide=params.wide)
         else:
             res = self._solve_resumable(
-                params["run_io"], linear_em, coef0, data, hyper, tol,
-                max_iter=params["max_iter"], estimate_gamma=estimate_gamma, wide=params["wide"],
+                params.run_io, linear_em, coef0, data, hyper, tol,
+                max_iter=params.max_iter, estimate_gamma=estimate_gamma, wide=params.wide,
             )
         n_iter = int(res.n_iter)
         objective = np.asarray(res.objective[: n_iter + 1], dtype=np.float64)
@@ -665,12 +732,12 @@ class LinearBSVM(_BayesianSVMClassifier):
         if exact:
             if not bool(res.converged):
                 self._warn_duality_gap(float(res.gap), n_iter, params)
-        elif n_iter == params["max_iter"]:
+        elif n_iter == params.max_iter:
             change = abs(objective[-1] - objective[-2]) / max(abs(objective[-1]), 1.0)
-            if change > params["tol"]:
+            if change > params.tol:
                 warnings.warn(
                     f"EM stopped at max_iter={n_iter} with a relative change of the log posterior "
-                    f"of {change:.2e} > tol={params['tol']:.0e}; increase max_iter.",
+                    f"of {change:.2e} > tol={params.tol:.0e}; increase max_iter.",
                     ConvergenceWarning,
                     stacklevel=3,
                 )
@@ -679,17 +746,18 @@ class LinearBSVM(_BayesianSVMClassifier):
         coef = np.asarray(res.coef, dtype=np.float64)[None, None]
         gamma = np.asarray(res.gamma, dtype=np.float64)[None, None] if estimate_gamma else None
         stats = {"log_joint": objective[None, None, -1], "objective": objective[None, None, :]}
-        if params["wide"]:
-            return coef, gamma, stats, LowRankPosterior.from_conditional(res.conditional)
-        return coef, gamma, stats, np.asarray(res.conditional.prec_chol, dtype=np.float64)
+        if params.wide:
+            return LinearFit(coef, gamma, stats, LowRankPosterior.from_conditional(res.conditional), wide=True)
+        return LinearFit(coef, gamma, stats, PrecisionPosterior(coef[0, 0], np.asarray(res.conditional.prec_chol,
+                                                                                       dtype=np.float64)))
 
     @staticmethod
-    def _warn_duality_gap(gap: float, n_iter: int, params: dict[str, Any]) -> None:
+    def _warn_duality_gap(gap: float, n_iter: int, params: LinearSettings) -> None:
         """ConvergenceWarning for an interior-point solution whose duality gap missed its tolerance."""
-        why = (f"stopped at max_iter={n_iter}" if n_iter == params["max_iter"]
+        why = (f"stopped at max_iter={n_iter}" if n_iter == params.max_iter
                else f"stalled after {n_iter} steps (rounding)")
         warnings.warn(
-            f"EM (solver='interior_point') {why} with a duality gap of {gap:.2e} above tol={params['tol']:.0e} "
+            f"EM (solver='interior_point') {why} with a duality gap of {gap:.2e} above tol={params.tol:.0e} "
             "relative to the objective; increase max_iter or tol (or use float64).",
             ConvergenceWarning,
             stacklevel=4,
@@ -699,22 +767,23 @@ class LinearBSVM(_BayesianSVMClassifier):
         X = data.design[:, :-1] if self.fit_intercept else data.design
         kwargs = self._model_kwargs(params)
         # beta's prior is proper; the intercept is a site of its own
-        wide = params["wide"] = use_wide_form(*X.shape, np.ones(1))
+        wide = use_wide_form(*X.shape, np.ones(1))
         model, design = linear_bsvm, X
         if wide:  # NUTS on the r <= n dimensions of beta that the data inform (models.linear.row_space)
-            rows = row_space(np.asarray(X), np.full(X.shape[1], params["sigma"]))
+            rows = row_space(np.asarray(X), np.full(X.shape[1], params.sigma))
             # margin coordinates with gamma fixed (a sampled gamma moves the walls' slope; z is kept then)
-            basis = None if params["gamma_prior"] is not None else margin_basis(rows.scores, self.fit_intercept,
-                                                                                params["gamma"])
+            basis = None if params.gamma_prior is not None else margin_basis(rows.scores, self.fit_intercept,
+                                                                                params.gamma)
             if basis is None:
                 design, kwargs = jnp.asarray(rows.scores, X.dtype), {**kwargs, "sigma": 1.0}
             else:  # in margin coordinates, where the hinge's walls are no steeper than the prior is wide
                 model, design = margin_bsvm, jnp.asarray(basis, X.dtype)
                 kwargs = {k: v for k, v in kwargs.items() if k != "sigma"}
             key, key_null = jax.random.split(key)
-        samples, stats = self._nuts(model, key, (design, data.y), kwargs, run_io=params["run_io"],
-                                    **{k: params[k] for k in ("num_warmup", "num_samples", "num_chains", "thin")})
-        self.n_iter_ = params["num_warmup"] + params["num_samples"] * params["thin"]
+        samples, stats = self._nuts(model, key, (design, data.y), kwargs, num_warmup=params.num_warmup,
+                                    num_samples=params.num_samples, num_chains=params.num_chains, thin=params.thin,
+                                    run_io=params.run_io)
+        self.n_iter_ = params.num_warmup + params.num_samples * params.thin
         if wide:
             if basis is not None:  # the log joint in (z, b), and the draws of the model's own sites
                 stats["log_joint"] = stats["log_joint"] - samples.pop("log_jacobian")
@@ -726,38 +795,35 @@ class LinearBSVM(_BayesianSVMClassifier):
         parts = [samples["beta"]]
         if self.fit_intercept:
             parts.append(samples["intercept"][..., None])
-        return np.concatenate(parts, axis=-1), samples.get("gamma"), stats, None
+        return LinearFit(np.concatenate(parts, axis=-1), samples.get("gamma"), stats, wide=wide)
 
-    def _model_kwargs(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _model_kwargs(self, params: LinearSettings) -> dict[str, Any]:
         """Keyword arguments of :func:`~bayes_maxmargin.models.linear.model.linear_bsvm` for this estimator."""
         return {
-            "sigma": params["sigma"],
-            "intercept_scale": params["intercept_scale"],
+            "sigma": params.sigma,
+            "intercept_scale": params.intercept_scale,
             "fit_intercept": bool(self.fit_intercept),
-            "gamma": params["gamma"],
-            "gamma_prior": params["gamma_prior"],
-            "gamma0": params["gamma0"],
+            "gamma": params.gamma,
+            "gamma_prior": params.gamma_prior,
+            "gamma0": params.gamma0,
         }
 
-    def _store(self, design, coef_draws, gamma_draws, stats, y, params, prec_chol=None) -> None:
-        """The typed posterior (draws, or the Gaussian N(mean, (L L')^-1) of EM / SVI given its precision
-        factor ``prec_chol``, or a :class:`LowRankPosterior` given as ``prec_chol``), the fitted
+    def _store(self, design, fit: LinearFit, y, params) -> None:
+        """The typed posterior (the draws, or the Gaussian of EM / SVI: ``fit.gaussian``), the fitted
         attributes and ``idata_`` (for EM / SVI: draws of that Gaussian, EM's gamma as constant data)."""
-        coef_draws = np.asarray(coef_draws, dtype=np.float64)
+        coef_draws = np.asarray(fit.coef, dtype=np.float64)
+        gamma_draws, stats = fit.gamma, fit.stats
         d = self.n_features_in_
         draws = DrawsPosterior(coef_draws.reshape(-1, coef_draws.shape[-1]))
-        if isinstance(prec_chol, LowRankPosterior):
-            self._posterior = prec_chol
-        else:
-            self._posterior = draws if prec_chol is None else PrecisionPosterior(draws.mean, prec_chol)
+        self._posterior = draws if fit.gaussian is None else fit.gaussian
         mean = draws.mean
         self.coef_ = mean[None, :d]
         self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
-        self.gamma_ = params["gamma"] if gamma_draws is None else float(np.mean(gamma_draws))
+        self.gamma_ = params.gamma if gamma_draws is None else float(np.mean(gamma_draws))
         approximation, constant = None, None
-        if prec_chol is not None:
+        if fit.gaussian is not None:
             coef_draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
-            approximation = params["method"].approximation
+            approximation = params.method.approximation
             if gamma_draws is not None:  # EM's estimate of gamma: a point, held fixed
                 constant, gamma_draws = {"gamma": np.float64(self.gamma_)}, np.full(coef_draws.shape[:2], self.gamma_)
         posterior = {"beta": coef_draws[..., :d]}
@@ -765,15 +831,15 @@ class LinearBSVM(_BayesianSVMClassifier):
             posterior["intercept"] = coef_draws[..., d]
         if gamma_draws is not None and constant is None:
             posterior["gamma"] = np.asarray(gamma_draws, dtype=np.float64)
-        gamma0_draws = params.get("gamma0_draws")
+        gamma0_draws = fit.gamma0
         if gamma0_draws is not None:
             posterior["gamma0"] = gamma0_draws
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
         log_lik = None
-        if params["gamma0"] > 0 or gamma0_draws is not None:
+        if params.gamma0 > 0 or gamma0_draws is not None:
             f = np.einsum("np,cdp->cdn", design, coef_draws)
-            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params["gamma"], params["gamma0"], gamma0_draws)}
+            log_lik = {"y": _pointwise_log_lik(f, gamma_draws, y, params.gamma, params.gamma0, gamma0_draws)}
         self.idata_ = to_inference_data(
             posterior,
             sample_stats=stats,
@@ -782,7 +848,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             constant_data=constant,
             coords={"feature": features, "obs": np.arange(y.shape[0])},
             dims={"beta": ["feature"], "y": ["obs"], "objective": ["em_iteration"]},
-            attrs={"model": "linear", "inference": params["inference"], "bayes_maxmargin_version": __version__},
+            attrs={"model": "linear", "inference": params.inference, "bayes_maxmargin_version": __version__},
             approximation=approximation,
         )
 
@@ -826,25 +892,25 @@ class LinearBSVM(_BayesianSVMClassifier):
     def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> Any:
         """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]. Returns what
         the mixing check reads (:meth:`_luts_chain_coordinates`; None: the posterior)."""
-        x64 = params["precision"] == "float64"
+        x64 = params.precision == "float64"
         dtype = np.float64 if x64 else np.float32
         n, d = X.shape
-        s_int = params["intercept_scale"]
+        s_int = params.intercept_scale
         sb2_int = 1e8 if s_int is None else s_int**2
-        vb = not params["method"].samples
+        vb = not params.method.samples
         key = self._fit_key()
-        chains = params["num_chains"]
-        run = dict(num_warmup=params["num_warmup"], num_samples=params["num_samples"], thin=params["thin"],
-                   progress_bar=self.progress_bar, **params["run_io"])
-        tol, vb_kw = params["tol"], dict(max_iter=params["max_iter"], accelerate=params["accelerate"])
+        chains = params.num_chains
+        run = dict(num_warmup=params.num_warmup, num_samples=params.num_samples, thin=params.thin,
+                   progress_bar=self.progress_bar, **params.run_io)
+        tol, vb_kw = params.tol, dict(max_iter=params.max_iter, accelerate=params.accelerate)
         out: dict[str, Any] = {}
         order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
         with float_precision(x64):
             yj = jnp.asarray(y, dtype)
 
             def hyper(sigma_beta2):
-                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(params[k], dtype) for k in ("A_u", "B_u", "rho")),
-                                 adapt_steps=jnp.asarray(params["num_warmup"], jnp.int32))
+                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(getattr(params, k), dtype) for k in ("A_u", "B_u", "rho")),
+                                 adapt_steps=jnp.asarray(params.num_warmup, jnp.int32))
 
             if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
                 out.update(nan=nan, X=X)
@@ -854,38 +920,38 @@ class LinearBSVM(_BayesianSVMClassifier):
                                       jnp.asarray(max(3.0, float(d)), dtype))
                 h = hyper(sb2_int)
                 if vb:
-                    res = self._solve_resumable(params["run_io"], vb_missing, data, h, imp, tol, **vb_kw)
+                    res = self._solve_resumable(params.run_io, vb_missing, data, h, imp, tol, **vb_kw)
                     st = res.state
                     nu_q = float(imp.nu) + n
                     out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
-                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               sigma_u2=float(st.B_sigma / (params.A_u + d / 2 - 1)) if params.A_u + d / 2 > 1 else np.nan,
                                X_imputed=np.asarray(st.D_mean), res=res, imputation_mean=np.asarray(st.mu_mean),
                                imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
                     state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp,
-                                        directions=params["marginal_moves"])
+                                        directions=params.marginal_moves)
                     r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
                                n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
                                imputation_mean=s["mu"].mean(axis=(0, 1)), imputation_cov=s["Sigma"].mean(axis=(0, 1)))
-            elif params["prior"] == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
+            elif params.prior == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
                 data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                 h = hyper(sb2_int)
                 wide = _luts_wide_form(n, 1 + d)
                 if vb:
-                    res = self._solve_resumable(params["run_io"], vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
+                    res = self._solve_resumable(params.run_io, vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
                     st = res.state
                     out.update(posterior=_reordered(laplace_zero_posterior(st), order),
                                inclusion=np.asarray(st.mu_gamma),
-                               sigma_u2=float(st.B_sigma / (params["A_u"] + d / 2 - 1)) if params["A_u"] + d / 2 > 1 else np.nan,
+                               sigma_u2=float(st.B_sigma / (params.A_u + d / 2 - 1)) if params.A_u + d / 2 > 1 else np.nan,
                                res=res)
                 else:
                     v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
                     state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
                                         np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h,
-                                        directions=params["marginal_moves"] and not wide)
+                                        directions=params.marginal_moves and not wide)
                     r = self._solve(run_chains, build_laplace_zero_kernel(wide), record_laplace_zero, state, key, data, h,
                                     **run)
                     s = r.samples
@@ -894,37 +960,37 @@ class LinearBSVM(_BayesianSVMClassifier):
                     out.update(draws=draws, inclusion_draws=s["gamma"],
                                sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
                                wide=wide)
-            elif params["prior"] == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
+            elif params.prior == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
                 if Z is None:  # Example 1: X = 1, Z = features
                     data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                     h = hyper(sb2_int)
                     perm = order
                 else:  # Example 2: X = [features, 1], Z = group indicators
                     data = MixedData(jnp.asarray(np.hstack([X, np.ones((n, 1))]), dtype), jnp.asarray(Z, dtype), yj)
-                    h = hyper(np.r_[np.full(d, params["sigma"] ** 2), sb2_int])
+                    h = hyper(np.r_[np.full(d, params.sigma ** 2), sb2_int])
                     perm = np.arange(d + 1 + Z.shape[1])
                 m = data.Z.shape[1]
                 wide = _luts_wide_form(n, data.X.shape[1] + m)
                 if vb:
-                    res = self._solve_resumable(params["run_io"], vb_penalty, data, h, tol, wide=wide, **vb_kw)
+                    res = self._solve_resumable(params.run_io, vb_penalty, data, h, tol, wide=wide, **vb_kw)
                     st = res.state
                     out.update(posterior=_reordered(q_posterior(st), perm),
-                               sigma_u2=float(st.B_sigma / (params["A_u"] + m / 2 - 1)) if params["A_u"] + m / 2 > 1 else np.nan,
+                               sigma_u2=float(st.B_sigma / (params.A_u + m / 2 - 1)) if params.A_u + m / 2 > 1 else np.nan,
                                res=res)
                 else:
                     coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
                     state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h,
-                                        directions=params["marginal_moves"] and not wide)
-                    r = self._solve(run_chains, build_mixed_kernel(params["overrelaxation"], wide), record_mixed, state, key,
+                                        directions=params.marginal_moves and not wide)
+                    r = self._solve(run_chains, build_mixed_kernel(params.overrelaxation, wide), record_mixed, state, key,
                                     data, h, **run)
                     s = r.samples
                     out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
                                log_joint=s["log_joint"], info=r.info, wide=wide)
             else:  # Algorithm 1: prior="gaussian", inference="vb"
                 design = self._design(X)
-                prec = prior_precision(d, params["sigma"], s_int, self.fit_intercept)
+                prec = prior_precision(d, params.sigma, s_int, self.fit_intercept)
                 wide = use_wide_form(*design.shape, prec)
-                res = self._solve_resumable(params["run_io"], vb_gaussian, LinearData(jnp.asarray(design, dtype), yj),
+                res = self._solve_resumable(params.run_io, vb_gaussian, LinearData(jnp.asarray(design, dtype), yj),
                                             jnp.asarray(prec, dtype), tol, wide=wide, **vb_kw)
                 out.update(posterior=q_posterior(res.state), res=res)  # wide: no p x p matrix
         self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
@@ -946,9 +1012,9 @@ class LinearBSVM(_BayesianSVMClassifier):
             self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
             if not np.all(np.isfinite(self.lower_bound_)):
                 raise NonFiniteStateError(
-                    f"VB produced a non-finite lower bound; check the data scale{float64_hint(params['precision'])}."
+                    f"VB produced a non-finite lower bound; check the data scale{float64_hint(params.precision)}."
                 )
-            if self.n_iter_ == params["max_iter"]:
+            if self.n_iter_ == params.max_iter:
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
             if "posterior" in out:
@@ -998,7 +1064,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         self.gamma_ = 1.0
         self.idata_ = to_inference_data(
             posterior, sample_stats=stats, observed_data={"y": y}, constant_data=constant, coords=coords, dims=dims,
-            attrs={"model": f"linear-{params['prior']}", "inference": params["inference"],
+            attrs={"model": f"linear-{params.prior}", "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
             approximation="q(beta) of mean-field VB" if "res" in out else None,
         )
