@@ -299,25 +299,19 @@ class _BayesianSVMClassifier(ClassifierMixin, BaseEstimator):
         the class of the largest one-vs-rest margin (K > 2 classes)."""
         return self._labels(self.decision_function(X))
 
-    #: The inference methods whose solver runs in chunks with checkpoints besides the Gibbs samplers and
-    #: SVI (:func:`~bayes_maxmargin.engine.resumable.run_resumable`), for binary problems, of a family
-    #: without a registry.
-    _RESUMABLE: tuple[str, ...] = ()
-    #: The family's inference methods (:class:`~bayes_maxmargin.estimators.registry.Registry`), where it has one.
-    _METHODS: Registry | None = None
+    #: The family's inference methods (:class:`~bayes_maxmargin.estimators.registry.Registry`), set by each
+    #: family's module after its class.
+    _METHODS: Registry
 
     @classmethod
     def _checkpointed(cls) -> tuple[str, ...]:
-        """The inference methods that take ``checkpoint`` / ``resume``: those of ``_METHODS`` that say so, else
-        the Gibbs samplers, SVI and ``_RESUMABLE``."""
-        if cls._METHODS is not None:
-            return cls._METHODS.names(lambda m: m.checkpoints)
-        return ("gibbs", "svi", *cls._RESUMABLE)
+        """The inference methods that take ``checkpoint`` / ``resume`` (:attr:`Method.checkpoints`)."""
+        return cls._METHODS.names(lambda m: m.checkpoints)
 
     def _run_io(self, inference: str, checkpoint: Any, resume: Any) -> dict[str, Any]:
         """``checkpoint`` / ``resume`` of :func:`~bayes_maxmargin.engine.mcmc.run_chains`,
         :func:`~bayes_maxmargin.engine.svi.run_svi` and :func:`~bayes_maxmargin.engine.resumable.run_resumable`,
-        checked to apply: the Gibbs samplers, SVI and the inference methods of ``_RESUMABLE``. A multi-class
+        checked to apply to ``inference`` (:meth:`_checkpointed`). A multi-class
         fit runs its K one-vs-rest problems together with one checkpoint (stacked chains, one minibatch
         loop or :func:`~bayes_maxmargin.engine.resumable.run_resumable_batched`)."""
         if checkpoint is not None or resume is not None:

@@ -258,7 +258,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, X: np.ndarray) -> None:
+    def _check_params(self, X: np.ndarray) -> FactorMethod:
+        """Check the parameters against the training inputs ``X``; return the inference method."""
         n, d = X.shape
         if isinstance(self.n_factors, bool) or not isinstance(self.n_factors, (int, np.integer)):
             raise InvalidParameterError(f"n_factors must be an integer, got {self.n_factors!r}")
@@ -310,6 +311,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
                 f"{', ...' if const.size > 10 else ''}); the factor model needs every feature to vary. "
                 "Remove them first (e.g. sklearn.feature_selection.VarianceThreshold)."
             )
+        return method
 
     # ------------------------------------------------------------------ fit
     @reports_progress
@@ -334,8 +336,7 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             return self
         run_io = self._run_io(self.inference, checkpoint, resume)
         X, y = self._fit_input(X, y)
-        self._check_params(X)
-        method = FACTOR_METHODS[self.inference]
+        method = self._check_params(X)
         if method.dense or (self.joint and self.classifier == "gp"):
             check_dense_memory(
                 X.shape[0], self.precision, DENSE_BUFFERS,

@@ -1099,7 +1099,8 @@ class GPBSVM(_BayesianSVMClassifier):
             key = self._fit_key()
             Xj, yj = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
             a0, b0 = params.gamma_prior or (2.0, 1.0)
-            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params.gamma, a0, b0, *_gamma0_hyper(params.gamma0, params.gamma0_prior))))
+            gamma0 = _gamma0_hyper(params.gamma0, params.gamma0_prior)
+            hyper = GPHyper(*(jnp.asarray(v, dtype) for v in (params.gamma, a0, b0, *gamma0)))
             if method.dense_buffers is not None:
                 self._check_kernel_matrix(Xj, theta0, params)
             posterior, stats, self._posterior = method.fit(self, key, Xj, yj, theta0, learn, hyper, params)
@@ -1350,9 +1351,10 @@ class GPBSVM(_BayesianSVMClassifier):
         gamma_draws, gamma0_draws = posterior.get("gamma"), posterior.get("gamma0")
         needs_log_lik = params.gamma0 > 0 or gamma0_draws is not None
         if approximation is not None:  # ECM, FITC, VI: draws of f; gamma and theta are points
-            posterior, latent_draws_at = {}, X  # drawn when idata_ is built (:meth:`_idata_from`)
-            if needs_log_lik:
-                posterior["f"] = self._latent_draws(X)
+            if needs_log_lik:  # the pointwise log likelihood needs the draws now
+                posterior = {"f": self._latent_draws(X)}
+            else:  # drawn when idata_ is built (:meth:`_idata_from`)
+                posterior, latent_draws_at = {}, X
             constant = _kernel_values(theta)
             if gamma_draws is not None:
                 constant["gamma"] = np.float64(self.gamma_)
@@ -1388,7 +1390,7 @@ class GPBSVM(_BayesianSVMClassifier):
         training inputs) drawn now, so that a fit whose ``idata_`` is never read (a refit of
         ``calibrate="cv"``) never computes its posterior moments at every training row."""
         X = parts.pop("latent_draws_at", None)
-        if X is not None and "f" not in parts["posterior"]:
+        if X is not None:
             parts["posterior"] = {"f": self._latent_draws(X), **parts["posterior"]}
         return super()._idata_from(parts)
 

@@ -909,7 +909,7 @@ class LinearBSVM(_BayesianSVMClassifier):
             yj = jnp.asarray(y, dtype)
 
             def hyper(sigma_beta2):
-                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(getattr(params, k), dtype) for k in ("A_u", "B_u", "rho")),
+                return LutsHyper(jnp.asarray(sigma_beta2, dtype), *(jnp.asarray(v, dtype) for v in (params.A_u, params.B_u, params.rho)),
                                  adapt_steps=jnp.asarray(params.num_warmup, jnp.int32))
 
             if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
