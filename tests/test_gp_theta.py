@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bayes_maxmargin.core.kernels import ARDParams, PolyParams, SEParams
-from bayes_maxmargin.core.parameters import pack, unpack
+from bayes_maxmargin.core.parameters import flatten
 from bayes_maxmargin.core.slice import slice_1d, slice_sweep
 from bayes_maxmargin.engine.mcmc import init_chains, run_chains
 from bayes_maxmargin.models.gp.gibbs_theta import (
@@ -68,13 +68,14 @@ def test_log_joint_is_the_augmented_program(wave, kernel, params, gamma0, gamma_
     with jax.enable_x64(True):
         prior = kernel_prior(params, 0.7)
         data = gp_theta_data(X, y, prior, jitter=jitter)
-        theta = unpack(pack(params) + 0.3 * rng.normal(size=pack(params).shape), params)
+        log_params, unflatten = flatten(params)
+        theta = unflatten(log_params + 0.3 * rng.normal(size=log_params.shape))
         f = jnp.asarray(rng.normal(size=N))
         inv_lam = jnp.asarray(np.exp(rng.uniform(-3.0, 3.0, N)))
         gamma = jnp.asarray(1.7)
         sample_gamma = gamma_prior is not None
-        actual = gp_theta_log_joint(f, inv_lam, gamma, pack(theta), data, _hyper(gamma0), kernel=kernel,
-                                    params_like=params, sample_gamma=sample_gamma)
+        actual = gp_theta_log_joint(f, inv_lam, gamma, flatten(theta)[0], data, _hyper(gamma0), kernel=kernel,
+                                    unflatten=unflatten, sample_gamma=sample_gamma)
         sites = {"f": f, "lam": 1.0 / inv_lam, **{k: getattr(theta, k) for k in prior.loc}}
         if sample_gamma:
             sites["gamma"] = gamma
@@ -107,11 +108,11 @@ def test_kernel_state_is_the_augmented_program(wave):
     assert np.all(np.diff(np.stack(moved), axis=0) != 0)
 
 
-def test_pack_unpack_round_trip():
+def test_flatten_round_trip():
     params = ARDParams(jnp.array([0.5, 2.0]), 1.5)
-    log_theta = pack(params)
+    log_theta, unflatten = flatten(params)
     np.testing.assert_allclose(log_theta, np.log([0.5, 2.0, 1.5]))
-    back = unpack(log_theta, params)
+    back = unflatten(log_theta)
     np.testing.assert_allclose(back.lengthscales, [0.5, 2.0])
     np.testing.assert_allclose(back.amplitude, 1.5)
     assert set(default_kernel_prior("ard", 2).loc) == {"lengthscales", "amplitude"}
@@ -162,7 +163,7 @@ def test_init_chains_is_init_of_each_chain(wave, kernel, params):
             one = compiled_init_gp_theta(F[c], params, data, hyper, kernel=kernel, sample_gamma=True)
             for a, b in zip(chains, one):
                 np.testing.assert_allclose(a[c], b, rtol=1e-8)  # a batched sum of ~1e4 terms: rounding differs
-        assert chains.log_theta.shape == (3, len(pack(params)))
+        assert chains.log_theta.shape == (3, len(flatten(params)[0]))
 
 
 def test_builders_are_cached():
@@ -232,15 +233,16 @@ def test_surrogate_map_is_the_conditional_of_f_given_g(wave):
     rng = np.random.default_rng(3)
     with jax.enable_x64(True):
         data = gp_theta_data(X, y, kernel_prior(SE, 0.5), jitter=1e-2)  # K well conditioned: dense inverses are exact
-        log_theta = pack(SE) + 0.2
+        log_theta, unflatten = flatten(SE)
+        log_theta = log_theta + 0.2
         inv_lam, gamma = jnp.asarray(np.exp(rng.uniform(-2.0, 2.0, N))), jnp.asarray(1.7)
         g, nu, f = (jnp.asarray(rng.normal(size=N)) for _ in range(3))
-        chol_k, chol_p, v, log_n_g = _surrogate_factors(log_theta, g, inv_lam, gamma, data, "rbf", SE)
+        chol_k, chol_p, v, log_n_g = _surrogate_factors(log_theta, g, inv_lam, gamma, data, "rbf", unflatten)
         K = np.asarray(chol_k @ chol_k.T)
         S = np.diag(1.0 / np.asarray(gamma * inv_lam))
         R = np.linalg.inv(np.linalg.inv(K) + np.linalg.inv(S))
         L_R = np.asarray(chol_k @ jnp.linalg.inv(chol_p).T)
-        back = _surrogate_f(chol_k, chol_p, v, surrogate_whiten(f, g, log_theta, inv_lam, gamma, data, "rbf", SE))
+        back = _surrogate_f(chol_k, chol_p, v, surrogate_whiten(f, g, log_theta, inv_lam, gamma, data, "rbf", unflatten))
         # float64 products and inverses of 30 x 30 matrices of condition < 1e4: agreement to 1e-8 relative
         np.testing.assert_allclose(log_n_g, multivariate_normal(np.zeros(N), K + S).logpdf(np.asarray(g)), rtol=1e-8)
         np.testing.assert_allclose(L_R @ L_R.T, R, atol=1e-8)

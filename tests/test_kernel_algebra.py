@@ -4,6 +4,9 @@ GP inference method."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +19,7 @@ from bayes_maxmargin.core.kernels import (
     ARD,
     RBF,
     Constant,
+    Kernel,
     Linear,
     Polynomial,
     Product,
@@ -26,6 +30,7 @@ from bayes_maxmargin.core.kernels import (
     as_kernel,
     get_kernel,
     kernel_diag,
+    squared_distance,
 )
 from bayes_maxmargin.data.parameters import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
@@ -76,7 +81,7 @@ def test_kernel_objects_hash_by_value_and_structure_drops_the_values() -> None:
 
 # ------------------------------------------------------------------------------------------ parameters
 @jax.enable_x64(True)
-def test_paths_bijections_and_templates_of_a_composed_kernel() -> None:
+def test_paths_bijections_and_flat_vector_of_a_composed_kernel() -> None:
     X = np.eye(3)
     params = (RBF(1.5) + 0.5 * Polynomial(degree=3, offset=2.0)).init_params(X)
     assert P.free_fields(params) == ("k1__lengthscale", "k1__amplitude", "k2__variance", "k2__k__offset")
@@ -85,12 +90,15 @@ def test_paths_bijections_and_templates_of_a_composed_kernel() -> None:
     for bijection in (P.SOFTPLUS, P.LOG):
         back = P.from_unconstrained(P.to_unconstrained(params, bijection), params, bijection)
         np.testing.assert_allclose(jax.tree.leaves(back), jax.tree.leaves(params), rtol=1e-12)
-    vec = P.pack(params)
+    vec, unflatten = P.flatten(params)
     np.testing.assert_allclose(vec, np.log([1.5, 1.0, 0.5, 2.0]), rtol=1e-12)
-    np.testing.assert_allclose(jax.tree.leaves(P.unpack(vec + 1.0, params)),
+    np.testing.assert_allclose(jax.tree.leaves(unflatten(vec + 1.0)),
                                [1.5 * np.e, np.e, 0.5 * np.e, 3, 2.0 * np.e], rtol=1e-12)
-    like = P.thaw(P.template(params))
-    assert P.template(like) == P.template(params) and like.k2.k.degree == 3
+    like = unflatten.like  # the structure alone: hashes as the values' Unflatten, keeps the fixed degree
+    assert P.Unflatten.of(like) == unflatten and hash(P.Unflatten.of(like)) == hash(unflatten)
+    assert like.k2.k.degree == 3 and unflatten != P.flatten(params._replace(k2=params.k2._replace(
+        k=params.k2.k._replace(degree=2))))[1]
+    np.testing.assert_array_equal(unflatten.coordinates(("k1__amplitude", "k2__k__offset")), [1, 3])
     with pytest.raises(KeyError, match="k3__variance"):
         P.replace_fields(params, {"k3__variance": 1.0})
 
@@ -172,6 +180,54 @@ def test_composed_kernel_fits_with_every_inference(kernel, inference, tmp_path) 
         assert float(clf.idata_.sample_stats["slice_evaluations"].min()) > 0
     path = bmm.save(clf, tmp_path / "fit.bmm")
     np.testing.assert_array_equal(bmm.load(path).predict_proba(X), clf.predict_proba(X))
+
+
+class _LaplaceParams(NamedTuple):
+    lengthscale: float = 1.0
+    amplitude: float = 1.0
+
+    properties = {"lengthscale": P.POSITIVE, "amplitude": P.POSITIVE}
+
+
+@dataclass(frozen=True)
+class _Laplace(Kernel):
+    """a exp(-||x - x'|| / theta): a kernel the package does not know (the GP user guide's example)."""
+
+    lengthscale: float = 1.0
+    amplitude: float = 1.0
+
+    def __call__(self, params, X1, X2):
+        r = jnp.sqrt(squared_distance(X1, X2) + 1e-12)
+        return params.amplitude * jnp.exp(-r / params.lengthscale)
+
+    def diag(self, params, X):
+        return jnp.full(jnp.shape(X)[0], params.amplitude)
+
+    def init_params(self, X, lengthscale=None):
+        return _LaplaceParams(self.lengthscale, self.amplitude)
+
+    def structure(self):
+        return _Laplace()
+
+
+def test_a_kernel_of_ones_own_needs_only_its_declared_properties() -> None:
+    """A kernel defined outside the package, whose container declares its fields and nothing more, is
+    learnt by ML-II (log Z never lowered, both fields moved), sampled by Gibbs (its fields in the
+    posterior) and takes kernel_params / learn_kernel by field name."""
+    X, y = _data()
+    ecm = bmm.GPBSVM(kernel=_Laplace(), inference="ecm", precision="float64", calibrate=False).fit(X, y)
+    assert np.all(ecm.log_z_[:, 1] >= ecm.log_z_[:, 0] - 1e-9)
+    assert ecm.kernel_params_["lengthscale"] != 1.0 and ecm.kernel_params_["amplitude"] != 1.0
+    assert ecm.score(X, y) >= 0.85
+    held = bmm.GPBSVM(kernel=_Laplace(), inference="ecm", kernel_params={"lengthscale": 2.0}, learn_kernel=["amplitude"],
+                      precision="float64", calibrate=False).fit(X, y)
+    assert held.kernel_params_["lengthscale"] == 2.0 and held.kernel_params_["amplitude"] != 1.0
+    gibbs = bmm.GPBSVM(kernel=_Laplace(), inference="gibbs", num_samples=20, num_warmup=10, num_chains=1,
+                       precision="float64", calibrate=False, random_state=0)
+    with pytest.warns(bmm.MixingWarning):  # 20 draws: too few to judge, which the warning says
+        gibbs.fit(X, y)
+    assert gibbs.idata_.posterior["lengthscale"].shape == (1, 20)
+    assert np.unique(gibbs.idata_.posterior["lengthscale"].values).size > 1
 
 
 def test_rbf_object_is_the_rbf_name_and_a_scaled_kernel_its_amplitude() -> None:

@@ -17,7 +17,7 @@ import pytest
 from sklearn.datasets import make_moons
 
 from bayes_maxmargin import GPBSVM, LinearBSVM
-from bayes_maxmargin.core.kernels import SEParams, se
+from bayes_maxmargin.core.kernels import RBF, SEParams, se
 from bayes_maxmargin.core.parameters import to_unconstrained
 from bayes_maxmargin.core.predict import probit_predictive
 from bayes_maxmargin.engine import svi
@@ -503,9 +503,9 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys(paper_svi):
     np.testing.assert_allclose(clf.variational_cov_, chol @ R.T @ R @ chol.T, rtol=1e-5, atol=1e-6)
     # specs differing only in the values of the free kernel fields are one static key: a fit from
     # another length-scale reuses every compiled program
-    assert spec == gp_svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter, spec.learn)
-    assert hash(spec) == hash(gp_svi.GPSpec(se, SEParams(5.0, 2.0), spec.jitter, spec.learn))
-    assert spec != gp_svi.GPSpec(se, SEParams(0.7, 1.0), 10 * spec.jitter)
+    assert spec == gp_svi.GPSpec(RBF(), SEParams(5.0, 2.0), spec.jitter, spec.learn)
+    assert hash(spec) == hash(gp_svi.GPSpec(RBF(), SEParams(5.0, 2.0), spec.jitter, spec.learn))
+    assert spec != gp_svi.GPSpec(RBF(), SEParams(0.7, 1.0), 10 * spec.jitter)
     clf.predict_proba(X)
 
     def sizes():

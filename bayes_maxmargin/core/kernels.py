@@ -42,13 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, ClassVar, NamedTuple, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
+
+from bayes_maxmargin.core.parameters import NESTED, POSITIVE, STATIC
 
 __all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
            "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
@@ -72,6 +74,8 @@ class SEParams(NamedTuple):
     lengthscale: ArrayLike = 1.0
     amplitude: ArrayLike = 1.0
 
+    properties = {"lengthscale": POSITIVE, "amplitude": POSITIVE}
+
 
 class ARDParams(NamedTuple):
     """Parameters of the automatic-relevance-determination kernel :func:`ard_se`.
@@ -87,6 +91,8 @@ class ARDParams(NamedTuple):
 
     lengthscales: ArrayLike
     amplitude: ArrayLike = 1.0
+
+    properties = {"lengthscales": POSITIVE, "amplitude": POSITIVE}
 
 
 class PolyParams(NamedTuple):
@@ -107,6 +113,8 @@ class PolyParams(NamedTuple):
     degree: int | ArrayLike = 2
     offset: ArrayLike = 1.0
 
+    properties = {"degree": STATIC, "offset": POSITIVE}
+
 
 class LinearParams(NamedTuple):
     """Parameters of the linear kernel :func:`linear`.
@@ -118,6 +126,8 @@ class LinearParams(NamedTuple):
     """
 
     variance: ArrayLike = 1.0
+
+    properties = {"variance": POSITIVE}
 
 
 class ConstantParams(NamedTuple):
@@ -131,6 +141,8 @@ class ConstantParams(NamedTuple):
     """
 
     variance: ArrayLike = 1.0
+
+    properties = {"variance": POSITIVE}
 
 
 KernelParams: TypeAlias = Any
@@ -316,12 +328,16 @@ class SumParams(NamedTuple):
     k1: Any
     k2: Any
 
+    properties = {"k1": NESTED, "k2": NESTED}
+
 
 class ProductParams(NamedTuple):
     """Parameters of :class:`Product`: those of its two factors (field paths ``k1__...``, ``k2__...``)."""
 
     k1: Any
     k2: Any
+
+    properties = {"k1": NESTED, "k2": NESTED}
 
 
 class ScaledParams(NamedTuple):
@@ -330,6 +346,8 @@ class ScaledParams(NamedTuple):
 
     variance: ArrayLike
     k: Any
+
+    properties = {"variance": POSITIVE, "k": NESTED}
 
 
 # --------------------------------------------------------------------------
@@ -353,15 +371,6 @@ def _linear_diag(params: LinearParams, X: Array) -> Array:
 
 def _constant_diag(params: ConstantParams, X: Array) -> Array:
     return _ones(X, params.variance)
-
-
-_DIAGS: dict[Callable[..., Array], Callable[[Any, Array], Array]] = {
-    se: _se_diag,
-    ard_se: _se_diag,
-    polynomial: _poly_diag,
-    linear: _linear_diag,
-    constant: _constant_diag,
-}
 
 
 # --------------------------------------------------------------------------
@@ -451,16 +460,18 @@ class Kernel:
 
 @dataclass(frozen=True)
 class _Leaf(Kernel):
-    """A kernel of this module's functions; its dataclass fields are those of its parameter container."""
+    """A kernel of this module's functions: ``function`` computes the matrix, ``diagonal`` its diagonal,
+    and the dataclass fields are those of its parameter container ``Params``."""
 
-    def _spec(self) -> tuple[KernelFn, type]:
-        return _LEAVES[type(self)]
+    function: ClassVar[KernelFn]
+    diagonal: ClassVar[Callable[[Any, Array], Array]]
+    Params: ClassVar[type]
 
     def __call__(self, params: Any, X1: ArrayLike, X2: ArrayLike) -> Array:
-        return self._spec()[0](params, X1, X2)
+        return type(self).function(params, X1, X2)
 
     def diag(self, params: Any, X: ArrayLike) -> Array:
-        return _DIAGS[self._spec()[0]](params, _as_2d(X))
+        return type(self).diagonal(params, _as_2d(X))
 
     def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -468,7 +479,7 @@ class _Leaf(Kernel):
             if name in values and values[name] is None:
                 ell = median_distance(X) if lengthscale is None else lengthscale
                 values[name] = ell if name == "lengthscale" else np.full(np.shape(X)[1], ell)
-        return self._spec()[1](**values)
+        return self.Params(**values)
 
     def structure(self) -> Kernel:
         return type(self)()
@@ -487,6 +498,10 @@ class RBF(_Leaf):
     lengthscale: float | None = None
     amplitude: float = 1.0
 
+    function = staticmethod(se)
+    diagonal = staticmethod(_se_diag)
+    Params = SEParams
+
 
 @dataclass(frozen=True, repr=False)
 class ARD(_Leaf):
@@ -495,6 +510,10 @@ class ARD(_Leaf):
 
     lengthscales: float | tuple[float, ...] | None = None
     amplitude: float = 1.0
+
+    function = staticmethod(ard_se)
+    diagonal = staticmethod(_se_diag)
+    Params = ARDParams
 
     def __post_init__(self) -> None:
         if self.lengthscales is not None and np.ndim(self.lengthscales) > 0:
@@ -519,6 +538,10 @@ class Polynomial(_Leaf):
     degree: int = 2
     offset: float = 1.0
 
+    function = staticmethod(polynomial)
+    diagonal = staticmethod(_poly_diag)
+    Params = PolyParams
+
     def structure(self) -> Kernel:
         return Polynomial(degree=self.degree)  # the degree is compiled in
 
@@ -529,6 +552,10 @@ class Linear(_Leaf):
 
     variance: float = 1.0
 
+    function = staticmethod(linear)
+    diagonal = staticmethod(_linear_diag)
+    Params = LinearParams
+
 
 @dataclass(frozen=True, repr=False)
 class Constant(_Leaf):
@@ -536,14 +563,9 @@ class Constant(_Leaf):
 
     variance: float = 1.0
 
-
-_LEAVES: dict[type, tuple[KernelFn, type]] = {
-    RBF: (se, SEParams),
-    ARD: (ard_se, ARDParams),
-    Polynomial: (polynomial, PolyParams),
-    Linear: (linear, LinearParams),
-    Constant: (constant, ConstantParams),
-}
+    function = staticmethod(constant)
+    diagonal = staticmethod(_constant_diag)
+    Params = ConstantParams
 
 
 @dataclass(frozen=True)
@@ -552,6 +574,7 @@ class _Binary(Kernel):
 
     k1: Kernel
     k2: Kernel
+    Params: ClassVar[type]
 
     def _combine(self, a: Array, b: Array) -> Array:
         raise NotImplementedError
@@ -563,7 +586,7 @@ class _Binary(Kernel):
         return self._combine(self.k1.diag(params.k1, X), self.k2.diag(params.k2, X))
 
     def init_params(self, X: ArrayLike, lengthscale: float | None = None) -> Any:
-        return _BINARY_PARAMS[type(self)](self.k1.init_params(X, lengthscale), self.k2.init_params(X, lengthscale))
+        return self.Params(self.k1.init_params(X, lengthscale), self.k2.init_params(X, lengthscale))
 
     def structure(self) -> Kernel:
         return type(self)(self.k1.structure(), self.k2.structure())
@@ -572,6 +595,8 @@ class _Binary(Kernel):
 @dataclass(frozen=True)
 class Sum(_Binary):
     """``k1(x, x') + k2(x, x')``, with parameters :class:`SumParams`."""
+
+    Params = SumParams
 
     def _combine(self, a: Array, b: Array) -> Array:
         return a + b
@@ -584,14 +609,14 @@ class Sum(_Binary):
 class Product(_Binary):
     """``k1(x, x') * k2(x, x')`` (entry by entry), with parameters :class:`ProductParams`."""
 
+    Params = ProductParams
+
     def _combine(self, a: Array, b: Array) -> Array:
         return a * b
 
     def __repr__(self) -> str:
         return f"({self.k1!r}) * ({self.k2!r})"
 
-
-_BINARY_PARAMS: dict[type, type] = {Sum: SumParams, Product: ProductParams}
 
 
 @dataclass(frozen=True)
@@ -621,24 +646,28 @@ class Scaled(Kernel):
 # --------------------------------------------------------------------------
 # registry
 # --------------------------------------------------------------------------
-KERNELS: dict[str, KernelFn] = {
-    "rbf": se,
-    "se": se,
-    "ard": ard_se,
-    "poly": polynomial,
-    "linear": linear,
-    "constant": constant,
+KERNELS: dict[str, type[_Leaf]] = {
+    "rbf": RBF,
+    "se": RBF,
+    "ard": ARD,
+    "poly": Polynomial,
+    "linear": Linear,
+    "constant": Constant,
 }
-"""Kernels by name; ``"rbf"`` and ``"se"`` are the same function."""
-
-_OBJECTS: dict[KernelFn, type] = {se: RBF, ard_se: ARD, polynomial: Polynomial, linear: Linear, constant: Constant}
+"""The kernels by name, the one table of them: ``"rbf"`` and ``"se"`` are the same kernel. Each class
+carries its function, its diagonal and its parameter container."""
 
 
 def as_kernel(kernel: str | Kernel) -> Kernel:
     """The kernel object of a name in :data:`KERNELS` (``"rbf"`` -> ``RBF()``), or ``kernel`` itself."""
     if isinstance(kernel, Kernel):
         return kernel
-    return _OBJECTS[get_kernel(kernel)]()
+    key = kernel.lower() if isinstance(kernel, str) else kernel
+    try:
+        return KERNELS[key]()
+    except (KeyError, TypeError):
+        valid = ", ".join(repr(k) for k in sorted(KERNELS))
+        raise ValueError(f"unknown kernel {kernel!r}; valid names are {valid}") from None
 
 
 def kernel_name(kernel: str | Kernel) -> str:
@@ -646,20 +675,21 @@ def kernel_name(kernel: str | Kernel) -> str:
     return kernel if isinstance(kernel, str) else repr(kernel)
 
 
-def get_kernel(name: str | Kernel | KernelFn) -> KernelFn:
-    """Look a kernel up by name in :data:`KERNELS`.
+def get_kernel(name: str | Kernel | KernelFn) -> Kernel | KernelFn:
+    """The kernel that compiled code calls: a name's or a :class:`Kernel`'s object at its default values.
 
     Parameters
     ----------
     name : str, Kernel or callable
         One of the keys of :data:`KERNELS` (case-insensitive), a :class:`Kernel` (returned as its
         :meth:`~Kernel.structure`, so that kernels differing only in initial values share compiled
-        code) or a function ``k(params, X1, X2)``, returned unchanged.
+        code), one of this module's functions (its kernel object) or another function
+        ``k(params, X1, X2)``, returned unchanged.
 
     Returns
     -------
-    callable
-        The kernel function ``k(params, X1, X2)``.
+    Kernel or callable
+        Callable as ``k(params, X1, X2)``.
 
     Raises
     ------
@@ -670,13 +700,9 @@ def get_kernel(name: str | Kernel | KernelFn) -> KernelFn:
     if isinstance(name, Kernel):
         return name.structure()
     if callable(name):
-        return name
-    key = name.lower() if isinstance(name, str) else name
-    try:
-        return KERNELS[key]
-    except (KeyError, TypeError):
-        valid = ", ".join(repr(k) for k in sorted(KERNELS))
-        raise ValueError(f"unknown kernel {name!r}; valid names are {valid}") from None
+        leaf = next((cls for cls in KERNELS.values() if cls.function is name), None)
+        return name if leaf is None else leaf()
+    return as_kernel(name)
 
 
 def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
@@ -702,9 +728,6 @@ def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
     X = _as_2d(X)
     if isinstance(fn, Kernel):
         return fn.diag(params, X)
-    diag = _DIAGS.get(fn)
-    if diag is not None:
-        return diag(params, X)
     return jax.vmap(lambda x: fn(params, x[None, :], x[None, :])[0, 0])(X)
 
 

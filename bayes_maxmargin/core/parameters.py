@@ -1,12 +1,17 @@
-"""The constrained parameters of a kernel: one table, one naming, the bijections to the real line and the
-trainable mask, for every kernel of :mod:`bayes_maxmargin.core.kernels`, composed ones included.
+"""The constrained parameters of a kernel: how a parameter container declares its fields, one naming,
+the bijections to the real line, one flat vector, and the trainable mask.
 
 A kernel's parameters are a NamedTuple (:class:`~bayes_maxmargin.core.kernels.SEParams`, ...) or, for a
-composed kernel, nested ones (:class:`~bayes_maxmargin.core.kernels.SumParams`, ...). Every field is
-named by its *path*, the field names from the outside in joined by ``"__"`` as scikit-learn does:
-``"lengthscale"`` for :class:`~bayes_maxmargin.core.kernels.RBF`, ``"k1__lengthscale"`` and
-``"k2__variance"`` for ``RBF() + Linear()``. Every field is positive except the polynomial degree,
-which is a fixed integer (:data:`POSITIVE`).
+composed kernel, nested ones (:class:`~bayes_maxmargin.core.kernels.SumParams`, ...). Each container
+declares its fields in its class attribute ``properties``, a dict of :class:`ParameterProperties` by field
+name (as GPJax's parameter types and dynamax's ``ParameterProperties`` do): :data:`POSITIVE` (a positive
+real, moved on the real line through a bijection), :data:`STATIC` (a fixed value compiled into the
+program: the polynomial degree) or :data:`NESTED` (another kernel's container). This module reads nothing
+else, so a new kernel needs no table here.
+
+Every field is named by its *path*, the field names from the outside in joined by ``"__"`` as
+scikit-learn does: ``"lengthscale"`` for :class:`~bayes_maxmargin.core.kernels.RBF`,
+``"k1__lengthscale"`` and ``"k2__variance"`` for ``RBF() + Linear()``.
 
 Two bijections map the positive fields to the real line, one per kind of algorithm:
 
@@ -21,14 +26,18 @@ Two bijections map the positive fields to the real line, one per kind of algorit
   prior is Gaussian, the slice sampler of :mod:`~bayes_maxmargin.models.gp.gibbs_theta` moves and
   NumPyro's log-normal sites live.
 
-:func:`trainable_fields` reads an estimator's ``learn_kernel`` into the tuple of paths that move, and
-:func:`hold_fixed` is the one way an update keeps the others where they are.
+:func:`flatten` gives the positive fields as one vector and the hashable :class:`Unflatten` that maps
+a vector back (a static argument of compiled code); :func:`to_unconstrained` gives them as a dict by
+path, the form in which S-BSVM's and VB-EM's states (and so their saved fits and checkpoints) hold
+them. :func:`trainable_fields` reads an estimator's ``learn_kernel`` into the tuple of paths that move,
+and :func:`hold_fixed` is the one way an update keeps the others where they are.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -36,59 +45,55 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayes_maxmargin.core.kernels import (
-    ARDParams,
-    ConstantParams,
-    LinearParams,
-    PolyParams,
-    ProductParams,
-    ScaledParams,
-    SEParams,
-    SumParams,
-)
-
-__all__ = ["LOG", "POSITIVE", "SOFTPLUS", "Bijection", "coordinates", "field_values", "free_fields", "from_unconstrained",
-           "hold_fixed", "pack", "pack_values", "params_dict", "replace_fields", "template", "thaw",
-           "to_unconstrained", "trainable_fields", "unpack"]
+__all__ = ["LOG", "NESTED", "POSITIVE", "SOFTPLUS", "STATIC", "Bijection", "ParameterProperties", "Unflatten",
+           "field_values", "flatten", "free_fields", "from_unconstrained", "hold_fixed", "params_dict",
+           "replace_fields", "to_unconstrained", "trainable_fields"]
 
 SEP = "__"
 
-#: The positive fields of each parameter container; a composed container's other fields are nested
-#: containers. Fields not listed (the polynomial ``degree``) are fixed.
-POSITIVE: dict[type, tuple[str, ...]] = {
-    SEParams: ("lengthscale", "amplitude"),
-    ARDParams: ("lengthscales", "amplitude"),
-    PolyParams: ("offset",),
-    LinearParams: ("variance",),
-    ConstantParams: ("variance",),
-    SumParams: (),
-    ProductParams: (),
-    ScaledParams: ("variance",),
-}
-_NESTED: dict[type, tuple[str, ...]] = {SumParams: ("k1", "k2"), ProductParams: ("k1", "k2"), ScaledParams: ("k",)}
+
+class ParameterProperties(NamedTuple):
+    """How a parameter container treats one of its fields.
+
+    Attributes
+    ----------
+    positive : bool
+        A positive real: learnt by ML-II, sampled, and moved on the real line through a
+        :class:`Bijection`. False for a fixed value that compiled code depends on.
+    nested : bool
+        The field holds the parameter container of a component kernel (a sum's terms, a scaled kernel).
+    """
+
+    positive: bool = True
+    nested: bool = False
 
 
-def _positive(cls: type) -> tuple[str, ...]:
+POSITIVE = ParameterProperties()
+"""A positive real field (a length-scale, an amplitude, a variance)."""
+STATIC = ParameterProperties(positive=False)
+"""A fixed field, compiled in (the polynomial degree)."""
+NESTED = ParameterProperties(positive=False, nested=True)
+"""A component kernel's parameter container."""
+
+
+def _properties(params: Any) -> dict[str, ParameterProperties]:
     try:
-        return POSITIVE[cls]
-    except KeyError:
-        valid = ", ".join(t.__name__ for t in POSITIVE)
+        return type(params).properties
+    except AttributeError:
         raise TypeError(
-            f"no parametrisation for {cls.__name__}; supported parameter types are {valid}"
+            f"no parametrisation for {type(params).__name__}: a kernel's parameter container declares its "
+            f"fields in a class attribute 'properties' (see bayes_maxmargin.core.parameters)"
         ) from None
 
 
 def _entries(params: Any, prefix: str = "") -> Iterator[tuple[str, Any, bool]]:
     """``(path, value, positive)`` for every leaf field of ``params``, in declaration order."""
-    cls = type(params)
-    positive = _positive(cls)
-    nested = _NESTED.get(cls, ())
-    for name in cls._fields:
+    for name, prop in _properties(params).items():
         value = getattr(params, name)
-        if name in nested:
+        if prop.nested:
             yield from _entries(value, f"{prefix}{name}{SEP}")
         else:
-            yield f"{prefix}{name}", value, name in positive
+            yield f"{prefix}{name}", value, prop.positive
 
 
 def free_fields(params: Any) -> tuple[str, ...]:
@@ -189,48 +194,129 @@ def from_unconstrained(raw: Mapping[str, ArrayLike], like: Any, bijection: Bijec
     return replace_fields(like, {path: bijection.forward(raw[path]) for path in free_fields(like)})
 
 
-def pack_values(values: Mapping[str, ArrayLike], like: Any) -> jax.Array:
-    """A per-field dict (e.g. a prior's ``loc``) as one vector in the layout of :func:`pack`, restricted to
-    the fields it has: each broadcast to its shape in ``like``, raveled, concatenated in declaration order."""
-    return jnp.concatenate([
-        jnp.ravel(jnp.broadcast_to(values[path], np.shape(value)))
-        for path, value, positive in _entries(like) if positive and path in values
-    ])
+def _structure(params: Any) -> tuple:
+    """A hashable description of ``params``: its container types, the shapes of its positive fields and
+    the values of its fixed fields, i.e. what compiled code depends on (the positive values are not read)."""
+    out = []
+    for name, prop in _properties(params).items():
+        value = getattr(params, name)
+        if prop.nested:
+            out.append((name, "nested", _structure(value)))
+        elif prop.positive:
+            out.append((name, "shape", tuple(np.shape(value))))
+        elif isinstance(value, (bool, int, float)):
+            out.append((name, "value", value))
+        else:
+            arr = np.asarray(value)
+            out.append((name, "array", (arr.dtype.str, arr.shape, tuple(arr.ravel().tolist()))))
+    return (type(params), tuple(out))
 
 
-def coordinates(like: Any, paths: Collection[str]) -> np.ndarray:
-    """Indices into the vector of :func:`pack` of the fields named in ``paths`` (in declaration order)."""
-    out, start = [], 0
-    for path, value, positive in _entries(like):
-        if positive:
-            size = math.prod(np.shape(value))
-            if path in paths:
-                out.extend(range(start, start + size))
-            start += size
-    return np.asarray(out, dtype=np.int32)
+def _rebuild(structure: tuple) -> Any:
+    """The container described by :func:`_structure`, with zeros in the positive fields."""
+    cls, entries = structure
+    values = {}
+    for name, kind, value in entries:
+        if kind == "nested":
+            values[name] = _rebuild(value)
+        elif kind == "shape":
+            values[name] = np.zeros(value)
+        elif kind == "value":
+            values[name] = value
+        else:
+            dtype, shape, flat = value
+            values[name] = np.asarray(flat, dtype=np.dtype(dtype)).reshape(shape)
+    return cls(**values)
 
 
-def pack(params: Any, bijection: Bijection = LOG) -> jax.Array:
+@dataclass(frozen=True)
+class Unflatten:
+    """The inverse of :func:`flatten` for one parameter structure (container types, shapes of the positive
+    fields, values of the fixed ones) and one bijection. It hashes by that structure, so it is a static
+    argument of compiled code: one program serves every value of the same kernel.
+
+    Calling it on a vector gives the parameter container; :attr:`paths`, :meth:`coordinates` and
+    :meth:`layout` describe the vector's entries.
+    """
+
+    structure: tuple
+    bijection: Bijection
+
+    @classmethod
+    def of(cls, params: Any, bijection: Bijection = LOG) -> Unflatten:
+        """The Unflatten of :func:`flatten` ``(params, bijection)``, without computing the vector (host
+        work only: cheap enough to serve as a hash key on every call of a compiled function)."""
+        return cls(_structure(params), bijection)
+
+    @property
+    def like(self) -> Any:
+        """The container with zeros in its positive fields (its types, shapes and fixed fields)."""
+        return _rebuild(self.structure)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The paths of the positive fields, in the order of the vector (:func:`free_fields`)."""
+        return free_fields(self.like)
+
+    def __call__(self, vector: jax.Array) -> Any:
+        """The container whose positive fields are ``bijection.forward`` of the matching slices of
+        ``vector`` (each reshaped to its field's shape, e.g. ``(d,)`` for ARD length-scales)."""
+        values, start = {}, 0
+        like = self.like
+        for path, value, positive in _entries(like):
+            if positive:
+                shape = np.shape(value)
+                size = math.prod(shape)
+                values[path] = self.bijection.forward(vector[start : start + size]).reshape(shape)
+                start += size
+        return replace_fields(like, values)
+
+    def coordinates(self, paths: Collection[str]) -> np.ndarray:
+        """Indices into the vector of the fields named in ``paths`` (in the vector's order)."""
+        out, start = [], 0
+        for path, value, positive in _entries(self.like):
+            if positive:
+                size = math.prod(np.shape(value))
+                if path in paths:
+                    out.extend(range(start, start + size))
+                start += size
+        return np.asarray(out, dtype=np.int32)
+
+    def hold_fixed(self, vector: jax.Array, trainable: Collection[str]) -> jax.Array:
+        """``vector`` with a stopped gradient on every entry whose field is not in ``trainable``: the
+        flat-vector form of :func:`hold_fixed`."""
+        moves = np.zeros(np.shape(vector)[-1], bool)
+        moves[self.coordinates(trainable)] = True
+        return jnp.where(moves, vector, jax.lax.stop_gradient(vector))
+
+    def layout(self, values: Mapping[str, ArrayLike]) -> jax.Array:
+        """A per-field dict (e.g. a prior's ``loc``) as one vector in the vector's layout, restricted to the
+        fields it has: each broadcast to its field's shape, raveled, concatenated in order."""
+        return jnp.concatenate([
+            jnp.ravel(jnp.broadcast_to(values[path], np.shape(value)))
+            for path, value, positive in _entries(self.like) if positive and path in values
+        ])
+
+
+def flatten(params: Any, bijection: Bijection = LOG) -> tuple[jax.Array, Unflatten]:
     """The positive fields of ``params`` on the real line as one vector (by default log theta), each
-    raveled, in declaration order."""
-    return jnp.concatenate([
-        jnp.ravel(bijection.inverse(jnp.asarray(value, float)))
-        for _, value, positive in _entries(params) if positive
+    raveled, in declaration order, and the :class:`Unflatten` that maps such a vector back.
+
+    Examples
+    --------
+    >>> from bayes_maxmargin.core.kernels import RBF, Polynomial
+    >>> import numpy as np
+    >>> params = (RBF(lengthscale=2.0) + Polynomial(degree=3)).init_params(np.zeros((1, 2)))
+    >>> vector, unflatten = flatten(params)
+    >>> unflatten.paths
+    ('k1__lengthscale', 'k1__amplitude', 'k2__offset')
+    >>> float(unflatten(vector).k1.lengthscale), unflatten(vector).k2.degree
+    (2.0, 3)
+    """
+    vector = jnp.concatenate([
+        jnp.ravel(bijection.inverse(_float(value))) for _, value, positive in _entries(params) if positive
     ])
-
-
-def unpack(vector: jax.Array, like: Any, bijection: Bijection = LOG) -> Any:
-    """Inverse of :func:`pack`: ``like`` with its positive fields from the matching slices of ``vector``
-    (shapes, e.g. ``(d,)`` for ARD length-scales, and fixed fields from ``like``)."""
-    values, start = {}, 0
-    for path, value, positive in _entries(like):
-        if positive:
-            shape = np.shape(value)
-            size = math.prod(shape)
-            values[path] = bijection.forward(vector[start : start + size]).reshape(shape)
-            start += size
-    return replace_fields(like, values)
-
+    return vector, Unflatten.of(params, bijection)
 
 # --------------------------------------------------------------------------- the trainable mask
 def trainable_fields(params: Any, learn: Any, name: str = "learn_kernel") -> tuple[str, ...]:
@@ -267,45 +353,6 @@ def hold_fixed(raw: Mapping[str, Any], trainable: Collection[str]) -> dict[str, 
     where it is). Host (NumPy) values have no gradient to stop and are returned as they are."""
     return {k: v if k in trainable or isinstance(v, (np.ndarray, np.generic)) else jax.lax.stop_gradient(v)
             for k, v in raw.items()}
-
-
-# --------------------------------------------------------------------------- templates
-def template(params: Any) -> tuple:
-    """A hashable description of ``params``: its container types, the shapes of its positive fields and
-    the values of its fixed fields, i.e. what compiled code depends on (the positive values are
-    never read). Equal templates mean one compiled program serves both."""
-    out = []
-    nested = _NESTED.get(type(params), ())
-    positive = _positive(type(params))
-    for name in type(params)._fields:
-        value = getattr(params, name)
-        if name in nested:
-            out.append((name, "nested", template(value)))
-        elif name in positive:
-            out.append((name, "shape", tuple(np.shape(value))))
-        elif isinstance(value, (bool, int, float)):
-            out.append((name, "value", value))
-        else:
-            arr = np.asarray(value)
-            out.append((name, "array", (arr.dtype.str, arr.shape, tuple(arr.ravel().tolist()))))
-    return (type(params), tuple(out))
-
-
-def thaw(frozen: tuple) -> Any:
-    """Inverse of :func:`template`, with zeros in the positive fields."""
-    cls, entries = frozen
-    values = {}
-    for name, kind, value in entries:
-        if kind == "nested":
-            values[name] = thaw(value)
-        elif kind == "shape":
-            values[name] = np.zeros(value)
-        elif kind == "value":
-            values[name] = value
-        else:
-            dtype, shape, flat = value
-            values[name] = np.asarray(flat, dtype=np.dtype(dtype)).reshape(shape)
-    return cls(**values)
 
 
 def params_dict(params: Any) -> dict[str, Any]:

@@ -32,15 +32,15 @@ import numpy as np
 from scipy.special import ndtr
 from sklearn.base import TransformerMixin
 
-from bayes_maxmargin.core.kernels import Kernel, as_kernel, get_kernel
+from bayes_maxmargin.core.kernels import Kernel, as_kernel
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.memory import check_dense_memory
 from bayes_maxmargin.core.parameters import (
+    Unflatten,
     free_fields,
     from_unconstrained,
     params_dict,
     replace_fields,
-    template,
     to_unconstrained,
     trainable_fields,
 )
@@ -417,20 +417,21 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         learn = self._learned() if structure == "gp" else None
         prior = kernel_prior(theta, float(self.kernel_prior_scale), learn) if learn else None
         data = FactorData(jnp.asarray(X), jnp.asarray(y, X.dtype), theta, jnp.asarray(1e-6, X.dtype), prior)
-        frozen = template(theta) if learn else None  # theta sampled (slice steps given the scores)
+        unflatten = Unflatten.of(theta) if learn else None  # theta sampled (slice steps given the scores)
         link = self._check_link()
         kern = build_factor_kernel(structure, self.gamma_prior is not None and link == "hinge", self.rho is not None,
-                                   True, self.kernel, None if self.n_blocks is None else int(self.n_blocks), frozen,
+                                   True, as_kernel(self.kernel).structure(),
+                                   None if self.n_blocks is None else int(self.n_blocks), unflatten,
                                    link=link)
         s0 = init_factor(data, hyper, int(self.n_factors), structure, link=link)
         init = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (self.num_chains,) + a.shape), s0)
-        res = self._solve(run_chains, kern, build_factor_record(frozen, learn), init, self._fit_key(), data, hyper,
+        res = self._solve(run_chains, kern, build_factor_record(unflatten, learn), init, self._fit_key(), data, hyper,
                          num_warmup=self.num_warmup, num_samples=self.num_samples, thin=self.thin,
                          chunk_size=20, progress_bar=self.progress_bar, **run_io)
         s = res.samples
         draws = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in s.items()}
         gp = structure == "gp"
-        self._posterior = DrawsPosterior(draws, structure, y, self.kernel if gp else None,
+        self._posterior = DrawsPosterior(draws, structure, y, as_kernel(self.kernel).structure() if gp else None,
                                          self._theta() if gp else None)
         sampled = {k: draws[k].mean(0) for k in learn or ()}  # kernel_params_: the posterior mean
         self._set_kernel_params(replace_fields(self._theta(), sampled) if structure == "gp" else None)
@@ -446,7 +447,8 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
         self.idata_ = to_inference_data(post, sample_stats=res.info,
                                         attrs={"model": "FactorBSVM", "inference": self.inference})
         identified = {k: post[k] for k in ("psi", "gamma", "intercept") if k in post}
-        identified |= {k: s[k] for k in learn or () if self.kernel != "ard"}  # ARD's follow the factors' order
+        # per-factor length-scales (ARD's) follow the factors' order, which the chains do not identify
+        identified |= {k: s[k] for k in learn or () if k.rpartition("__")[2] != "lengthscales"}
         identified |= {"f": s["f"], "communality": np.sum(np.asarray(s["A"]) ** 2, axis=-1)}
         return to_inference_data(identified, dims={"f": ["obs"], "communality": ["feature"]})
 
@@ -464,9 +466,9 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             p for p in free_fields(like) if p.rpartition("__")[2] in ("lengthscale", "lengthscales"))}
         vbem = dict(n_iter=int(self.max_iter), m_steps=int(self.m_steps), **learn)
         if checkpoint_folder(**run_io) is None:
-            state, trace = self._solve(run_vbem, Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem)
+            state, trace = self._solve(run_vbem, Xj, yj, s0, kernel, like, hyper, **vbem)
         else:  # in the main thread, in chunks (a checkpoint applies to a binary problem, not batched)
-            state, trace = run_vbem(Xj, yj, s0, get_kernel(kernel), like, hyper, **vbem, **run_io)
+            state, trace = run_vbem(Xj, yj, s0, kernel, like, hyper, **vbem, **run_io)
         # host copies: a jax float64 array would come back as float32 outside x64 mode
         state, like = jax.tree.map(np.asarray, (state, like))
         self._posterior = VBPosterior(state, like, y, kernel)
@@ -495,10 +497,10 @@ class FactorBSVM(TransformerMixin, _BayesianSVMClassifier):
             self.kernel_params_ = params_dict(theta)
 
     def _vb_kernel(self):
-        """The VB-EM classifier's kernel, as saved with the fit: the GP's (name or object), or for the linear
-        classifier k(w, w') = w'w + s^2 (beta ~ N(0, I), b ~ N(0, s^2) integrated out)."""
+        """The VB-EM classifier's kernel, as saved with the fit: the GP's object, or for the linear classifier
+        k(w, w') = w'w + s^2 (beta ~ N(0, I), b ~ N(0, s^2) integrated out)."""
         if self.classifier == "gp":
-            return self.kernel
+            return as_kernel(self.kernel).structure()
         return InterceptLinearKernel(float(self.intercept_scale) ** 2)
 
     # ------------------------------------------------------------------ transform / predict

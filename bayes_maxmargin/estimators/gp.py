@@ -1084,8 +1084,8 @@ class GPBSVM(_BayesianSVMClassifier):
                 available=available, advice=advice,
             )
         theta0 = _initial_kernel_params(params.kernel, self.kernel_params, X, params.precision)
-        if isinstance(params.kernel, Kernel):  # compiled code depends on its structure only
-            params = replace(params, kernel=params.kernel.structure())
+        # past this point the kernel is an object, at its structure: compiled code depends on nothing else
+        params = replace(params, kernel=as_kernel(params.kernel).structure())
         learn = _trainable(theta0, self.learn_kernel)
         x64 = params.precision == "float64"
         self._x64 = x64
@@ -1170,7 +1170,7 @@ class GPBSVM(_BayesianSVMClassifier):
             coords={"inducing": np.arange(Z.shape[0]),
                     "feature": list(names) if names is not None else [f"x{j}" for j in range(X.shape[1])]},
             dims={"u": ["inducing"], "elbo": ["svi_round"], **_feature_dims(theta)},
-            attrs={"model": "gp", "kernel": kernel_name(params.kernel), "inference": params.inference,
+            attrs={"model": "gp", "kernel": kernel_name(self.kernel_), "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
         )
 
@@ -1183,7 +1183,7 @@ class GPBSVM(_BayesianSVMClassifier):
             cholesky_or_raise(K)
         except CholeskyError as err:
             raise ValueError(
-                f"The {kernel_name(params.kernel)!r} kernel matrix of the training inputs at kernel_params = "
+                f"The {kernel_name(self.kernel_)!r} kernel matrix of the training inputs at kernel_params = "
                 f"{params_dict(theta)} is not positive definite even after jitter ({err}); increase "
                 f"jitter (now {params.jitter}) or check the kernel parameters{float64_hint(X.dtype)}."
             ) from None
@@ -1373,7 +1373,7 @@ class GPBSVM(_BayesianSVMClassifier):
             constant_data=constant,
             coords={"obs": np.arange(y.shape[0]), "feature": features},
             dims={"f": ["obs"], "y": ["obs"], "objective": ["ecm_iteration"], **_feature_dims(theta)},
-            attrs={"model": "gp", "kernel": kernel_name(params.kernel), "inference": params.inference,
+            attrs={"model": "gp", "kernel": kernel_name(self.kernel_), "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
             approximation=approximation,
             latent_draws_at=latent_draws_at,

@@ -89,7 +89,7 @@ from bayes_maxmargin.core.augmentation import (
 )
 from bayes_maxmargin.core.distributions import InverseGaussian, sample_positive_normal
 from bayes_maxmargin.core.kernels import get_kernel
-from bayes_maxmargin.core.parameters import pack, thaw, unpack
+from bayes_maxmargin.core.parameters import Unflatten, flatten
 from bayes_maxmargin.core.slice import slice_sweep
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, probit_pseudo_labels, score_conditional
 from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
@@ -124,7 +124,7 @@ class FactorState(NamedTuple):
     precision; ``W`` (n, K) factor scores; ``coef`` (K + 1,) [beta, intercept] (linear classifier); ``f``
     (n,) the classifier function at the scores; ``inv_lam`` (n,) 1 / lambda_n; ``gamma`` the hinge scale;
     ``inv_g`` (K,) 1 / g_k (factor-score selection); ``log_theta`` (p,) the GP kernel's positive fields on
-    the log scale (:func:`~bayes_maxmargin.core.parameters.pack`) when theta is sampled, else None; ``z``
+    the log scale (:func:`~bayes_maxmargin.core.parameters.flatten`) when theta is sampled, else None; ``z``
     (n,) the probit augmentation z_n (``link="probit"``; lambda = 1 and gamma = 1 there), else None.
     """
 
@@ -404,7 +404,7 @@ def _draw_scores_prior(key: Array, X: Array, A: Array, psi: Array) -> Array:
 
 def draw_log_theta(
     key: Array, log_theta: Array, W: Array, inv_lam: Array, gamma: Array, data: FactorData, kernel_fn,
-    params_like,
+    unflatten: Unflatten,
 ):
     """log theta | W, lambda, gamma, f integrated out: the slice sweep of the GP sampler with theta
     sampled (Sec. 3; :func:`~bayes_maxmargin.core.slice.slice_sweep` on
@@ -420,10 +420,10 @@ def draw_log_theta(
     gdata = GPThetaData(X=W, y=data.y, prior=data.prior, jitter=data.jitter, slice_width=width)
 
     def target(lt: Array) -> Array:
-        return theta_log_conditional(lt, inv_lam, gamma, gdata, kernel_fn, params_like)
+        return theta_log_conditional(lt, inv_lam, gamma, gdata, kernel_fn, unflatten)
 
     log_theta, _, info = slice_sweep(key, target, log_theta, width,
-                                     index=sampled_coordinates(data.prior, params_like))
+                                     index=sampled_coordinates(data.prior, unflatten))
     return log_theta, info
 
 
@@ -447,7 +447,7 @@ def init_factor(
     f = jnp.zeros(n, X.dtype)
     gamma = jnp.asarray(hyper.gamma, X.dtype)
     inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, hyper.gamma0)
-    log_theta = None if data.prior is None or classifier != "gp" else pack(data.theta).astype(X.dtype)
+    log_theta = None if data.prior is None or classifier != "gp" else flatten(data.theta)[0].astype(X.dtype)
     z = None
     if link == "probit" and classifier != "none":
         z, inv_lam, gamma = data.y.astype(X.dtype), jnp.ones(n, X.dtype), jnp.ones((), X.dtype)
@@ -477,7 +477,7 @@ def build_factor_kernel(
     fit_intercept: bool = True,
     kernel: str = "rbf",
     n_blocks: int | None = 1,
-    theta_template: tuple | None = None,
+    theta_unflatten: Unflatten | None = None,
     link: str = "hinge",
 ):
     """The Gibbs kernel of one factor-model structure (cached: one compiled kernel per structure).
@@ -497,9 +497,10 @@ def build_factor_kernel(
     n_blocks : int or None
         Blocks of the elliptical slice update of W (GP classifier); None for one score at a time
         (the paper's scheme, :func:`score_loglik`).
-    theta_template : tuple or None
-        GP classifier with theta sampled: :func:`~bayes_maxmargin.core.parameters.template` of the
-        kernel's parameters; each sweep then moves log theta by :func:`draw_log_theta` after W, on the
+    theta_unflatten : Unflatten or None
+        GP classifier with theta sampled: the :class:`~bayes_maxmargin.core.parameters.Unflatten` of the
+        kernel's parameters (:func:`~bayes_maxmargin.core.parameters.flatten`); each sweep then moves log
+        theta by :func:`draw_log_theta` after W, on the
         new scores, and redraws f at the new (W, theta), both steps with f integrated out (the state
         needs ``log_theta``, the data ``prior``: :func:`init_factor`). None: theta fixed at ``data.theta``.
     link : {"hinge", "probit"}
@@ -518,7 +519,6 @@ def build_factor_kernel(
     if link == "probit" and sample_gamma:
         raise ValueError("link='probit' has no hinge scale gamma to sample: sample_gamma must be False")
     kernel_fn = get_kernel(kernel)
-    params_like = None if theta_template is None else thaw(theta_template)
 
     def step(rng_key: Array, state: FactorState, data: FactorData, hyper: FactorHyper):
         keys = jax.random.split(rng_key, 8)
@@ -559,17 +559,17 @@ def build_factor_kernel(
         elif classifier == "gp":
             y, inv_lam, gamma, z = _augment(keys[3], y, f, gamma, hyper, link)
             data = data._replace(y=y)
-            if params_like is not None:  # the scores move at the current theta
-                data = data._replace(theta=unpack(log_theta, params_like))
+            if theta_unflatten is not None:  # the scores move at the current theta
+                data = data._replace(theta=theta_unflatten(log_theta))
             if n_blocks is None:
                 W, subiter = _draw_scores_gp_single(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma)
             else:
                 W, subiter = _draw_scores_gp(keys[4], data, kernel_fn, A, psi, W, inv_lam, gamma, n_blocks)
             info = info._replace(ess_subiterations=subiter)
-            if params_like is not None:  # theta | W, lambda, gamma at the new scores
+            if theta_unflatten is not None:  # theta | W, lambda, gamma at the new scores
                 log_theta, sliced = draw_log_theta(keys[6], log_theta, W, inv_lam, gamma, data, kernel_fn,
-                                                   params_like)
-                data = data._replace(theta=unpack(log_theta, params_like))
+                                                   theta_unflatten)
+                data = data._replace(theta=theta_unflatten(log_theta))
                 info = info._replace(slice_evaluations=sliced.num_evaluations, slice_stalled=sliced.num_stalled)
             K = kernel_fn(data.theta, W, W) + data.jitter * jnp.eye(W.shape[0], dtype=W.dtype)
             gdata = gp_data(K, y)
@@ -603,18 +603,18 @@ def record_factor(state: FactorState) -> dict[str, Array]:
     }
 
 
-def build_factor_record(theta_template: tuple | None = None, fields: tuple[str, ...] | None = None):
-    """What the driver keeps per draw: :func:`record_factor`, and with theta sampled (``theta_template``
+def build_factor_record(theta_unflatten: Unflatten | None = None, fields: tuple[str, ...] | None = None):
+    """What the driver keeps per draw: :func:`record_factor`, and with theta sampled (``theta_unflatten``
     as for :func:`build_factor_kernel`) every sampled kernel field (``fields``; None: every positive one)
     by path, constrained (e.g. ``"lengthscale"``). Cached."""
-    if theta_template is None:
+    if theta_unflatten is None:
         return record_factor
-    return _build_theta_record(theta_template, None if fields is None else tuple(fields))
+    return _build_theta_record(theta_unflatten, None if fields is None else tuple(fields))
 
 
 @functools.cache
-def _build_theta_record(theta_template: tuple, fields: tuple[str, ...] | None):
-    theta = sampled_field_values(theta_template, fields)
+def _build_theta_record(theta_unflatten: Unflatten, fields: tuple[str, ...] | None):
+    theta = sampled_field_values(theta_unflatten, fields)
 
     def record(state: FactorState) -> dict[str, Array]:
         return {**record_factor(state), **theta(state.log_theta)}

@@ -238,7 +238,7 @@ class FactorData(NamedTuple):
         None: theta fixed.
     slice_width : Array or None
         Bracket width of the slice updates of log theta (scalar or one per coordinate of
-        :func:`~bayes_maxmargin.core.parameters.pack`); None: 1.
+        :func:`~bayes_maxmargin.core.parameters.flatten`); None: 1.
     """
 
     X: Array

@@ -70,15 +70,7 @@ from bayes_maxmargin.core.augmentation import (
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import KernelFn, feature_scale, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import jittered_cholesky, woodbury_solve
-from bayes_maxmargin.core.parameters import (
-    LOG,
-    field_values,
-    free_fields,
-    from_unconstrained,
-    hold_fixed,
-    replace_fields,
-    to_unconstrained,
-)
+from bayes_maxmargin.core.parameters import field_values, flatten, free_fields, replace_fields
 from bayes_maxmargin.core.predict import probit_predictive
 from bayes_maxmargin.engine import resumable
 from bayes_maxmargin.engine.fixed_point import ecm_loop, squarem_cycle
@@ -460,9 +452,8 @@ def mlii_update(
     (:func:`gp_log_marginal`), or on another ``criterion``, at fixed lambda = 1 / omega and gamma
     (:func:`gp_ecm_mlii` passes omega = 1 / E[lambda]).
 
-    At most ``steps`` Optax iterations (:func:`ml2_ascent`) on log theta
-    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained` with
-    :data:`~bayes_maxmargin.core.parameters.LOG`) and on V in units of the spread of X
+    At most ``steps`` Optax iterations (:func:`ml2_ascent`) on log theta (the flat vector of
+    :func:`~bayes_maxmargin.core.parameters.flatten`) and on V in units of the spread of X
     (:func:`~bayes_maxmargin.core.kernels.feature_scale`), fewer with ``tol``; the best iterate seen is
     returned, so log Z never decreases. Neither coordinate depends on the units of X: inputs multiplied
     by c give length-scales and pseudo-inputs multiplied by c and the same kernel matrices.
@@ -493,7 +484,7 @@ def mlii_update(
         Diagonal jitter of K.
     trainable : tuple of str, optional
         The kernel fields that move (paths, :func:`~bayes_maxmargin.core.parameters.free_fields`); the
-        others stay at their current values (:func:`~bayes_maxmargin.core.parameters.hold_fixed`).
+        others stay at their current values (:meth:`~bayes_maxmargin.core.parameters.Unflatten.hold_fixed`).
         None: all of them.
     tol : float, optional
         Stop the iterations once one raises log Z by at most ``tol`` relative to it (:func:`ml2_ascent`);
@@ -507,24 +498,24 @@ def mlii_update(
         is added to the criterion (MAP-II; ``log_z_before`` / ``log_z_after`` include it); None: the
         criterion alone.
     """
-    trainable = free_fields(params) if trainable is None else trainable
+    log_theta0, unflatten = flatten(params)
+    trainable = unflatten.paths if trainable is None else trainable
 
-    def theta_of(raw):
-        return from_unconstrained(hold_fixed(raw, trainable), params, LOG)
+    def theta_of(log_theta):
+        return unflatten(unflatten.hold_fixed(log_theta, trainable))
 
     criterion_fn = _criterion(criterion)
 
-    def objective(theta_raw, *args, **kwargs):
-        value = criterion_fn(theta_of(theta_raw), *args, **kwargs)
-        return value if theta_prior is None else value + kernel_log_prior(theta_raw, theta_prior)
+    def objective(log_theta, *args, **kwargs):
+        value = criterion_fn(theta_of(log_theta), *args, **kwargs)
+        return value if theta_prior is None else value + kernel_log_prior(log_theta, theta_prior, unflatten)
 
     if V is None:
-        def log_z(raw):
-            return objective(raw, X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
+        def log_z(log_theta):
+            return objective(log_theta, X, y, inv_lam, gamma, kernel=kernel, jitter=jitter)
 
-        best_raw, before, after = ml2_ascent(log_z, to_unconstrained(params, LOG), steps, optimizer, learning_rate,
-                                             tol)
-        return MLIIResult(theta_of(best_raw), None, before, after)
+        best, before, after = ml2_ascent(log_z, log_theta0, steps, optimizer, learning_rate, tol)
+        return MLIIResult(theta_of(best), None, before, after)
 
     scale = feature_scale(X)  # V moves in units of the data's spread
 
@@ -532,7 +523,7 @@ def mlii_update(
         Vr = raw["V"] * scale if optimize_inducing else jax.lax.stop_gradient(V)
         return objective(raw["theta"], X, y, inv_lam, gamma, V=Vr, kernel=kernel, jitter=jitter)
 
-    raw0 = {"theta": to_unconstrained(params, LOG), "V": V / scale}
+    raw0 = {"theta": log_theta0, "V": V / scale}
     best_raw, before, after = ml2_ascent(log_z_sparse, raw0, steps, optimizer, learning_rate, tol)
     return MLIIResult(theta_of(best_raw["theta"]), best_raw["V"] * scale if optimize_inducing else V, before, after)
 

@@ -90,7 +90,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.scipy.linalg import solve_triangular
-from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.augmentation import (
@@ -104,23 +103,14 @@ from bayes_maxmargin.core.augmentation import (
 from bayes_maxmargin.core.linalg import gaussian_log_density
 from bayes_maxmargin.core.slice import LogDensity, slice_sweep
 from bayes_maxmargin.core.kernels import KernelFn, get_kernel
-from bayes_maxmargin.core.parameters import (
-    coordinates,
-    field_values,
-    free_fields,
-    pack,
-    pack_values,
-    template,
-    thaw,
-    unpack,
-)
+from bayes_maxmargin.core.parameters import Unflatten, field_values, flatten
 from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
-from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, prior_covariance
+from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, covered_log_theta, kernel_log_prior, prior_covariance
 
 __all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "ThetaSweepInfo", "build_gp_theta_kernel",
-           "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta", "log_theta_prior",
+           "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta",
            "sampled_field_values", "slice_settings", "surrogate_log_conditional",
            "surrogate_whiten", "theta_log_conditional"]
 
@@ -182,7 +172,7 @@ class ThetaSweepInfo(NamedTuple):
 class GPThetaState(NamedTuple):
     """State of the GP sampler with theta sampled (one chain): the fields of
     :class:`~bayes_maxmargin.models.gp.gibbs.GPGibbsState` and ``log_theta`` (shape (p,)), the positive
-    kernel fields on the log scale (:func:`~bayes_maxmargin.core.parameters.pack`); ``log_joint`` is the
+    kernel fields on the log scale (:func:`~bayes_maxmargin.core.parameters.flatten`); ``log_joint`` is the
     log density of the augmented program (:func:`gp_theta_log_joint`). ``iteration`` counts the sweeps
     done and ``step_sum`` (shape (p,)) sums the size of the slice steps of each coordinate over the
     second half of the warm-up, from which the bracket widths are set (:func:`slice_settings`)."""
@@ -197,25 +187,11 @@ class GPThetaState(NamedTuple):
     step_sum: Array
 
 
-def sampled_coordinates(prior: KernelPrior, params_like: Any) -> np.ndarray | None:
+def sampled_coordinates(prior: KernelPrior, unflatten: Unflatten) -> np.ndarray | None:
     """The coordinates of log theta that are sampled: those of the fields the prior covers (the trainable
     ones, :func:`~bayes_maxmargin.models.gp.model.kernel_prior`); None when that is all of them."""
-    idx = coordinates(params_like, prior.loc)
-    return None if idx.size == coordinates(params_like, free_fields(params_like)).size else idx
-
-
-def _sampled(log_theta: Array, idx: np.ndarray | None) -> Array:
-    return log_theta if idx is None else log_theta[idx]
-
-
-def log_theta_prior(log_theta: Array, prior: KernelPrior, params_like: Any) -> Array:
-    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2), the density of the sampled log theta
-    (the fields the prior covers; the others are fixed).
-
-    The density of theta itself (NumPyro's log-normal sites) is this minus sum_j log theta_j.
-    """
-    loc, scale = (pack_values(d, params_like) for d in prior)
-    return jnp.sum(norm.logpdf(_sampled(log_theta, sampled_coordinates(prior, params_like)), loc, scale))
+    idx = unflatten.coordinates(prior.loc)
+    return None if idx.size == unflatten.coordinates(unflatten.paths).size else idx
 
 
 # --------------------------------------------------------------------------- densities
@@ -225,16 +201,16 @@ def theta_log_conditional(
     gamma: Array,
     data: GPThetaData,
     kernel: str | KernelFn,
-    params_like: Any,
+    unflatten: Unflatten,
 ) -> Array:
     """log p(log theta | lambda, gamma, y) up to a constant: the target of the slice step.
 
     log p(log theta) + log N(Y (1 + lambda) | 0, K_theta + Lambda / gamma), the second term the
     marginal of eq. (9) with f integrated out (:func:`~.gp_ecm.gp_log_marginal`).
     """
-    params = unpack(log_theta, params_like)
+    params = unflatten(log_theta)
     log_z = gp_log_marginal(params, data.X, data.y, inv_lam, gamma, kernel=kernel, jitter=data.jitter)
-    return log_theta_prior(log_theta, data.prior, params_like) + log_z
+    return kernel_log_prior(log_theta, data.prior, unflatten) + log_z
 
 
 def gp_theta_log_joint(
@@ -246,7 +222,7 @@ def gp_theta_log_joint(
     hyper: GPHyper,
     *,
     kernel: str | KernelFn,
-    params_like: Any,
+    unflatten: Unflatten,
     sample_gamma: bool,
     sample_gamma0: bool = False,
 ) -> Array:
@@ -257,14 +233,14 @@ def gp_theta_log_joint(
     NumPyro evaluates the program's sites. Factorises K_theta once; use
     :func:`~.gp_gibbs.gp_log_joint` directly where that factor already exists.
     """
-    gdata = gp_data(_covariance(log_theta, data, kernel, params_like), data.y)
-    return _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper, params_like, sample_gamma,
+    gdata = gp_data(_covariance(log_theta, data, kernel, unflatten), data.y)
+    return _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper, unflatten, sample_gamma,
                            sample_gamma0)
 
 
-def _covariance(log_theta: Array, data: GPThetaData, kernel: str | KernelFn, params_like: Any) -> Array:
+def _covariance(log_theta: Array, data: GPThetaData, kernel: str | KernelFn, unflatten: Unflatten) -> Array:
     """K_theta + jitter I at the training inputs (the program's prior covariance, eq. 6)."""
-    return prior_covariance(data.X, kernel, unpack(log_theta, params_like), data.jitter)
+    return prior_covariance(data.X, kernel, unflatten(log_theta), data.jitter)
 
 
 def _log_joint_from(
@@ -275,14 +251,14 @@ def _log_joint_from(
     gdata: GPData,
     data: GPThetaData,
     hyper: GPHyper,
-    params_like: Any,
+    unflatten: Unflatten,
     sample_gamma: bool,
     sample_gamma0: bool = False,
 ) -> Array:
     """Log joint given the factorised K_theta (``gdata``): the theta prior as NumPyro's log-normal
     sites (log p(log theta) - sum log theta) plus the augmented joint at fixed theta."""
-    idx = sampled_coordinates(data.prior, params_like)
-    log_prior_theta = log_theta_prior(log_theta, data.prior, params_like) - jnp.sum(_sampled(log_theta, idx))
+    log_prior_theta = (kernel_log_prior(log_theta, data.prior, unflatten)
+                       - jnp.sum(covered_log_theta(log_theta, data.prior, unflatten)))
     return log_prior_theta + gp_log_joint(f, inv_lam, gamma, gdata, hyper, sample_gamma, sample_gamma0)
 
 
@@ -302,10 +278,11 @@ def init_gp_theta(
     f = jnp.asarray(f, dtype)
     gamma = jnp.asarray(hyper.gamma, dtype)
     gamma0 = jnp.asarray(hyper.gamma0, dtype)
-    log_theta = pack(params).astype(dtype)
+    log_theta, unflatten = flatten(params)
+    log_theta = log_theta.astype(dtype)
     inv_lam = expected_inv_lambda(1.0 - data.y * f, gamma, gamma0)
     log_joint = gp_theta_log_joint(
-        f, inv_lam, gamma, log_theta, data, hyper._replace(gamma0=gamma0), kernel=kernel, params_like=params,
+        f, inv_lam, gamma, log_theta, data, hyper._replace(gamma0=gamma0), kernel=kernel, unflatten=unflatten,
         sample_gamma=sample_gamma, sample_gamma0=sample_gamma0,
     )
     return GPThetaState(f, inv_lam, gamma, gamma0, log_theta, log_joint, jnp.asarray(0, jnp.int32),
@@ -356,11 +333,11 @@ THETA_SAMPLERS = ("collapsed", "surrogate")
 
 def _surrogate_factors(
     log_theta: Array, g: Array, inv_lam: Array, gamma: Array, data: GPThetaData, kernel: str | KernelFn,
-    params_like: Any,
+    unflatten: Unflatten,
 ) -> tuple[Array, Array, Array, Array]:
     """L_K, L_P, v and log N(g | 0, K_theta + S) at theta, with S = Lambda / gamma, W = S^-1,
     P = I + L_K' W L_K = L_P L_P' and v = L_P^-1 L_K' W g (:func:`surrogate_log_conditional`)."""
-    K = _covariance(log_theta, data, kernel, params_like)
+    K = _covariance(log_theta, data, kernel, unflatten)
     chol_k = jnp.linalg.cholesky(K)
     w = gamma * inv_lam
     scaled = jnp.sqrt(w)[:, None] * chol_k
@@ -378,17 +355,17 @@ def _surrogate_f(chol_k: Array, chol_p: Array, v: Array, nu: Array) -> Array:
 
 def surrogate_whiten(
     f: Array, g: Array, log_theta: Array, inv_lam: Array, gamma: Array, data: GPThetaData,
-    kernel: str | KernelFn, params_like: Any,
+    kernel: str | KernelFn, unflatten: Unflatten,
 ) -> Array:
     """nu = L_R^-1 (f - m) = L_P' L_K^-1 f - v: f whitened under its conditional given the surrogate
     data ``g`` at theta (the inverse of the map of :func:`surrogate_log_conditional`)."""
-    chol_k, chol_p, v, _ = _surrogate_factors(log_theta, g, inv_lam, gamma, data, kernel, params_like)
+    chol_k, chol_p, v, _ = _surrogate_factors(log_theta, g, inv_lam, gamma, data, kernel, unflatten)
     return chol_p.T @ solve_triangular(chol_k, f, lower=True) - v
 
 
 def surrogate_log_conditional(
     log_theta: Array, nu: Array, g: Array, inv_lam: Array, gamma: Array, data: GPThetaData,
-    kernel: str | KernelFn, params_like: Any,
+    kernel: str | KernelFn, unflatten: Unflatten,
 ) -> Array:
     """log p(log theta | nu, g, lambda, gamma, y) up to a constant: the surrogate-data target of
     Murray & Adams (2010), Sec. 3, with the augmented likelihood as the likelihood.
@@ -407,23 +384,23 @@ def surrogate_log_conditional(
     (K and P), where the collapsed target (:func:`theta_log_conditional`) needs one. A K that does not
     factorise gives NaN, outside every slice.
     """
-    chol_k, chol_p, v, log_n_g = _surrogate_factors(log_theta, g, inv_lam, gamma, data, kernel, params_like)
+    chol_k, chol_p, v, log_n_g = _surrogate_factors(log_theta, g, inv_lam, gamma, data, kernel, unflatten)
     f = _surrogate_f(chol_k, chol_p, v, nu)
     log_lik = jnp.sum(augmented_log_likelihood(1.0 - data.y * f, inv_lam, gamma))
-    return log_theta_prior(log_theta, data.prior, params_like) + log_n_g + log_lik
+    return kernel_log_prior(log_theta, data.prior, unflatten) + log_n_g + log_lik
 
 
 def _theta_target(
     key: Array, theta_sampler: str, f: Array, log_theta: Array, inv_lam: Array, gamma: Array, data: GPThetaData,
-    kernel: KernelFn, params_like: Any,
+    kernel: KernelFn, unflatten: Unflatten,
 ) -> LogDensity:
     """The log density of log theta that the sweep's slice step leaves invariant: the collapsed
     conditional p(log theta | lambda, gamma), or the surrogate-data one given a fresh g and the nu of f."""
     if theta_sampler == "collapsed":
-        return lambda lt: theta_log_conditional(lt, inv_lam, gamma, data, kernel, params_like)
+        return lambda lt: theta_log_conditional(lt, inv_lam, gamma, data, kernel, unflatten)
     g = f + jax.random.normal(key, f.shape, f.dtype) / jnp.sqrt(gamma * inv_lam)  # g ~ N(f, S)
-    nu = surrogate_whiten(f, g, log_theta, inv_lam, gamma, data, kernel, params_like)
-    return lambda lt: surrogate_log_conditional(lt, nu, g, inv_lam, gamma, data, kernel, params_like)
+    nu = surrogate_whiten(f, g, log_theta, inv_lam, gamma, data, kernel, unflatten)
+    return lambda lt: surrogate_log_conditional(lt, nu, g, inv_lam, gamma, data, kernel, unflatten)
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -463,15 +440,13 @@ def build_gp_theta_kernel(kernel: str | KernelFn, params_like: Any, sample_gamma
     """
     if theta_sampler not in THETA_SAMPLERS:
         raise ValueError(f"Invalid value for theta_sampler: {theta_sampler!r} (must be one of {THETA_SAMPLERS})")
-    return _build_kernel(get_kernel(kernel), template(params_like), bool(sample_gamma), bool(sample_gamma0),
+    return _build_kernel(get_kernel(kernel), Unflatten.of(params_like), bool(sample_gamma), bool(sample_gamma0),
                          theta_sampler, int(elliptical_steps))
 
 
 @functools.cache
-def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample_gamma0: bool,
+def _build_kernel(kernel_fn: KernelFn, unflatten: Unflatten, sample_gamma: bool, sample_gamma0: bool,
                   theta_sampler: str = "collapsed", elliptical_steps: int = 0):
-    params_like = thaw(frozen)
-
     def step(rng_key: Array, state: GPThetaState, data: GPThetaData, hyper: GPHyper):
         k_lam, k_theta, k_f, k_gamma = jax.random.split(rng_key, 4)
         k_g = jax.random.fold_in(k_theta, 1)  # the surrogate data's (the collapsed sweep's keys as they were)
@@ -480,11 +455,11 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
         inv_lam = sample_inv_lambda(k_lam, 1.0 - data.y * state.f, gamma, hyper.gamma0)  # eq. (7)
         # p(log theta | lambda, gamma), eq. (9), or its surrogate-data form
         target = _theta_target(k_g, theta_sampler, state.f, state.log_theta, inv_lam, gamma, data, kernel_fn,
-                               params_like)
+                               unflatten)
         width, max_steps = slice_settings(state, data)
         log_theta, _, sliced = slice_sweep(k_theta, target, state.log_theta, width, max_steps,
-                                           index=sampled_coordinates(data.prior, params_like))
-        gdata = gp_data(_covariance(log_theta, data, kernel_fn, params_like), data.y)
+                                           index=sampled_coordinates(data.prior, unflatten))
+        gdata = gp_data(_covariance(log_theta, data, kernel_fn, unflatten), data.y)
         f = sample_f(k_f, gdata, inv_lam, gamma)  # f | theta, lambda, gamma, eq. (7)
         moved = MoveInfo.none()
         if elliptical_steps:  # f | theta, gamma with lambda integrated out, then lambda | f afresh
@@ -493,7 +468,7 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
             inv_lam = sample_inv_lambda(jax.random.fold_in(rng_key, 8), 1.0 - data.y * f, gamma, hyper.gamma0)
         gamma, gamma0 = draw_scales(k_gamma, 1.0 - data.y * f, inv_lam, gamma, hyper, sample_gamma, sample_gamma0)
         log_joint = _log_joint_from(f, inv_lam, gamma, log_theta, gdata, data, hyper._replace(gamma0=gamma0),
-                                    params_like, sample_gamma, sample_gamma0)
+                                    unflatten, sample_gamma, sample_gamma0)
         info = ThetaSweepInfo(sliced.num_evaluations, sliced.num_stalled, *moved)
         counts = _count_steps(state, data, log_theta)
         return GPThetaState(f, inv_lam, gamma, gamma0, log_theta, log_joint, *counts), info
@@ -504,26 +479,25 @@ def _build_kernel(kernel_fn: KernelFn, frozen: tuple, sample_gamma: bool, sample
 def build_gp_theta_record(params_like: Any, fields: tuple[str, ...] | None = None):
     """What the driver keeps per draw: ``"f"``, ``"gamma"``, ``"gamma0"``, ``"log_joint"`` and every sampled
     kernel field (``fields``; None: every positive one) by path, constrained (e.g. ``"lengthscale"``). Cached."""
-    return _build_record(template(params_like), None if fields is None else tuple(fields))
+    return _build_record(Unflatten.of(params_like), None if fields is None else tuple(fields))
 
 
 @functools.cache
-def sampled_field_values(frozen: tuple, fields: tuple[str, ...] | None) -> Callable[[Array], dict[str, Array]]:
+def sampled_field_values(unflatten: Unflatten, fields: tuple[str, ...] | None) -> Callable[[Array], dict[str, Array]]:
     """``log_theta -> {path: value}``: the sampled kernel fields (``fields``; None: every positive one) of a
-    packed log theta, constrained, for the kernel parameters of :func:`template` ``frozen``. Cached."""
-    params_like = thaw(frozen)
-    names = free_fields(params_like) if fields is None else fields
+    flat log theta (:func:`~bayes_maxmargin.core.parameters.flatten`), constrained. Cached."""
+    names = unflatten.paths if fields is None else fields
 
     def values(log_theta: Array) -> dict[str, Array]:
-        theta = field_values(unpack(log_theta, params_like))
+        theta = field_values(unflatten(log_theta))
         return {name: theta[name] for name in names}
 
     return values
 
 
 @functools.cache
-def _build_record(frozen: tuple, fields: tuple[str, ...] | None):
-    theta = sampled_field_values(frozen, fields)
+def _build_record(unflatten: Unflatten, fields: tuple[str, ...] | None):
+    theta = sampled_field_values(unflatten, fields)
 
     def record(state: GPThetaState) -> dict[str, Array]:
         return {"f": state.f, "gamma": state.gamma, "gamma0": state.gamma0, "log_joint": state.log_joint,

@@ -28,7 +28,6 @@ Two forms of the same program, as for :func:`~bayes_maxmargin.models.linear.mode
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -41,23 +40,9 @@ from jax.scipy.stats import norm
 from jax.typing import ArrayLike
 
 from bayes_maxmargin.core.compilation import jit
-from bayes_maxmargin.core.kernels import (
-    ARDParams,
-    ConstantParams,
-    Kernel,
-    KernelFn,
-    LinearParams,
-    PolyParams,
-    SEParams,
-    ard_se,
-    constant,
-    get_kernel,
-    linear,
-    polynomial,
-    se,
-)
+from bayes_maxmargin.core.kernels import ARDParams, Kernel, KernelFn, SEParams, get_kernel
 from bayes_maxmargin.core.linalg import limit_threads
-from bayes_maxmargin.core.parameters import field_values, free_fields, replace_fields
+from bayes_maxmargin.core.parameters import Unflatten, field_values, free_fields, replace_fields
 from bayes_maxmargin.core.predict import distinct_rows
 from bayes_maxmargin.models.common import hinge_scale_sites, max_margin_likelihood
 
@@ -93,19 +78,9 @@ class GPHyper(NamedTuple):
 def default_kernel_params(kernel: str | KernelFn, n_features: int) -> Any:
     """Default parameters of a kernel: unit lengthscale(s) and amplitude, degree 2, unit variance (a
     :class:`~bayes_maxmargin.core.kernels.Kernel` object: its values, unit length-scales where unset)."""
-    if isinstance(kernel, Kernel):
-        return kernel.init_params(np.zeros((1, n_features)))  # one row: unit length-scales
-    fn = get_kernel(kernel)
-    if fn is se:
-        return SEParams()
-    if fn is ard_se:
-        return ARDParams(jnp.ones((n_features,)))
-    if fn is polynomial:
-        return PolyParams()
-    if fn is linear:
-        return LinearParams()
-    if fn is constant:
-        return ConstantParams()
+    obj = kernel if isinstance(kernel, Kernel) else get_kernel(kernel)
+    if isinstance(obj, Kernel):
+        return obj.init_params(np.zeros((1, n_features)))  # one row: unit length-scales
     raise ValueError("kernel_params must be given for a user-supplied kernel function")
 
 
@@ -169,20 +144,29 @@ def default_kernel_prior(kernel: str | KernelFn, n_features: int, scale: float =
     return kernel_prior(params, scale)
 
 
-def kernel_log_prior(log_theta: Mapping[str, ArrayLike], prior: KernelPrior) -> Array:
-    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2) of ``log_theta`` given by path
-    (:func:`~bayes_maxmargin.core.parameters.to_unconstrained` with the log bijection), over the fields
-    ``prior`` covers.
+def kernel_log_prior(log_theta: Array, prior: KernelPrior, unflatten: Unflatten) -> Array:
+    """log p(log theta) = sum_j log N(log theta_j | loc_j, scale_j^2) over the fields ``prior`` covers, of the
+    flat ``log_theta`` that ``unflatten`` maps back (:func:`~bayes_maxmargin.core.parameters.flatten` with the
+    log bijection). The density of theta itself (NumPyro's log-normal sites) is this minus the sum of the
+    covered log theta_j.
 
     Examples
     --------
     >>> from bayes_maxmargin.core.kernels import SEParams
+    >>> from bayes_maxmargin.core.parameters import flatten
     >>> prior = kernel_prior(SEParams(jnp.asarray(2.0), jnp.asarray(1.0)), scale=1.0)
-    >>> round(float(kernel_log_prior({"lengthscale": jnp.log(2.0), "amplitude": jnp.asarray(1.0)}, prior)), 4)
+    >>> log_theta, unflatten = flatten(SEParams(2.0, jnp.e))
+    >>> round(float(kernel_log_prior(log_theta, prior, unflatten)), 4)
     -2.3379
     """
-    return sum(jnp.sum(norm.logpdf(log_theta[name], prior.loc[name], prior.scale[name]))
-               for name in prior.loc)
+    loc, scale = unflatten.layout(prior.loc), unflatten.layout(prior.scale)
+    return jnp.sum(norm.logpdf(covered_log_theta(log_theta, prior, unflatten), loc, scale))
+
+
+def covered_log_theta(log_theta: Array, prior: KernelPrior, unflatten: Unflatten) -> Array:
+    """The entries of the flat ``log_theta`` whose fields ``prior`` covers (the sampled ones), in order."""
+    idx = unflatten.coordinates(prior.loc)
+    return log_theta if idx.size == np.shape(log_theta)[-1] else log_theta[..., idx]
 
 
 def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:

@@ -19,7 +19,7 @@ from jax import Array
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import feature_scale, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import cholesky_or_raise, jittered_cholesky
-from bayes_maxmargin.core.parameters import SOFTPLUS, from_unconstrained, hold_fixed, template, to_unconstrained
+from bayes_maxmargin.core.parameters import SOFTPLUS, Unflatten, from_unconstrained, hold_fixed, to_unconstrained
 from bayes_maxmargin.engine.svi import (
     Features,
     NatParams,
@@ -41,9 +41,9 @@ __all__ = ["gp_features", "inducing_posterior", "prediction_problem", "scale_fre
 
 # ============================================================================ models as features
 class GPSpec(NamedTuple):
-    """Static description of the sparse GP: the kernel function, the template of its parameters
-    (:func:`~bayes_maxmargin.core.parameters.template`), the jitter of K_mm and the hyperparameters
-    that ML-II moves (kernel field paths and/or ``"inducing"``; the others are held by
+    """Static description of the sparse GP: the kernel, a container of its parameters (of which only the
+    structure, :class:`~bayes_maxmargin.core.parameters.Unflatten`, is read), the jitter of K_mm and the
+    hyperparameters that ML-II moves (kernel field paths and/or ``"inducing"``; the others are held by
     :func:`~bayes_maxmargin.core.parameters.hold_fixed`).
 
     Specs that agree in these (the values of the free fields of ``like`` are never read) are equal
@@ -55,7 +55,7 @@ class GPSpec(NamedTuple):
     learn: tuple[str, ...] = ()
 
     def _identity(self) -> tuple:
-        return self.kernel, template(self.like), self.jitter, tuple(sorted(self.learn))
+        return self.kernel, Unflatten.of(self.like), self.jitter, tuple(sorted(self.learn))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GPSpec) and self._identity() == other._identity()
