@@ -121,3 +121,57 @@ def test_kernel_info_is_kept_per_draw():
     plain = run_chains(count_kernel, *args, **kwargs)
     assert plain.info == {}
     np.testing.assert_array_equal(plain.samples["x"], res.samples["x"])  # Info changes no draw
+
+
+# ------------------------------------------------------------------ the host loop shared by sampling and SVI
+def _drive(total, period, *, done=0, seconds=None, stop_after=None, fail_at=None, monkeypatch=None, exits=None):
+    """drive() on a run of ``total`` units whose chunks are recorded; ``seconds(chunk)`` the time a chunk
+    reports (through a patched shorter_length), ``stop_after`` the chunk start after which it stops early,
+    ``fail_at`` the chunk start at which advance raises."""
+    from bayes_maxmargin.engine import driver
+    from bayes_maxmargin.engine.checkpoint import StopRequest
+
+    chunks, periods, exits = [], [], [] if exits is None else exits
+    if seconds is not None:
+        real = driver.shorter_length
+        monkeypatch.setattr(driver, "shorter_length", lambda length, _: real(length, seconds(chunks[-1])))
+
+    def advance(chunk):
+        if chunk.start == fail_at:
+            raise RuntimeError("chunk failed")
+        chunks.append(chunk)
+        return chunk.start == stop_after
+
+    stop = StopRequest()
+    out = driver.drive(advance, stop, total=total, done=done, period=period, unit=3, at_period=periods.append,
+                       at_exit=exits.append)
+    return out, chunks, periods, exits, stop
+
+
+def test_drive_cuts_the_run_at_its_periods_and_calls_back_there():
+    done, chunks, periods, exits, stop = _drive(10, 4)
+    assert [(c.start, c.length, c.size) for c in chunks] == [(0, 4, 4), (4, 4, 4), (8, 4, 2)]
+    assert periods == [4, 8, 10] and exits == [10] and done == 10 and stop.resume_at == 30
+
+
+def test_drive_resumes_from_done_and_counts_periods_from_there():
+    done, chunks, periods, exits, _ = _drive(10, 4, done=3)
+    assert [(c.start, c.size) for c in chunks] == [(3, 4), (7, 3)] and periods == [7, 10] and exits == [10]
+
+
+def test_slow_chunks_shorten_without_crossing_a_period(monkeypatch):
+    """A chunk that takes 8 target-lengths makes the next ones shorter (a power of two); no chunk crosses a
+    multiple of the period, where the checkpoint is written."""
+    done, chunks, periods, _, _ = _drive(16, 8, seconds=lambda c: 8.0 if c.start == 0 else 0.1,
+                                         monkeypatch=monkeypatch)
+    assert [(c.start, c.length, c.size) for c in chunks] == [(0, 8, 8), (8, 1, 1)] + [(s, 1, 1) for s in range(9, 16)]
+    assert periods == [8, 16]
+
+
+def test_an_early_stop_calls_back_once_and_an_error_still_exits():
+    done, chunks, periods, exits, _ = _drive(12, 4, stop_after=4)
+    assert done == 8 and periods == [4, 8] and exits == [8]
+    exits = []
+    with pytest.raises(RuntimeError, match="chunk failed"):
+        _drive(12, 4, fail_at=8, exits=exits)
+    assert exits == [8]  # what a stopped run leaves is written after an error too

@@ -43,7 +43,7 @@ from bayes_maxmargin import (
 )
 from bayes_maxmargin.core.memory import MEMORY_ENV, InsufficientMemoryError, available_memory, largest_n
 from bayes_maxmargin.data.validation import check_magnitude, magnitude_limit
-from bayes_maxmargin.engine import checkpoint, mcmc, svi
+from bayes_maxmargin.engine import checkpoint, driver, mcmc, svi
 from bayes_maxmargin.engine.checkpoint import CheckpointError, Terminated, read_checkpoint
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, _check_finite, float64_hint, run_chains
 from bayes_maxmargin.engine.nuts import check_divergences
@@ -558,7 +558,7 @@ def test_fits_without_checkpoint_leave_the_signal_handlers_alone(tmp_path, monke
     while a Gibbs or an SVI fit runs is the program's own; with a checkpoint it is the run's until the
     fit returns."""
     seen = []
-    real_chunk, real_shorter = mcmc._run_chunk, svi.shorter_length
+    real_chunk, real_shorter = mcmc._run_chunk, driver.shorter_length
 
     def chunk(*args, **kwargs):
         seen.append(signal.getsignal(signal.SIGTERM))
@@ -569,7 +569,7 @@ def test_fits_without_checkpoint_leave_the_signal_handlers_alone(tmp_path, monke
         return real_shorter(*args)
 
     monkeypatch.setattr(mcmc, "_run_chunk", chunk)
-    monkeypatch.setattr(svi, "shorter_length", shorter)
+    monkeypatch.setattr(driver, "shorter_length", shorter)  # after every chunk, of sampling and of SVI
 
     def own(signum, frame):
         raise AssertionError("no signal was sent")

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_maxmargin.engine import checkpoint, mcmc
+from bayes_maxmargin.engine import checkpoint, driver, mcmc
 from bayes_maxmargin.engine.checkpoint import CheckpointError, call_interruptibly, read_checkpoint
 from bayes_maxmargin.engine.chunks import shorter_length
 from bayes_maxmargin.engine.mcmc import run_chains
@@ -192,7 +192,7 @@ def test_slow_chunks_are_shortened(length, seconds, expected):
 def test_draws_do_not_depend_on_shortened_chunks(monkeypatch):
     """Chunks shortened after every chunk (lengths 4, 3, 2, 1, 1, ...) give the same draws."""
     full = _run()
-    monkeypatch.setattr(mcmc, "shorter_length", lambda length, seconds: max(1, length - 1))
+    monkeypatch.setattr(driver, "shorter_length", lambda length, seconds: max(1, length - 1))
     cut = _run()
     for k in full.samples:
         np.testing.assert_array_equal(cut.samples[k], full.samples[k])
@@ -210,7 +210,7 @@ def test_svi_stops_on_sigterm_and_does_not_depend_on_its_chunks(tmp_path, monkey
 
     monkeypatch.setitem(svi.run_svi.__kwdefaults__, "rounds_per_chunk", 4)
     full = make().fit(X, Y)
-    monkeypatch.setattr(svi, "shorter_length", lambda length, seconds: max(1, length - 1))  # 4, 3, 2, 1, 1, ...
+    monkeypatch.setattr(driver, "shorter_length", lambda length, seconds: max(1, length - 1))  # 4, 3, 2, 1, 1, ...
     cut = make().fit(X, Y)
     np.testing.assert_array_equal(cut.elbo_, full.elbo_)
     np.testing.assert_array_equal(cut.decision_function(X), full.decision_function(X))

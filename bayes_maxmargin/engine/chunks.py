@@ -1,10 +1,10 @@
 """Compiled chunks sized by time, so that a run answers Ctrl-C and SIGTERM within seconds.
 
 A compiled program cannot be interrupted, and a checkpointed run can only write a checkpoint
-between two chunks. The chunked runs (:func:`~bayes_maxmargin.engine.mcmc.run_chains`,
-:func:`~bayes_maxmargin.engine.svi.run_svi`) therefore time every chunk (compilation excluded,
-:class:`Stopwatch`) and, when one took more than twice :data:`CHUNK_SECONDS`, compile a shorter
-one for the rest of the run (:func:`shorter_length`): a power of two of units (blocks of ``thin``
+between two chunks. The driver of the chunked runs (:func:`~bayes_maxmargin.engine.driver.drive`, for
+:func:`~bayes_maxmargin.engine.mcmc.run_chains` and :func:`~bayes_maxmargin.engine.svi.run_svi`) therefore
+times every chunk (compilation excluded, :class:`Stopwatch`) and, when one took more than twice
+:data:`CHUNK_SECONDS`, compiles a shorter one for the rest of the run (:func:`shorter_length`): a power of two of units (blocks of ``thin``
 iterations, SVI rounds), so that runs of one model share a few programs. Since the random stream
 of a unit depends only on its position in the run (``fold_in`` of the iteration, the minibatch
 stream), the results do not depend on how the run is cut: they are bit-identical.

@@ -48,7 +48,7 @@ from bayes_maxmargin.engine.checkpoint import (
     write_draws,
     write_progress,
 )
-from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
+from bayes_maxmargin.engine.driver import Chunk, drive
 
 __all__ = ["ChainResult", "NonFiniteStateError", "float64_hint", "fold_in_chains", "init_chains", "run_chains"]
 
@@ -398,50 +398,45 @@ def _run(kernel, record, init_state, chain_keys, data, hyper, num_warmup, num_sa
         ckpt, state = resume_run(resume, settings, init_state)
         done, kept = ckpt.done, [ckpt.kept] if ckpt.kept else []
         stop.resume_at = done * thin
-    period = length = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
+    period = _chunk_length(max(total_blocks - done, 1), chunk_size or DEFAULT_CHUNK_SIZE)
     unroll = _unroll()
     run_chunk = _run_chunk_fusion_emitters if fusion_emitters else _run_chunk
-    # chunks (of ``length`` blocks, shortened when slow) never cross a multiple of ``period`` blocks
-    # past where this run started: there the checkpoint is written and the callback called
-    origin, written = done, done
+    written = done
 
     def draws_so_far() -> dict[str, np.ndarray]:
         # a checkpoint written before kernels reported their Info has none: keep what every chunk has
         names = set.intersection(*(set(c) for c in kept)) if kept else set()
         return {k: np.concatenate([c[k] for c in kept], axis=0) for k in kept[0] if k in names} if kept else {}
 
+    def advance(chunk: Chunk) -> bool:
+        nonlocal state, bad
+        new_state, new_bad, records = stop.call(
+            run_chunk, kernel, record, thin, chunk.length, state, chain_keys, chunk.start * thin, chunk.size, bad,
+            data, hyper, unroll)
+        _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
+        lo = max(warm_blocks - chunk.start, 0)
+        if lo < chunk.size:
+            kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=chunk.size: np.asarray(r)[lo:hi], records))
+        state, bad = new_state, new_bad
+        return False
+
+    def at_period(at: int) -> None:
+        nonlocal written
+        if folder is not None:
+            write_progress(folder, settings, at, state, draws_so_far())
+            written = at
+        if callback is not None:
+            callback(at * thin)
+
+    def at_exit(at: int) -> None:
+        if folder is not None:
+            if written < at:
+                write_progress(folder, settings, at, state, draws_so_far())
+            write_draws(folder, draws_so_far(), at * thin, complete=at >= total_blocks)
+
     with fit_progress(progress_bar, "sampling", total_blocks * thin) as bar:
-        if bar is not None:  # the count of this run (also with the reporter of an enclosing fit)
-            bar.restart(total_blocks * thin, done * thin)
-        try:
-            while done < total_blocks:
-                n_blocks = min(length, period - (done - origin) % period, total_blocks - done)
-                watch = Stopwatch()
-                new_state, new_bad, records = stop.call(
-                    run_chunk, kernel, record, thin, length, state, chain_keys, done * thin, n_blocks, bad, data, hyper,
-                    unroll)
-                _check_finite(new_bad, new_state._fields, _state_dtype(new_state))
-                lo = max(warm_blocks - done, 0)
-                if lo < n_blocks:
-                    kept.append(jax.tree_util.tree_map(lambda r, lo=lo, hi=n_blocks: np.asarray(r)[lo:hi], records))
-                state, bad, done = new_state, new_bad, done + n_blocks
-                stop.resume_at = done * thin  # a stop from now on writes this state, if not yet written
-                length = shorter_length(length, watch.seconds)
-                if (done - origin) % period == 0 or done >= total_blocks:
-                    if folder is not None:
-                        write_progress(folder, settings, done, state, draws_so_far())
-                        written = done
-                    if callback is not None:
-                        callback(done * thin)
-                if bar is not None:  # also between the in-chunk reports: a chunk's last iteration
-                    bar.report(done * thin)
-                stop.raise_if_requested()
-        finally:
-            if folder is not None:
-                if written < done:
-                    write_progress(folder, settings, done, state, draws_so_far())
-                write_draws(folder, draws_so_far(), done * thin, complete=done >= total_blocks)
-    stop.raise_if_requested()  # a signal during the last writes
+        drive(advance, stop, total=total_blocks, done=done, period=period, unit=thin, bar=bar, at_period=at_period,
+              at_exit=at_exit)
     samples = {k: np.swapaxes(v, 0, 1) for k, v in draws_so_far().items()}
     info = {k[len(INFO_PREFIX):]: samples.pop(k) for k in [k for k in samples if k.startswith(INFO_PREFIX)]}
     return ChainResult(samples, state, total_blocks * thin, info)

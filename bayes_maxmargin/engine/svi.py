@@ -82,7 +82,7 @@ from bayes_maxmargin.engine.checkpoint import (
     resume_run,
     write_progress,
 )
-from bayes_maxmargin.engine.chunks import Stopwatch, shorter_length
+from bayes_maxmargin.engine.driver import Chunk, drive
 
 __all__ = ["Features", "NatParams", "SVIDivergenceWarning", "SVIResult", "SVIState", "adaptive_rate",
            "check_schedule", "elbo", "full_elbo", "init_state", "latent_parts", "natural_gradient",
@@ -668,9 +668,6 @@ def run_svi(
             elbo = ckpt.kept["elbo"] if classes else ckpt.kept["elbo"][None]
             elbos, steps, times = [[e] for e in elbo], [ckpt.kept["steps"]], [ckpt.kept["times"]]
             stop.resume_at = done * k
-        bar = active_progress()
-        if bar is not None:
-            bar.restart(n_rounds * k, done * k)
 
         def checkpoint_of(at: tuple) -> tuple:
             """The last arguments of write_progress for a point of the run after a chunk: rounds
@@ -683,59 +680,52 @@ def run_svi(
             at_state = jax.device_get(at_state)
             return at_done, at_state if classes else _class(at_state, 0), *_stream_arrays(streams, kept, classes)
 
-        # chunks (of ``length`` rounds, shortened when slow) never cross a multiple of R rounds past
-        # where this run started: there the checkpoint is written, progress printed and the
-        # callback called
-        length, origin, progress_at = R, done, None
-        try:
-            while done < n_rounds:
-                watch = Stopwatch()
-                n_active = min(length, R - (done - origin) % R, n_rounds - done)
-                active = np.arange(length) < n_active
-                # the minibatches of the active rounds; the others are computed and discarded
-                used, size = n_active * k * batch_size, length * k * batch_size
-                Xc, yc = np.zeros((K, size, d), dtype), np.zeros((K, size), dtype)
-                for c in range(K):
-                    idx = np.tile(np.arange(n), used // n) if full_batch else _batch_indices(n, used, rngs[c], pools[c])
-                    Xc[c, :used], yc[c, :used] = X[idx], Y[c][idx]
-                batch = (Xc.reshape(K, length, k, batch_size, d), yc.reshape(K, length, k, batch_size), active)
-                if shard is not None:
-                    batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
-                carry, values = stop.call(run, carry, batch, consts)
-                values = np.asarray(values)[:, active]
-                now = time.perf_counter() - t0
-                length = shorter_length(length, watch.seconds)
-                done += n_active
-                for trace, v in zip(elbos, values):
-                    trace.append(v)
-                steps.append(np.arange(done - values.shape[1] + 1, done + 1) * k)
-                times.append(np.full(values.shape[1], now))
-                if bar is not None:
-                    bar.report(done * k)
-                stopping = bool(np.all(carry[1]))
-                if folder is not None:  # this point, for a checkpoint now or when the run stops
-                    progress_at = (done, carry[0], len(steps),
-                                   [(r.bit_generator.state, (p[0][0], int(p[0][1])) if p else None)
-                                    for r, p in zip(rngs, pools)])
-                    stop.resume_at = done * k
-                if (done - origin) % R == 0 or done >= n_rounds or stopping:
-                    if progress:
-                        last = ", ".join(f"{v[np.isfinite(v)][-1:].sum():.6g}" for v in values)
-                        print(f"[svi] step {done * k:>10d}  elbo ~ {last}  "
-                              f"{done * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr,
-                              flush=True)
-                    if folder is not None:
-                        write_progress(folder, settings, *checkpoint_of(progress_at))
-                        progress_at = None
-                    if callback is not None:
-                        callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), done * k, now)
-                if stopping:
-                    break
-                stop.raise_if_requested()
-        finally:
+        progress_at = None  # the point after the last chunk, for a checkpoint now or when the run stops
+
+        def advance(chunk: Chunk) -> bool:
+            nonlocal carry, progress_at
+            active = np.arange(chunk.length) < chunk.size
+            # the minibatches of the active rounds; the others are computed and discarded
+            used, size = chunk.size * k * batch_size, chunk.length * k * batch_size
+            Xc, yc = np.zeros((K, size, d), dtype), np.zeros((K, size), dtype)
+            for c in range(K):
+                idx = np.tile(np.arange(n), used // n) if full_batch else _batch_indices(n, used, rngs[c], pools[c])
+                Xc[c, :used], yc[c, :used] = X[idx], Y[c][idx]
+            batch = (Xc.reshape(K, chunk.length, k, batch_size, d), yc.reshape(K, chunk.length, k, batch_size), active)
+            if shard is not None:
+                batch = tuple(jax.device_put(a, s) for a, s in zip(batch, shard))
+            carry, values = stop.call(run, carry, batch, consts)
+            values = np.asarray(values)[:, active]
+            at = chunk.start + chunk.size
+            for trace, v in zip(elbos, values):
+                trace.append(v)
+            steps.append(np.arange(chunk.start + 1, at + 1) * k)
+            times.append(np.full(values.shape[1], time.perf_counter() - t0))
+            if folder is not None:
+                progress_at = (at, carry[0], len(steps),
+                               [(r.bit_generator.state, (p[0][0], int(p[0][1])) if p else None)
+                                for r, p in zip(rngs, pools)])
+            return bool(np.all(carry[1]))
+
+        def at_period(at: int) -> None:
+            nonlocal progress_at
+            if progress:
+                now = times[-1][-1]
+                last = ", ".join(f"{e[-1][np.isfinite(e[-1])][-1:].sum():.6g}" for e in elbos)
+                print(f"[svi] step {at * k:>10d}  elbo ~ {last}  "
+                      f"{at * k * batch_size * K / max(now, 1e-9):.3g} points/s", file=sys.stderr, flush=True)
+            if folder is not None:
+                write_progress(folder, settings, *checkpoint_of(progress_at))
+                progress_at = None
+            if callback is not None:
+                callback(carry[0] if classes else _class(jax.device_get(carry[0]), 0), at * k, times[-1][-1])
+
+        def at_exit(at: int) -> None:
             if progress_at is not None:  # stopped between checkpoints
                 write_progress(folder, settings, *checkpoint_of(progress_at))
-        stop.raise_if_requested()  # a signal during the last writes
+
+        drive(advance, stop, total=n_rounds, done=done, period=R, unit=k, bar=active_progress(), at_period=at_period,
+              at_exit=at_exit)
     final, diverged = jax.device_get(carry)
     steps, times = np.concatenate(steps), np.concatenate(times)
     results = []
