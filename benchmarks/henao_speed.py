@@ -513,7 +513,7 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 res = jax.block_until_ready(fit(X, y, V0))
                 out[label] = time.perf_counter() - t0
-            mean, var = gp_predict(X, jnp.asarray(Xte), y, res.inv_lam, res.gamma, res.params, V=res.V)
+            mean, var = gp_predict(X, jnp.asarray(Xte), y, res.inv_lam, res.gamma, res.theta, V=res.V)
             prob = probit_predictive(np.asarray(mean), np.asarray(var))
             defaults = {k: v.default for k, v in inspect.signature(gp_ecm_mlii).parameters.items()
                         if k in ("mlii_steps", "optimizer", "learning_rate", "tol", "optimize_inducing")}
@@ -521,7 +521,7 @@ def fitc_child(mode: str, quick: bool) -> dict[str, Any]:
                 "fitc_ecm_defaults": defaults,
                 "n_train": int(len(Xtr)), "n_test": int(len(Xte)), "d": int(Xtr.shape[1]), "M": M,
                 "max_iter": max_iter, "mlii_every": every, "theta0": theta0,
-                "theta": float(res.params.lengthscale), "amplitude": float(res.params.amplitude),
+                "theta": float(res.theta.lengthscale), "amplitude": float(res.theta.amplitude),
                 "test_error_pct": float(100 * np.mean(np.where(prob > 0.5, 1.0, -1.0) != yte)),
                 "log_z_last": [float(v) for v in np.asarray(res.log_z)[-1]],
             })

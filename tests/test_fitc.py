@@ -67,15 +67,15 @@ def test_mlii_increases_log_z_and_moves_inducing(sine):
         assert np.all(np.isfinite(log_z)) and np.all(log_z[:, 1] >= log_z[:, 0])
         assert log_z[0, 1] > log_z[0, 0] + 1e-3
         assert np.max(np.abs(np.asarray(res.V) - V0)) > 1e-3
-        assert float(res.params.lengthscale) != 2.0
+        assert float(res.theta.lengthscale) != 2.0
         for row in np.asarray(res.objective):
             tr = finite(row)
             assert np.all(np.diff(tr) >= -1e-9 * np.abs(tr[1:]))
-        for leaf in (res.f, res.inv_lam, res.V, res.params.lengthscale, res.params.amplitude):
+        for leaf in (res.f, res.inv_lam, res.V, res.theta.lengthscale, res.theta.amplitude):
             assert np.all(np.isfinite(np.asarray(leaf)))
         # log Z of eq. (10) at the returned (theta, V) and omega is finite (one compiled program: op by op,
         # every operation compiles a program of its own)
-        assert np.isfinite(float(jax.jit(gp_log_marginal)(res.params, X, y, res.inv_lam, res.gamma, V=res.V)))
+        assert np.isfinite(float(jax.jit(gp_log_marginal)(res.theta, X, y, res.inv_lam, res.gamma, V=res.V)))
 
 
 def _shapes(jaxpr) -> list[tuple[int, ...]]:
@@ -107,7 +107,7 @@ def test_large_n_no_n_by_n():
     shapes = _shapes(jaxpr.jaxpr)
     assert shapes and not any(sum(d >= n for d in s) >= 2 for s in shapes)
     res = gp_ecm_mlii(X32, y32, KP, make_hyper(0.0), 1e-8, V0=V32, **kw)
-    mean, var = gp_predict(X32, X32[:3000], y32, res.inv_lam, res.gamma, res.params, V=res.V, chunk=1024)
+    mean, var = gp_predict(X32, X32[:3000], y32, res.inv_lam, res.gamma, res.theta, V=res.V, chunk=1024)
     assert res.f.shape == (n,) and res.V.shape == (m, 2) and mean.shape == var.shape == (3000,)
     assert np.all(np.isfinite(np.asarray(res.f))) and np.all(np.isfinite(np.asarray(mean)))
     assert np.all(np.asarray(var) > -1e-3)

@@ -97,7 +97,7 @@ def test_mlii_step_increases_log_z(sine):
         res = gp_ecm(jnp.zeros(len(y)), data, make_hyper(0.0), 1e-10, max_iter=20, estimate_gamma=False)
         ml = mlii_update(SEParams(3.0, 1.0), jnp.asarray(X), jnp.asarray(y), res.inv_lam, res.gamma, kernel="rbf")
         before = log_marginal(SEParams(3.0, 1.0), X, y, res.inv_lam, res.gamma)
-        after = log_marginal(ml.params, X, y, res.inv_lam, res.gamma)
+        after = log_marginal(ml.theta, X, y, res.inv_lam, res.gamma)
     assert float(ml.log_z_after) > float(ml.log_z_before) + 1e-3
     np.testing.assert_allclose(float(before), float(ml.log_z_before), rtol=1e-12)
     np.testing.assert_allclose(float(after), float(ml.log_z_after), rtol=1e-12)
@@ -134,7 +134,7 @@ def test_ecm_mlii(smooth_boundary, lengthscale0):
         for row in np.asarray(res.objective):
             row = finite(row)
             assert np.all(np.diff(row) >= -1e-9 * np.abs(row[1:]))
-        ell = float(res.params.lengthscale)
+        ell = float(res.theta.lengthscale)
         assert 0.4 < ell < 5.0, ell
         f = np.asarray(res.f)
     assert np.mean(np.sign(f) == y) > 0.95
@@ -297,8 +297,8 @@ def test_mlii_tol_stops_the_iterations_and_the_rounds(smooth_boundary):
         # the first step starts where the full run's does, and stops no later
         np.testing.assert_allclose(lz[0, 0], log_z[0, 0], rtol=1e-12)
         assert lz[0, 1] <= log_z[0, 1] + 1e-9 * abs(log_z[0, 1])
-        np.testing.assert_allclose(np.asarray(early.params_trace.lengthscale[stop:]),
-                                   float(early.params.lengthscale), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(early.theta_trace.lengthscale[stop:]),
+                                   float(early.theta.lengthscale), rtol=1e-12)
         assert np.all(np.isnan(np.asarray(early.objective)[stop + 1: -1]))
         final = finite(np.asarray(early.objective)[-1])
         assert np.all(np.diff(final) >= -1e-9 * np.abs(final[1:]))

@@ -95,9 +95,9 @@ def test_ecm_is_gp_ecm_mlii(moons):
                           mlii_tol=1e-4, accelerate=True, exact=True, criterion="loo",
                           theta_prior=kernel_prior(theta0, f64(1.0)))
         mean, var = gp_predict(jnp.asarray(X), jnp.asarray(X[:7]), jnp.asarray(ypm), res.inv_lam, res.gamma,
-                               res.params)
+                               res.theta)
     np.testing.assert_allclose(clf.f_, res.f, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(clf.kernel_params_["lengthscale"], res.params.lengthscale, rtol=1e-10)
+    np.testing.assert_allclose(clf.kernel_params_["lengthscale"], res.theta.lengthscale, rtol=1e-10)
     np.testing.assert_allclose(clf.predict_latent(X[:7]), (mean, var), rtol=1e-8)
     np.testing.assert_allclose(clf.decision_function(X[:7]),
                                probit_margin(*linked_moments(np.asarray(mean), np.asarray(var), clf.link_)), rtol=1e-8)

@@ -353,3 +353,17 @@ def test_parameter_functions_moved_from_kernels_still_import_with_a_warning() ->
         assert kernels.to_unconstrained is P.to_unconstrained
     with pytest.raises(AttributeError, match="no attribute 'pack_everything'"):
         kernels.pack_everything  # noqa: B018
+
+
+def test_kernel_params_may_be_the_kernels_own_container() -> None:
+    """kernel_params given as a (composed) kernel's parameter container is read by path, as its dict; a
+    plain NamedTuple by its field names."""
+    from bayes_maxmargin.core.kernels import LinearParams, SEParams
+    from bayes_maxmargin.data.parameters import check_kernel_params
+
+    X = np.eye(3)
+    defaults = RBF_LINEAR.init_params(X)
+    given = SumParams(SEParams(2.0, 1.5), LinearParams(0.3))
+    assert P.params_dict(check_kernel_params(RBF_LINEAR, given, defaults)) == P.params_dict(given)
+    assert P.params_dict(check_kernel_params(RBF(), SEParams(2.0, 1.5), RBF().init_params(X))) == {
+        "lengthscale": 2.0, "amplitude": 1.5}

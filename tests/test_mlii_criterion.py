@@ -75,7 +75,7 @@ def test_mlii_step_raises_the_loo_criterion():
                          kernel="rbf", criterion="loo")
         criterion = jax.jit(gp_loo_log_predictive)
         # THETA as the float64 arrays ML-II returns: one compiled criterion serves both
-        before, after = (float(criterion(theta, X, Y, INV_LAM, GAMMA)) for theta in (_float64(THETA), ml.params))
+        before, after = (float(criterion(theta, X, Y, INV_LAM, GAMMA)) for theta in (_float64(THETA), ml.theta))
     assert after > before + 1e-3
     np.testing.assert_allclose([float(ml.log_z_before), float(ml.log_z_after)], [before, after], rtol=1e-12)
 
@@ -109,7 +109,7 @@ def test_a_prior_step_raises_the_criterion_plus_the_log_prior():
             log_theta, unflatten = flatten(theta)
             return float(criterion(theta, X, Y, INV_LAM, GAMMA)) + float(kernel_log_prior(log_theta, prior, unflatten))
 
-        before, after = total(THETA), total(ml.params)
+        before, after = total(THETA), total(ml.theta)
     assert after > before + 1e-3
     np.testing.assert_allclose([float(ml.log_z_before), float(ml.log_z_after)], [before, after], rtol=1e-10)
 
@@ -140,7 +140,7 @@ def test_loo_criterion_keeps_the_kernel_finite_on_separable_data():
                             max_iter=200, mlii_every=20, mlii_steps=10, optimizer="lbfgs", learning_rate=0.05,
                             estimate_gamma=False, jitter=1e-6, trainable=("lengthscale", "amplitude"), mlii_tol=1e-4,
                             accelerate=True, exact=True, criterion="loo", theta_prior=kernel_prior(start, f64(1e4)))
-    assert float(alone.params.amplitude) > 1e4
+    assert float(alone.theta.amplitude) > 1e4
     est = GPBSVM(inference="ecm", mlii_criterion="loo", kernel_params={"lengthscale": np.sqrt(5.0), "amplitude": 1.0},
                  random_state=0, progress_bar=False).fit(X_sep, y_sep)
     assert est.kernel_params_["amplitude"] < 100.0

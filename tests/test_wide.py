@@ -30,7 +30,8 @@ from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, prior_p
 from bayes_maxmargin.models.linear.posterior import LowRankPosterior, PrecisionPosterior
 from bayes_maxmargin.models.luts.gibbs import draw_inclusions, laplace_zero_conditional
 from bayes_maxmargin.models.luts.model import LutsHyper, MixedData
-from bayes_maxmargin.models.luts.vb import laplace_zero_posterior, q_posterior, vb_gaussian, vb_laplace_zero, vb_penalty
+from bayes_maxmargin.models.luts.posterior import laplace_zero_posterior, q_posterior
+from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_penalty
 
 from ._posterior import assert_posteriors_agree
 

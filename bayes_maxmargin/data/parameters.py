@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from bayes_maxmargin.core.kernels import kernel_name
-from bayes_maxmargin.core.parameters import POSITIVE, SEP, field_values, params_dict, replace_fields
+from bayes_maxmargin.core.parameters import SEP, field_values, params_dict, replace_fields
 from bayes_maxmargin.data.validation import _fmt_value
 
 __all__ = ["InvalidParameterError", "check_kernel_params", "check_option", "check_scalar_param"]
@@ -171,7 +171,7 @@ def check_option(name: str, value: Any, options: Iterable[Any]) -> Any:
     return value
 
 
-def check_kernel_params(kernel: Any, user: Any, defaults: Any) -> Any:
+def check_kernel_params(kernel: Any, kernel_params: Any, defaults: Any) -> Any:
     """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``,
     every field validated.
 
@@ -179,8 +179,8 @@ def check_kernel_params(kernel: Any, user: Any, defaults: Any) -> Any:
     ----------
     kernel : str or Kernel
         The kernel's name or object (:mod:`bayes_maxmargin.core.kernels`), used in the messages.
-    user : dict, NamedTuple or None
-        The estimator's ``kernel_params``: a subset of the fields of ``defaults``, by path for a composed
+    kernel_params : dict, NamedTuple or None
+        The estimator's parameter: a subset of the fields of ``defaults``, by path for a composed
         kernel (``{"k1__lengthscale": 2.0}``, :mod:`bayes_maxmargin.core.parameters`).
     defaults : NamedTuple
         The kernel's parameter container at its initial values (:mod:`bayes_maxmargin.core.kernels`).
@@ -203,28 +203,29 @@ def check_kernel_params(kernel: Any, user: Any, defaults: Any) -> Any:
     kernel_obj, kernel = kernel, kernel_name(kernel)
     current = field_values(defaults)
     fields = ", ".join(current)
-    if hasattr(user, "_asdict"):
-        user = params_dict(user) if type(user) in POSITIVE else user._asdict()
-    if user is not None and not isinstance(user, Mapping):
+    if hasattr(kernel_params, "_asdict"):
+        # a kernel's parameter container (its fields by path), or another NamedTuple (its fields by name)
+        kernel_params = params_dict(kernel_params) if hasattr(kernel_params, "properties") else kernel_params._asdict()
+    if kernel_params is not None and not isinstance(kernel_params, Mapping):
         raise InvalidParameterError(
-            f"Invalid value for kernel_params: {_fmt_value(user)} (must be None or a dict of the fields "
+            f"Invalid value for kernel_params: {_fmt_value(kernel_params)} (must be None or a dict of the fields "
             f"{fields} of the {kernel!r} kernel)"
         )
-    user = dict(user or {})
-    for name in user:
+    kernel_params = dict(kernel_params or {})
+    for name in kernel_params:
         if name not in current:
             raise InvalidParameterError(
                 f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are {fields}"
             )
     values = {}
     for path, value in current.items():
-        if path in user:
+        if path in kernel_params:
             label = f"kernel_params[{path!r}]"
         elif SEP in path:
             label = f"{path} ({_component(kernel_obj, path)}) of kernel {kernel}"
         else:
             label = f"{path} of kernel {kernel}"
-        values[path] = _check_kernel_value(path.rpartition(SEP)[2], user.get(path, value), np.shape(value), label)
+        values[path] = _check_kernel_value(path.rpartition(SEP)[2], kernel_params.get(path, value), np.shape(value), label)
     return replace_fields(defaults, values)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -73,7 +73,7 @@ from bayes_maxmargin.estimators.base import (
     reports_progress,
 )
 from bayes_maxmargin.estimators.multiclass import classes_together
-from bayes_maxmargin.estimators.registry import Method, Registry
+from bayes_maxmargin.estimators.registry import Method, Registry, Settings
 from bayes_maxmargin.models.gp.consistency import check_gp_fit
 from bayes_maxmargin.models.gp.covariance import (
     alpha_from_factor,
@@ -176,62 +176,41 @@ class GPMethod(Method):
         return issubclass(self.posterior, LeaveOneOut)
 
 
-@dataclass(frozen=True)
-class GPSettings:
-    """The parameters of a :class:`GPBSVM` fit, checked once (:meth:`GPBSVM._checked_params`), with the
-    defaults of its inference method filled in. ``kernel``, ``optimize_inducing``, ``num_inducing`` and
-    ``batch_size`` stay None where the defaults depend on the data until the fit resolves them
-    (:func:`default_kernel`, :func:`default_optimize_inducing`, :func:`default_svi_inducing`), and
-    ``run_io`` holds the fit's checkpoint / resume folders. Each field is the estimator parameter of its
-    name, except ``method`` (``inference``, :data:`GP_METHODS`), ``elliptical_steps`` (``marginal_moves``)
-    and ``calibrate`` ("cv" where the link comes from refits, else whether it is learnt at all)."""
+@dataclass(frozen=True, kw_only=True)
+class GPSettings(Settings):
+    """The parameters of a :class:`GPBSVM` fit (:class:`~bayes_maxmargin.estimators.registry.Settings` and
+    GPBSVM's own), checked once (:meth:`GPBSVM._checked_params`), with the defaults of its inference method
+    filled in. ``kernel``, ``optimize_inducing``, ``num_inducing`` and ``batch_size`` stay None where the
+    defaults depend on the data until the fit resolves them (:func:`default_kernel`,
+    :func:`default_optimize_inducing`, :func:`default_svi_inducing`). Each field is the estimator parameter
+    of its name, except ``elliptical_steps`` (``marginal_moves``) and ``calibrate`` ("cv" where the link
+    comes from refits, else whether it is learnt at all)."""
 
     method: GPMethod
     kernel: Any
-    precision: str
     inducing: str
     optimizer: str
-    gamma: float
-    gamma0: float
-    gamma_prior: tuple[float, float] | None
-    gamma0_prior: tuple[float, float] | None
-    max_iter: int | None
     mlii_every: int
     mlii_steps: int
     mlii_tol: float | None
     mlii_criterion: str
     learning_rate: float
-    tol: float
-    solver: str
-    accelerate: bool
-    batch_size: int | None
     num_inducing: int | None
     optimize_inducing: bool | None
-    devices: int | None
-    num_samples: int
-    num_warmup: int
-    num_chains: int
-    thin: int
     jitter: float
     kernel_prior_scale: float
     theta_sampler: str
     elliptical_steps: int
     calibrate: bool | str
-    run_io: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def inference(self) -> str:
-        """The name of the inference method."""
-        return self.method.name
 
 
-def _initial_kernel_params(kernel: str | Kernel, user: Any, X: np.ndarray, dtype: Any) -> Any:
+def _initial_kernel_params(kernel: str | Kernel, kernel_params: Any, X: np.ndarray, dtype: Any) -> Any:
     """Kernel parameters theta to start from: the kernel's (length-scale(s) at the median distance between
     training points and unit amplitude unless set) overridden by the user's ``kernel_params``; a
     ValueError where that distance is too small for ``dtype`` (:func:`check_scale`)."""
     scale = median_distance(X)
     check_scale(scale, dtype=dtype, estimator_name="GPBSVM")
-    return check_kernel_params(kernel, user, as_kernel(kernel).init_params(X, scale))
+    return check_kernel_params(kernel, kernel_params, as_kernel(kernel).init_params(X, scale))
 
 
 def _check_kernel(kernel: Any) -> str | Kernel:
@@ -1201,7 +1180,7 @@ class GPBSVM(_BayesianSVMClassifier):
             accelerate=params.accelerate, exact=exact, criterion=params.mlii_criterion,
             theta_prior=_mlii_prior(theta0, learn, params),
         )
-        objective, log_z, theta = res.objective, res.log_z, res.params
+        objective, log_z, theta = res.objective, res.log_z, res.theta
         if not exact:
             self._check_converged(objective, params)
         alpha = _mode_alpha(theta, X, y, res.inv_lam, res.gamma, params.kernel, params.jitter)
@@ -1226,10 +1205,10 @@ class GPBSVM(_BayesianSVMClassifier):
         )
         self._check_converged(res.objective, params)
         self.inducing_points_ = np.asarray(res.V, dtype=np.float64)
-        alpha = _fitc_alpha(res.params, X, res.V, y, res.inv_lam, res.gamma, params.kernel, params.jitter)
+        alpha = _fitc_alpha(res.theta, X, res.V, y, res.inv_lam, res.gamma, params.kernel, params.jitter)
         self.alpha_ = np.asarray(alpha, dtype=np.float64)
-        mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.params, res.V, params.kernel, params.jitter)
-        return (*self._point_estimate(res.f, res.gamma, res.params, res.objective, res.log_z, estimate_gamma), mode)
+        mode = ModePosterior(X, y, res.inv_lam, res.gamma, res.theta, res.V, params.kernel, params.jitter)
+        return (*self._point_estimate(res.f, res.gamma, res.theta, res.objective, res.log_z, estimate_gamma), mode)
 
     def _check_converged(self, objective, params) -> None:
         """ConvergenceWarning where the final ECM run took its whole ``max_iter`` budget and its last

@@ -4,7 +4,7 @@ models of Luts & Ormerod (2014) as a scikit-learn classifier."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -34,7 +34,7 @@ from bayes_maxmargin.estimators.base import (
     _pointwise_log_lik,
     reports_progress,
 )
-from bayes_maxmargin.estimators.registry import Method, Registry
+from bayes_maxmargin.estimators.registry import Method, Registry, Settings
 from bayes_maxmargin.models.linear.em import linear_em, linear_map
 from bayes_maxmargin.models.linear.gibbs import build_linear_kernel, init_linear, record_linear
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, linear_bsvm, padded_data, prior_precision
@@ -64,16 +64,10 @@ from bayes_maxmargin.models.luts.model import (
     MixedData,
     conditional_fill,
 )
-from bayes_maxmargin.models.luts.vb import (
-    laplace_zero_posterior,
-    q_posterior,
-    vb_gaussian,
-    vb_laplace_zero,
-    vb_missing,
-    vb_penalty,
-)
+from bayes_maxmargin.models.luts.posterior import laplace_zero_posterior, missing_posterior, q_posterior, reordered
+from bayes_maxmargin.models.luts.vb import vb_gaussian, vb_laplace_zero, vb_missing, vb_penalty
 
-__all__ = ["LINEAR_METHODS", "LinearBSVM", "LinearFit", "LinearMethod", "LinearSettings"]
+__all__ = ["LINEAR_METHODS", "LinearBSVM", "LinearFit", "LinearMethod", "LinearSettings", "LutsFit"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,45 +94,25 @@ class LinearMethod(Method):
     streams: bool = False
 
 
-@dataclass(frozen=True)
-class LinearSettings:
-    """The parameters of a :class:`LinearBSVM` fit, checked once (:meth:`LinearBSVM._checked_params`). Each
-    field is the estimator parameter of its name, except ``method`` (``inference``,
-    :data:`LINEAR_METHODS`); ``run_io`` holds the fit's checkpoint / resume folders and ``wide`` whether
-    EM and Gibbs work in the row space of the design (p >= n, set by the fit)."""
+@dataclass(frozen=True, kw_only=True)
+class LinearSettings(Settings):
+    """The parameters of a :class:`LinearBSVM` fit (:class:`~bayes_maxmargin.estimators.registry.Settings`
+    and LinearBSVM's own), checked once (:meth:`LinearBSVM._checked_params`); ``wide`` is whether EM and
+    Gibbs work in the row space of the design (p >= n, set by the fit)."""
 
     method: LinearMethod
     prior: str
     missing: str
     sigma: float
     intercept_scale: float | None
-    gamma: float
-    gamma0: float
-    gamma_prior: tuple[float, float] | None
-    gamma0_prior: tuple[float, float] | None
     rho: float
     A_u: float
     B_u: float
-    precision: str
-    num_samples: int
-    num_warmup: int
-    num_chains: int
-    thin: int
     overrelaxation: float
     marginal_moves: bool
     max_iter: int
-    tol: float
-    solver: str
-    accelerate: bool
     batch_size: int
-    devices: int | None
-    run_io: dict[str, Any] = field(default_factory=dict)
     wide: bool = False
-
-    @property
-    def inference(self) -> str:
-        """The name of the inference method."""
-        return self.method.name
 
 
 class LinearFit(NamedTuple):
@@ -165,6 +139,60 @@ class LinearFit(NamedTuple):
     stats: dict[str, Any]
     gaussian: Any = None
     gamma0: np.ndarray | None = None
+    wide: bool = False
+
+
+class Imputation(NamedTuple):
+    """The missing covariates of a ``missing="model"`` fit (Luts & Ormerod 2014, Sec. 3.3).
+
+    Attributes
+    ----------
+    X : ndarray, shape (n, d)
+        The training inputs with each missing entry at its posterior mean.
+    mean, cov : ndarray
+        The imputation model's mean (d,) and covariance (d, d): posterior means (Gibbs) or their
+        expectations under q (VB).
+    """
+
+    X: np.ndarray
+    mean: np.ndarray
+    cov: np.ndarray
+
+
+class LutsFit(NamedTuple):
+    """What a fit step of Luts & Ormerod's models returns, over the coefficients [beta, b, u] (features,
+    intercept, group effects).
+
+    Attributes
+    ----------
+    posterior : CovariancePosterior or LowRankPosterior or None
+        VB: q of the coefficients; None for Gibbs, whose draws are the posterior.
+    vb : VBResult or None
+        VB: the solver's result (iterations, lower bound).
+    draws : ndarray, shape (chain, draw, p), or None
+        Gibbs: the coefficients' draws.
+    stats : dict
+        Gibbs: ``idata_``'s sample statistics (log joint, the kernels' Info).
+    num_iterations : int
+        Gibbs: the iterations run.
+    sigma_u2 : ndarray, float or None
+        Draws of sigma_u^2 (Gibbs) or its expectation under q (VB); None for Algorithm 1.
+    inclusion : ndarray or None
+        The Laplace-zero prior's inclusion: q's probabilities (VB), the indicators' draws (Gibbs).
+    imputation : Imputation or None
+        ``missing="model"``: the imputed covariates and the imputation model.
+    wide : bool
+        Whether the fit ran in the n-dimensional form (more coefficients than points).
+    """
+
+    posterior: Any = None
+    vb: Any = None
+    draws: np.ndarray | None = None
+    stats: dict[str, Any] | None = None
+    num_iterations: int = 0
+    sigma_u2: Any = None
+    inclusion: np.ndarray | None = None
+    imputation: Imputation | None = None
     wide: bool = False
 
 
@@ -891,7 +919,13 @@ class LinearBSVM(_BayesianSVMClassifier):
 
     def _fit_luts(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> Any:
         """Fit one of Luts & Ormerod's models; store the effective coefficients over [X, 1, Z]. Returns what
-        the mixing check reads (:meth:`_luts_chain_coordinates`; None: the posterior)."""
+        the mixing check reads (:func:`_luts_chain_coordinates`; None: the posterior)."""
+        fit = self._luts_fit(X, y, Z, nan, params)
+        self._store_luts(fit, y, params, n_groups=0 if Z is None else Z.shape[1])
+        return _luts_chain_coordinates(X, fit) if fit.wide else None
+
+    def _luts_fit(self, X: np.ndarray, y: np.ndarray, Z: np.ndarray | None, nan: np.ndarray, params) -> LutsFit:
+        """The fit step of Luts & Ormerod's models: VB (Algorithms 1-4) or Gibbs, by the prior and the data."""
         x64 = params.precision == "float64"
         dtype = np.float64 if x64 else np.float32
         n, d = X.shape
@@ -903,8 +937,16 @@ class LinearBSVM(_BayesianSVMClassifier):
         run = dict(num_warmup=params.num_warmup, num_samples=params.num_samples, thin=params.thin,
                    progress_bar=self.progress_bar, **params.run_io)
         tol, vb_kw = params.tol, dict(max_iter=params.max_iter, accelerate=params.accelerate)
-        out: dict[str, Any] = {}
         order = np.r_[1 : d + 1, 0]  # [intercept, features] -> [features, intercept]
+
+        def vb_sigma_u2(st, m):  # E_q[sigma_u^2] = B / (A + m / 2 - 1), where finite
+            return float(st.B_sigma / (params.A_u + m / 2 - 1)) if params.A_u + m / 2 > 1 else np.nan
+
+        def gibbs(r, **extra) -> LutsFit:
+            s = r.samples
+            return LutsFit(stats={"log_joint": np.asarray(s["log_joint"]), **r.info}, num_iterations=r.num_iterations,
+                           sigma_u2=s["sigma_u2"], **extra)
+
         with float_precision(x64):
             yj = jnp.asarray(y, dtype)
 
@@ -913,54 +955,50 @@ class LinearBSVM(_BayesianSVMClassifier):
                                  adapt_steps=jnp.asarray(params.num_warmup, jnp.int32))
 
             if nan.any():  # Sec. 3.3, Algorithm 4 / Appendix C
-                out.update(nan=nan, X=X)
                 obs = (~nan).astype(dtype)
                 data = MissingData(jnp.asarray(np.where(nan, 0.0, X), dtype), jnp.asarray(obs), yj)
                 imp = ImputationHyper(jnp.asarray(1e8, dtype), jnp.asarray(0.01 * np.eye(d), dtype),
                                       jnp.asarray(max(3.0, float(d)), dtype))
                 h = hyper(sb2_int)
+
+                def imputed(filled, mean, cov) -> Imputation:
+                    return Imputation(np.where(nan, np.asarray(filled, dtype=np.float64), X),
+                                      np.asarray(mean, dtype=np.float64), np.asarray(cov, dtype=np.float64))
+
                 if vb:
                     res = self._solve_resumable(params.run_io, vb_missing, data, h, imp, tol, **vb_kw)
                     st = res.state
                     nu_q = float(imp.nu) + n
-                    out.update(mean=np.asarray(st.mean)[order], cov=np.asarray(st.cov)[np.ix_(order, order)],
-                               sigma_u2=float(st.B_sigma / (params.A_u + d / 2 - 1)) if params.A_u + d / 2 > 1 else np.nan,
-                               X_imputed=np.asarray(st.D_mean), res=res, imputation_mean=np.asarray(st.mu_mean),
-                               imputation_cov=np.asarray(st.Psi_q) / (nu_q - d - 1))  # E_q[Sigma] of IW(Psi_q, nu + n)
-                else:
-                    coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
-                    state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp,
-                                        directions=params.marginal_moves)
-                    r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
-                    s = r.samples
-                    out.update(draws=s["coef"][..., order], sigma_u2=s["sigma_u2"], X_imputed=s["D"].mean(axis=(0, 1)),
-                               n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
-                               imputation_mean=s["mu"].mean(axis=(0, 1)), imputation_cov=s["Sigma"].mean(axis=(0, 1)))
-            elif params.prior == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
+                    return LutsFit(posterior=reordered(missing_posterior(st), order), vb=res,
+                                   sigma_u2=vb_sigma_u2(st, d),  # E_q[Sigma] of IW(Psi_q, nu + n) below
+                                   imputation=imputed(st.D_mean, st.mu_mean, np.asarray(st.Psi_q) / (nu_q - d - 1)))
+                coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
+                state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp,
+                                    directions=params.marginal_moves)
+                r = self._solve(run_chains, build_missing_kernel(), record_missing, state, key, data, (h, imp), **run)
+                s = r.samples
+                return gibbs(r, draws=s["coef"][..., order], imputation=imputed(
+                    s["D"].mean(axis=(0, 1)), s["mu"].mean(axis=(0, 1)), s["Sigma"].mean(axis=(0, 1))))
+            if params.prior == "laplace_zero":  # Sec. 3.2, Algorithm 3 / Appendix B
                 data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                 h = hyper(sb2_int)
                 wide = _luts_wide_form(n, 1 + d)
                 if vb:
                     res = self._solve_resumable(params.run_io, vb_laplace_zero, data, h, None, tol, wide=wide, **vb_kw)
                     st = res.state
-                    out.update(posterior=_reordered(laplace_zero_posterior(st), order),
-                               inclusion=np.asarray(st.mu_gamma),
-                               sigma_u2=float(st.B_sigma / (params.A_u + d / 2 - 1)) if params.A_u + d / 2 > 1 else np.nan,
-                               res=res)
-                else:
-                    v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
-                    state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
-                                        np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h,
-                                        directions=params.marginal_moves and not wide)
-                    r = self._solve(run_chains, build_laplace_zero_kernel(wide), record_laplace_zero, state, key, data, h,
-                                    **run)
-                    s = r.samples
-                    draws = np.empty(s["u"].shape[:-1] + (d + 1,))  # [u, beta], C-ordered: no copy to flatten it
-                    draws[..., :d], draws[..., d:] = s["u"], s["beta"]
-                    out.update(draws=draws, inclusion_draws=s["gamma"],
-                               sigma_u2=s["sigma_u2"], n_iter=r.num_iterations, log_joint=s["log_joint"], info=r.info,
-                               wide=wide)
-            elif params.prior == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
+                    return LutsFit(posterior=reordered(laplace_zero_posterior(st), order), vb=res,
+                                   sigma_u2=vb_sigma_u2(st, d), inclusion=np.asarray(st.mu_gamma))
+                v0 = 0.1 * _chain_normals(key, chains, (d,), dtype)
+                state = init_chains(init_laplace_zero, (None, 0, None, None, None, None),
+                                    np.zeros(1, dtype), v0, np.ones(d, dtype), 1.0, data, h,
+                                    directions=params.marginal_moves and not wide)
+                r = self._solve(run_chains, build_laplace_zero_kernel(wide), record_laplace_zero, state, key, data, h,
+                                **run)
+                s = r.samples
+                draws = np.empty(s["u"].shape[:-1] + (d + 1,))  # [u, beta], C-ordered: no copy to flatten it
+                draws[..., :d], draws[..., d:] = s["u"], s["beta"]
+                return gibbs(r, draws=draws, inclusion=s["gamma"], wide=wide)
+            if params.prior == "penalty" or Z is not None:  # Sec. 3.1, Algorithm 2 / Appendix A
                 if Z is None:  # Example 1: X = 1, Z = features
                     data = MixedData(jnp.ones((n, 1), dtype), jnp.asarray(X, dtype), yj)
                     h = hyper(sb2_int)
@@ -973,30 +1011,23 @@ class LinearBSVM(_BayesianSVMClassifier):
                 wide = _luts_wide_form(n, data.X.shape[1] + m)
                 if vb:
                     res = self._solve_resumable(params.run_io, vb_penalty, data, h, tol, wide=wide, **vb_kw)
-                    st = res.state
-                    out.update(posterior=_reordered(q_posterior(st), perm),
-                               sigma_u2=float(st.B_sigma / (params.A_u + m / 2 - 1)) if params.A_u + m / 2 > 1 else np.nan,
-                               res=res)
-                else:
-                    coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
-                    state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h,
-                                        directions=params.marginal_moves and not wide)
-                    r = self._solve(run_chains, build_mixed_kernel(params.overrelaxation, wide), record_mixed, state, key,
-                                    data, h, **run)
-                    s = r.samples
-                    out.update(draws=s["coef"][..., perm], sigma_u2=s["sigma_u2"], n_iter=r.num_iterations,
-                               log_joint=s["log_joint"], info=r.info, wide=wide)
-            else:  # Algorithm 1: prior="gaussian", inference="vb"
-                design = self._design(X)
-                prec = prior_precision(d, params.sigma, s_int, self.fit_intercept)
-                wide = use_wide_form(*design.shape, prec)
-                res = self._solve_resumable(params.run_io, vb_gaussian, LinearData(jnp.asarray(design, dtype), yj),
-                                            jnp.asarray(prec, dtype), tol, wide=wide, **vb_kw)
-                out.update(posterior=q_posterior(res.state), res=res)  # wide: no p x p matrix
-        self._store_luts(out, y, params, n_groups=0 if Z is None else Z.shape[1])
-        return _luts_chain_coordinates(X, out) if out.get("wide") else None
+                    return LutsFit(posterior=reordered(q_posterior(res.state), perm), vb=res,
+                                   sigma_u2=vb_sigma_u2(res.state, m))
+                coef0 = 0.1 * _chain_normals(key, chains, (data.X.shape[1] + m,), dtype)
+                state = init_chains(init_mixed, (0, None, None, None), coef0, 1.0, data, h,
+                                    directions=params.marginal_moves and not wide)
+                r = self._solve(run_chains, build_mixed_kernel(params.overrelaxation, wide), record_mixed, state, key,
+                                data, h, **run)
+                return gibbs(r, draws=r.samples["coef"][..., perm], wide=wide)
+            # Algorithm 1: prior="gaussian", inference="vb"
+            design = self._design(X)
+            prec = prior_precision(d, params.sigma, s_int, self.fit_intercept)
+            wide = use_wide_form(*design.shape, prec)
+            res = self._solve_resumable(params.run_io, vb_gaussian, LinearData(jnp.asarray(design, dtype), yj),
+                                        jnp.asarray(prec, dtype), tol, wide=wide, **vb_kw)
+            return LutsFit(posterior=q_posterior(res.state), vb=res)  # wide: no p x p matrix
 
-    def _store_luts(self, out: dict[str, Any], y: np.ndarray, params, n_groups: int) -> None:
+    def _store_luts(self, fit: LutsFit, y: np.ndarray, params, n_groups: int) -> None:
         d = self.n_features_in_
         names = getattr(self, "feature_names_in_", None)
         features = list(names) if names is not None else [f"x{j}" for j in range(d)]
@@ -1005,11 +1036,9 @@ class LinearBSVM(_BayesianSVMClassifier):
         if n_groups:
             coords["group"] = [str(g) for g in self.groups_]
             dims["random_effects"] = ["group"]
-        stats: dict[str, np.ndarray] = {}
-        if "res" in out:  # VB: independent draws of q(beta)
-            res = out["res"]
-            self.n_iter_ = int(res.n_iter)
-            self.lower_bound_ = np.asarray(res.lower_bound[: self.n_iter_], dtype=np.float64)
+        if fit.vb is not None:  # VB: independent draws of q(beta)
+            self.n_iter_ = int(fit.vb.n_iter)
+            self.lower_bound_ = np.asarray(fit.vb.lower_bound[: self.n_iter_], dtype=np.float64)
             if not np.all(np.isfinite(self.lower_bound_)):
                 raise NonFiniteStateError(
                     f"VB produced a non-finite lower bound; check the data scale{float64_hint(params.precision)}."
@@ -1017,26 +1046,19 @@ class LinearBSVM(_BayesianSVMClassifier):
             if self.n_iter_ == params.max_iter:
                 warnings.warn(f"VB stopped at max_iter={self.n_iter_} before the lower bound converged; increase max_iter.",
                               ConvergenceWarning, stacklevel=3)
-            if "posterior" in out:
-                self._posterior = out["posterior"]
-            else:  # Algorithm 4
-                self._posterior = CovariancePosterior(np.asarray(out["mean"], dtype=np.float64),
-                                                      np.asarray(out["cov"], dtype=np.float64))
-            mean = self._posterior.mean
+            self._posterior = fit.posterior
             if isinstance(self._posterior, CovariancePosterior):  # the n-dimensional form holds no p x p matrix
                 self.coef_cov_ = self._posterior.cov
             draws = self._posterior.sample(self._fit_seed(), APPROXIMATION_DRAWS)
             stats = {"lower_bound": self.lower_bound_[None, None]}
-            inclusion = out.get("inclusion")
-            sigma_u2 = out.get("sigma_u2")
+            inclusion = fit.inclusion
         else:
-            self.n_iter_ = out["n_iter"]
-            draws = np.asarray(out["draws"], dtype=np.float64)
+            self.n_iter_ = fit.num_iterations
+            draws = np.asarray(fit.draws, dtype=np.float64)
             self._posterior = DrawsPosterior(draws.reshape(-1, draws.shape[-1]))
-            mean = self._posterior.mean
-            stats = {"log_joint": np.asarray(out["log_joint"]), **out["info"]}
-            inclusion = out["inclusion_draws"].mean(axis=(0, 1)) if "inclusion_draws" in out else None
-            sigma_u2 = out.get("sigma_u2")
+            stats = fit.stats
+            inclusion = None if fit.inclusion is None else fit.inclusion.mean(axis=(0, 1))
+        mean = self._posterior.mean
         self.coef_ = mean[None, :d]
         self.intercept_ = np.array([mean[d]]) if self.fit_intercept else np.zeros(1)
         posterior = {"beta": draws[..., :d]}
@@ -1046,8 +1068,8 @@ class LinearBSVM(_BayesianSVMClassifier):
             self.random_effects_ = mean[d + 1 :]
             posterior["random_effects"] = draws[..., d + 1 :]
         constant = None
-        if sigma_u2 is not None:
-            s2 = np.asarray(sigma_u2, dtype=np.float64)
+        if fit.sigma_u2 is not None:
+            s2 = np.asarray(fit.sigma_u2, dtype=np.float64)
             self.sigma_u2_ = float(s2.mean())
             if s2.ndim == 2:
                 posterior["sigma_u2"] = s2
@@ -1055,18 +1077,16 @@ class LinearBSVM(_BayesianSVMClassifier):
                 constant = {"sigma_u2": np.float64(self.sigma_u2_)}
         if inclusion is not None:  # Gibbs: draws of the indicators; VB: q's probabilities, an attribute only
             self.inclusion_probabilities_ = np.asarray(inclusion, dtype=np.float64)
-            if "inclusion_draws" in out:
-                posterior["inclusion"] = np.asarray(out["inclusion_draws"], dtype=np.float64)
-        if "X_imputed" in out:
-            self.X_imputed_ = np.where(out["nan"], np.asarray(out["X_imputed"], dtype=np.float64), out["X"])
-            self.imputation_mean_ = np.asarray(out["imputation_mean"], dtype=np.float64)
-            self.imputation_cov_ = np.asarray(out["imputation_cov"], dtype=np.float64)
+            if fit.vb is None:
+                posterior["inclusion"] = np.asarray(fit.inclusion, dtype=np.float64)
+        if fit.imputation is not None:
+            self.X_imputed_, self.imputation_mean_, self.imputation_cov_ = fit.imputation
         self.gamma_ = 1.0
         self.idata_ = to_inference_data(
             posterior, sample_stats=stats, observed_data={"y": y}, constant_data=constant, coords=coords, dims=dims,
             attrs={"model": f"linear-{params.prior}", "inference": params.inference,
                    "bayes_maxmargin_version": __version__},
-            approximation="q(beta) of mean-field VB" if "res" in out else None,
+            approximation="q(beta) of mean-field VB" if fit.vb is not None else None,
         )
 
     # ------------------------------------------------------------------ prediction
@@ -1192,7 +1212,7 @@ def _luts_wide_form(n: int, n_coef: int) -> bool:
     return use_wide_form(n, n_coef, np.ones(1))
 
 
-def _luts_chain_coordinates(X: np.ndarray, out: dict[str, Any]) -> Any:
+def _luts_chain_coordinates(X: np.ndarray, fit: LutsFit) -> Any:
     """What the chains of a wide Luts & Ormerod Gibbs fit move, for its mixing check: the feature
     coefficients' coordinates in the row space of X (r <= n of them, all the data inform), the intercept,
     the random intercepts, sigma_u^2 and, for the Laplace-zero prior, the number of included features.
@@ -1205,24 +1225,16 @@ def _luts_chain_coordinates(X: np.ndarray, out: dict[str, Any]) -> Any:
     (checking them took longer than the sampling).
     """
     d = X.shape[1]
-    draws = np.asarray(out["draws"], dtype=np.float64)
+    draws = np.asarray(fit.draws, dtype=np.float64)
     basis = row_space(X, np.ones(d)).basis  # the coordinates of an isotropic prior's coefficients: basis @ w
     to_rows = np.vstack([basis.T, np.zeros((draws.shape[-1] - d, basis.shape[0]))])  # the other coefficients: 0
     chains = {"coef_row_space": draws @ to_rows, "intercept": draws[..., d]}
     if draws.shape[-1] > d + 1:
         chains["random_effects"] = draws[..., d + 1:]
-    chains["sigma_u2"] = np.asarray(out["sigma_u2"], dtype=np.float64)
-    if "inclusion_draws" in out:
-        chains["model_size"] = np.sum(out["inclusion_draws"], axis=-1, dtype=np.float64)
+    chains["sigma_u2"] = np.asarray(fit.sigma_u2, dtype=np.float64)
+    if fit.inclusion is not None:
+        chains["model_size"] = np.sum(fit.inclusion, axis=-1, dtype=np.float64)
     return to_inference_data(chains)
-
-
-def _reordered(post: CovariancePosterior | LowRankPosterior, order: np.ndarray
-               ) -> CovariancePosterior | LowRankPosterior:
-    """The Gaussian ``post`` of the coefficients taken in ``order``."""
-    if isinstance(post, LowRankPosterior):
-        return LowRankPosterior(post.mean[order], post.prior_var[order], post.half[:, order])
-    return CovariancePosterior(post.mean[order], post.cov[np.ix_(order, order)])
 
 
 def _posterior_from_attributes(state: dict[str, Any], inference: str) -> dict[str, Any]:

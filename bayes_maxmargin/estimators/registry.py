@@ -19,12 +19,12 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from bayes_maxmargin.data.parameters import check_option
 
-__all__ = ["Method", "Registry"]
+__all__ = ["Method", "Registry", "Settings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +65,38 @@ class Method:
 
 
 M = TypeVar("M", bound=Method)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The parameters of a fit, checked once by the estimator, with its method's defaults filled in: what
+    every family's settings hold (the families add their own fields). Each field is the estimator
+    parameter of its name, except ``method`` (``inference``, the family's :class:`Registry`) and
+    ``run_io``, the fit's checkpoint / resume folders.
+    """
+
+    method: Method
+    precision: str
+    gamma: float
+    gamma0: float
+    gamma_prior: tuple[float, float] | None
+    gamma0_prior: tuple[float, float] | None
+    num_samples: int
+    num_warmup: int
+    num_chains: int
+    thin: int
+    max_iter: int | None
+    tol: float
+    solver: str
+    accelerate: bool
+    batch_size: int | None
+    devices: int | None
+    run_io: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inference(self) -> str:
+        """The name of the inference method."""
+        return self.method.name
 
 
 class Registry(Mapping[str, M], Generic[M]):

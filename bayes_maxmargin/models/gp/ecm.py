@@ -321,20 +321,20 @@ def gp_map(cov: GPData, hyper: GPHyper, tol: ArrayLike, *, max_iter: int) -> GPE
 
 
 # --------------------------------------------------------------------------- ML-II, eq. (9)
-def criterion_covariance(params: Any, X: ArrayLike, y: ArrayLike, V: ArrayLike | None, kernel: str | KernelFn,
+def criterion_covariance(theta: Any, X: ArrayLike, y: ArrayLike, V: ArrayLike | None, kernel: str | KernelFn,
                          jitter: float) -> Covariance:
     """The prior covariance at theta (and V) as the ML-II criteria and the leave-one-out moments read it:
     the dense K_theta without a factor of its own (they factorise K + Lambda / gamma), or the FITC
     factors on the pseudo-inputs ``V`` (eq. 10)."""
     X = as_2d(X)
     if V is None:
-        K = prior_covariance(X, kernel, params, jitter)
+        K = prior_covariance(X, kernel, theta, jitter)
         return GPData(K, jnp.asarray(y, K.dtype), None)
-    return fitc_factors(params, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
+    return fitc_factors(theta, X, jnp.asarray(as_2d(V), X.dtype), y, kernel, jitter)
 
 
 def gp_log_marginal(
-    params: Any,
+    theta: Any,
     X: ArrayLike,
     y: ArrayLike,
     inv_lam: ArrayLike,
@@ -348,11 +348,11 @@ def gp_log_marginal(
     dense K_theta, eq. (10) with its FITC form on the pseudo-inputs ``V``.
 
     :func:`~bayes_maxmargin.models.gp.covariance.log_marginal` at theta (and V); differentiable in
-    ``params`` and ``V``.
+    ``theta`` and ``V``.
 
     Parameters
     ----------
-    params : NamedTuple
+    theta : NamedTuple
         Kernel parameters theta.
     X, y : ArrayLike, shapes (n, d) and (n,)
         Training inputs and their labels coded +-1.
@@ -369,7 +369,7 @@ def gp_log_marginal(
         :func:`~bayes_maxmargin.models.gp.model.prior_covariance`; absolute jitter of K_mm and K_nn
         under FITC).
     """
-    cov = criterion_covariance(params, X, y, V, kernel, jitter)
+    cov = criterion_covariance(theta, X, y, V, kernel, jitter)
     return log_marginal(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
 
 
@@ -378,7 +378,7 @@ MLII_CRITERIA = ("evidence", "loo")
 
 
 def gp_loo_log_predictive(
-    params: Any,
+    theta: Any,
     X: ArrayLike,
     y: ArrayLike,
     inv_lam: ArrayLike,
@@ -393,9 +393,9 @@ def gp_loo_log_predictive(
     of each training point from the others, with the leave-one-out mean and variance ``(m_n, s_n)`` of f_n
     (:func:`~bayes_maxmargin.models.gp.covariance.loo_moments`; Rasmussen & Williams 2006, eq. 5.12),
     the predictive criterion of Sundararajan & Keerthi (2001) for choosing the kernel parameters.
-    Differentiable in ``params`` and ``V``; arguments as :func:`gp_log_marginal`.
+    Differentiable in ``theta`` and ``V``; arguments as :func:`gp_log_marginal`.
     """
-    cov = criterion_covariance(params, X, y, V, kernel, jitter)
+    cov = criterion_covariance(theta, X, y, V, kernel, jitter)
     mean, var = loo_moments(cov, jnp.asarray(inv_lam, cov.y.dtype), jnp.asarray(gamma, cov.y.dtype))
     return jnp.sum(jax.scipy.special.log_ndtr(cov.y * mean / jnp.sqrt(1.0 + jnp.maximum(var, 0.0))))
 
@@ -409,7 +409,7 @@ class MLIIResult(NamedTuple):
 
     Attributes
     ----------
-    params : NamedTuple
+    theta : NamedTuple
         Updated kernel parameters (the best iterate of the optimiser).
     V : Array or None
         Updated FITC pseudo-inputs (None for the dense prior).
@@ -418,7 +418,7 @@ class MLIIResult(NamedTuple):
         initial and at the returned parameters (after >= before).
     """
 
-    params: Any
+    theta: Any
     V: Array | None
     log_z_before: Array
     log_z_after: Array
@@ -430,7 +430,7 @@ class MLIIResult(NamedTuple):
                      "tol", "criterion"),
 )
 def mlii_update(
-    params: Any,
+    theta: Any,
     X: Array,
     y: Array,
     inv_lam: Array,
@@ -460,7 +460,7 @@ def mlii_update(
 
     Parameters
     ----------
-    params : NamedTuple
+    theta : NamedTuple
         Current kernel parameters theta.
     X, y : Array
         Training inputs (n, d) and +-1 labels (n,).
@@ -498,7 +498,7 @@ def mlii_update(
         is added to the criterion (MAP-II; ``log_z_before`` / ``log_z_after`` include it); None: the
         criterion alone.
     """
-    log_theta0, unflatten = flatten(params)
+    log_theta0, unflatten = flatten(theta)
     trainable = unflatten.paths if trainable is None else trainable
 
     def theta_of(log_theta):
@@ -683,7 +683,7 @@ class GPECMMLIIResult(NamedTuple):
     ----------
     f, gamma, inv_lam : Array
         Final ECM state at the final kernel parameters (as in :class:`GPECMResult`).
-    params : NamedTuple
+    theta : NamedTuple
         Final kernel parameters theta.
     V : Array or None
         Final FITC pseudo-inputs (None for the dense prior).
@@ -695,18 +695,18 @@ class GPECMMLIIResult(NamedTuple):
     log_z : Array, shape (n_rounds, 2)
         ML-II's objective (log Z of eq. (9) / (10), or the criterion given, plus the log prior if any) before
         and after each ML-II step.
-    params_trace : NamedTuple of arrays, leading axis n_rounds
+    theta_trace : NamedTuple of arrays, leading axis n_rounds
         Kernel parameters after each ML-II step.
     """
 
     f: Array
     gamma: Array
     inv_lam: Array
-    params: Any
+    theta: Any
     V: Array | None
     objective: Array
     log_z: Array
-    params_trace: Any
+    theta_trace: Any
 
 
 @partial(
@@ -731,7 +731,7 @@ class GPECMMLIIResult(NamedTuple):
 def gp_ecm_mlii(
     X: Array,
     y: Array,
-    params0: Any,
+    theta0: Any,
     hyper: GPHyper,
     tol: ArrayLike = 1e-10,
     *,
@@ -775,7 +775,7 @@ def gp_ecm_mlii(
         Training inputs.
     y : Array, shape (n,)
         Labels coded +-1.
-    params0 : NamedTuple
+    theta0 : NamedTuple
         Initial kernel parameters theta.
     hyper : GPHyper
         Hyperparameters; ``hyper.gamma`` is the fixed or initial gamma.
@@ -830,48 +830,48 @@ def gp_ecm_mlii(
         check_num_inducing(V0.shape[0], X.shape[0])
     dtype = X.dtype
     y = jnp.asarray(y, dtype)
-    params0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), params0)
-    theta0 = (params0, jnp.asarray(V0, dtype)) if sparse else params0
+    theta0 = jax.tree.map(lambda a: jnp.asarray(a, dtype), theta0)
+    point0 = (theta0, jnp.asarray(V0, dtype)) if sparse else theta0  # what ML-II moves: theta (and V)
 
-    def prior(theta) -> Covariance:
+    def prior(point) -> Covariance:
         if sparse:
-            params, V = theta
-            return fitc_factors(params, X, V, y, kernel, jitter)
-        return gp_data(prior_covariance(X, kernel, theta, jitter), y)
+            theta, V = point
+            return fitc_factors(theta, X, V, y, kernel, jitter)
+        return gp_data(prior_covariance(X, kernel, point, jitter), y)
 
-    def run_ecm(theta, f, gamma, iters):
-        return gp_ecm(f, prior(theta), hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma,
+    def run_ecm(point, f, gamma, iters):
+        return gp_ecm(f, prior(point), hyper._replace(gamma=gamma), tol, max_iter=iters, estimate_gamma=estimate_gamma,
                       accelerate=accelerate)
 
-    def run_exact(theta, f, gamma, iters):
-        return gp_map(prior(theta), hyper._replace(gamma=gamma), tol, max_iter=iters)
+    def run_exact(point, f, gamma, iters):
+        return gp_map(prior(point), hyper._replace(gamma=gamma), tol, max_iter=iters)
 
-    def split(theta):
-        return theta if sparse else (theta, None)
+    def split(point):
+        return point if sparse else (point, None)
 
     f_init = jnp.zeros(X.shape[0], dtype)
     gamma_init = jnp.asarray(hyper.gamma, dtype)
     if mlii_every <= 0 or mlii_steps <= 0:  # ECM only, at fixed theta (and V)
-        res = (run_exact if exact else run_ecm)(theta0, f_init, gamma_init, max_iter)
-        no_rounds = jax.tree.map(lambda a: jnp.zeros((0,) + a.shape, a.dtype), params0)
-        return GPECMMLIIResult(res.f, res.gamma, res.inv_lam, *split(theta0), res.objective[None],
+        res = (run_exact if exact else run_ecm)(point0, f_init, gamma_init, max_iter)
+        no_rounds = jax.tree.map(lambda a: jnp.zeros((0,) + a.shape, a.dtype), theta0)
+        return GPECMMLIIResult(res.f, res.gamma, res.inv_lam, *split(point0), res.objective[None],
                                jnp.zeros((0, 2), dtype), no_rounds)
 
-    def mlii(theta, inv_lam, gamma):
-        params, V = split(theta)
+    def mlii(point, inv_lam, gamma):
+        theta, V = split(point)
         ml = mlii_update(
-            params, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
+            theta, X, y, inv_lam, gamma, V=V, kernel=kernel, steps=mlii_steps, optimizer=optimizer,
             learning_rate=learning_rate, optimize_inducing=optimize_inducing, jitter=jitter, trainable=trainable,
             tol=mlii_tol, criterion=criterion, theta_prior=theta_prior,
         )
-        return ((ml.params, ml.V) if sparse else ml.params), ml.log_z_before, ml.log_z_after
+        return ((ml.theta, ml.V) if sparse else ml.theta), ml.log_z_before, ml.log_z_after
 
-    final, theta, objective, log_z, theta_trace = alternate_ecm_mlii(
-        run_ecm, mlii, theta0, f_init, gamma_init, max(max_iter // mlii_every, 1), mlii_every, max_iter,
+    final, point, objective, log_z, point_trace = alternate_ecm_mlii(
+        run_ecm, mlii, point0, f_init, gamma_init, max(max_iter // mlii_every, 1), mlii_every, max_iter,
         gamma0=hyper.gamma0, stop_tol=mlii_tol, run_final=run_exact if exact else None,
     )
-    params_trace = theta_trace[0] if sparse else theta_trace
-    return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, *split(theta), objective, log_z, params_trace)
+    theta_trace = point_trace[0] if sparse else point_trace
+    return GPECMMLIIResult(final.f, final.gamma, final.inv_lam, *split(point), objective, log_z, theta_trace)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -882,7 +882,7 @@ def gp_predict(
     y: Array,
     inv_lam: Array,
     gamma: Array,
-    params: Any,
+    theta: Any,
     *,
     V: Array | None = None,
     kernel: str | KernelFn = "rbf",
@@ -911,7 +911,7 @@ def gp_predict(
         Final omega = E[1 / lambda] (e.g. :attr:`GPECMResult.inv_lam`).
     gamma : Array
         Final gamma.
-    params : NamedTuple
+    theta : NamedTuple
         Kernel parameters theta.
     V : Array, shape (M, d), optional
         FITC pseudo-inputs of the fit; None for the dense prior.
@@ -932,20 +932,20 @@ def gp_predict(
     inv_lam = jnp.asarray(inv_lam, X_train.dtype)
     gamma = jnp.asarray(gamma, X_train.dtype)
     if V is None:
-        K = prior_covariance(X_train, kfn, params, jitter)
+        K = prior_covariance(X_train, kfn, theta, jitter)
         s, chol_b = scaled_factor(K, inv_lam, gamma)
         alpha = alpha_from_factor(s, chol_b, jnp.asarray(y, K.dtype), inv_lam, gamma)
 
         def one_block(Xb):
-            Kb = kfn(params, X_train, Xb)  # (n, chunk)
+            Kb = kfn(theta, X_train, Xb)  # (n, chunk)
             half = solve_triangular(chol_b, s[:, None] * Kb, lower=True)
-            return Kb.T @ alpha, kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
+            return Kb.T @ alpha, kernel_diag(kfn, theta, Xb) - jnp.sum(half**2, axis=0)
 
         return map_row_chunks(one_block, X_test, chunk)
 
     V = jnp.asarray(as_2d(V), X_train.dtype)
-    fac = fitc_factors(params, X_train, V, y, kernel, jitter)
-    L = chol_mm(kfn, params, V, jitter)
+    fac = fitc_factors(theta, X_train, V, y, kernel, jitter)
+    L = chol_mm(kfn, theta, V, jitter)
     g = fac.dq + 1.0 / (gamma * inv_lam)
     # one Woodbury solve for both right-hand sides: [alpha, (Kf + Lambda / gamma)^-1 U]
     rhs = jnp.column_stack([pseudo_obs(fac.y, inv_lam), fac.U])
@@ -953,8 +953,8 @@ def gp_predict(
     Ua, P = sol[:, 0], 0.5 * (sol[:, 1:] + sol[:, 1:].T)
 
     def one_block_fitc(Xb):
-        A = solve_triangular(L, kfn(params, V, Xb), lower=True)  # (M, chunk)
-        return A.T @ Ua, kernel_diag(kfn, params, Xb) - jnp.sum(A * (P @ A), axis=0)
+        A = solve_triangular(L, kfn(theta, V, Xb), lower=True)  # (M, chunk)
+        return A.T @ Ua, kernel_diag(kfn, theta, Xb) - jnp.sum(A * (P @ A), axis=0)
 
     return map_row_chunks(one_block_fitc, X_test, chunk)
 
@@ -964,7 +964,7 @@ def gp_predict_from_draws(
     X_train: Array,
     X_test: Array,
     F: Array,
-    params: Any,
+    theta: Any,
     *,
     kernel: str | KernelFn = "rbf",
     jitter: float = 1e-6,
@@ -982,8 +982,8 @@ def gp_predict_from_draws(
     X_train : Array, shape (n, d)
     X_test : Array, shape (m, d)
     F : Array, shape (S, n)
-        Draws of f at the training inputs, all at the kernel parameters ``params``.
-    params : NamedTuple
+        Draws of f at the training inputs, all at the kernel parameters ``theta``.
+    theta : NamedTuple
         Kernel parameters theta.
     kernel, jitter, chunk
         As in :func:`gp_predict`.
@@ -1003,14 +1003,14 @@ def gp_predict_from_draws(
         X_train = X_train[:, None]
     X_test = jnp.asarray(X_test, X_train.dtype).reshape(-1, X_train.shape[1])
     kfn = get_kernel(kernel)
-    chol, _ = jittered_cholesky(prior_covariance(X_train, kfn, params, jitter))
+    chol, _ = jittered_cholesky(prior_covariance(X_train, kfn, theta, jitter))
     A = cho_solve((chol, True), jnp.asarray(F, X_train.dtype).T)  # (n, S)
 
     def one_block(Xb):
-        Kb = kfn(params, X_train, Xb)  # (n, chunk)
+        Kb = kfn(theta, X_train, Xb)  # (n, chunk)
         means = Kb.T @ A  # (chunk, S)
         half = solve_triangular(chol, Kb, lower=True)
-        cond_var = kernel_diag(kfn, params, Xb) - jnp.sum(half**2, axis=0)
+        cond_var = kernel_diag(kfn, theta, Xb) - jnp.sum(half**2, axis=0)
         return means.mean(axis=1), (means**2).mean(axis=1), cond_var
 
     return map_row_chunks(one_block, X_test, chunk)
@@ -1021,7 +1021,7 @@ def gp_predict_from_theta_draws(
     X_train: Array,
     X_test: Array,
     F: Array,
-    params: Any,
+    theta: Any,
     *,
     kernel: str | KernelFn = "rbf",
     jitter: float = 1e-6,
@@ -1038,7 +1038,7 @@ def gp_predict_from_theta_draws(
         As in :func:`gp_predict_from_draws`.
     F : Array, shape (S, n)
         Draws of f.
-    params : NamedTuple
+    theta : NamedTuple
         The kernel parameters of each draw: its positive fields with leading axis S (fixed fields, the
         polynomial degree, as they are).
 
@@ -1049,10 +1049,10 @@ def gp_predict_from_theta_draws(
 
     def one(draw):
         values, f = draw
-        theta = replace_fields(params, values)
-        return gp_predict_from_draws(X_train, X_test, f[None], theta, kernel=kernel, jitter=jitter, chunk=chunk)
+        drawn = replace_fields(theta, values)
+        return gp_predict_from_draws(X_train, X_test, f[None], drawn, kernel=kernel, jitter=jitter, chunk=chunk)
 
-    sampled = {path: value for path, value in field_values(params).items() if path in free_fields(params)}
+    sampled = {path: value for path, value in field_values(theta).items() if path in free_fields(theta)}
     mean, mean_sq, cond_var = jax.lax.map(one, (sampled, F))
     m = mean.mean(axis=0)
     return m, jnp.maximum((mean_sq + cond_var).mean(axis=0) - m**2, 0.0)
@@ -1064,7 +1064,7 @@ def gp_predict_proba(
     y: ArrayLike,
     inv_lam: ArrayLike,
     gamma: ArrayLike,
-    params: Any,
+    theta: Any,
     *,
     V: ArrayLike | None = None,
     kernel: str | KernelFn = "rbf",
@@ -1074,7 +1074,7 @@ def gp_predict_proba(
     """P(y_* = +1) = Phi(m / sqrt(1 + v)) from :func:`gp_predict` (eq. 11; the paper drops the
     square root, :func:`~bayes_maxmargin.core.predict.probit_predictive` keeps it)."""
     mean, var = gp_predict(
-        X_train, X_test, y, inv_lam, gamma, params, V=V, kernel=kernel, jitter=jitter, chunk=chunk
+        X_train, X_test, y, inv_lam, gamma, theta, V=V, kernel=kernel, jitter=jitter, chunk=chunk
     )
     return probit_predictive(np.asarray(mean), np.asarray(var))
 

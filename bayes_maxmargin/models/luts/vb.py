@@ -44,7 +44,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array, lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln, multigammaln, xlogy
@@ -63,12 +62,11 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import LOG_2PI, logdet_from_chol
 from bayes_maxmargin.engine.fixed_point import VBResult, cavi_loop
 from bayes_maxmargin.models.linear.model import LinearData
-from bayes_maxmargin.models.linear.posterior import CovariancePosterior, LowRankPosterior
 from bayes_maxmargin.models.luts.model import ImputationHyper, LutsHyper, MissingData, MixedData
 
 __all__ = ["GaussianVBState", "LaplaceZeroVBState", "MissingVBState", "PenaltyVBState", "WideGaussianVBState",
            "WideLaplaceZeroVBState", "WidePenaltyVBState", "gaussian_lower_bound", "laplace_zero_lower_bound",
-           "laplace_zero_posterior", "masked_gaussian", "missing_lower_bound", "penalty_lower_bound", "q_posterior",
+           "masked_gaussian", "missing_lower_bound", "penalty_lower_bound",
            "vb_gaussian", "vb_laplace_zero", "vb_missing", "vb_penalty", "wide_cov_diag", "wide_cov_half",
            "wide_laplace_zero_lower_bound", "wide_logdet_prec", "wide_penalty_lower_bound"]
 
@@ -724,37 +722,6 @@ def wide_laplace_zero_lower_bound(state: WideLaplaceZeroVBState, data: MixedData
     p = data.X.shape[1]
     second_b = state.mean[:p] ** 2 + wide_cov_diag(state.q, slice(None, p))
     return _alg3_bound(state, data, hyper, -wide_logdet_prec(state.q), second_b)
-
-
-# ============================================================================ the fitted q
-def q_posterior(state) -> CovariancePosterior | LowRankPosterior:
-    """q(theta) of Algorithm 1 or 2 (either form) as a typed posterior, in float64: N(mean, Sigma), with
-    Sigma from the precision's Cholesky factor, or its low-rank form (no p x p matrix)."""
-    if hasattr(state, "q"):
-        return LowRankPosterior.from_conditional(state.q)
-    L = np.asarray(state.prec_chol, dtype=np.float64)
-    half = np.linalg.solve(L, np.eye(L.shape[0]))
-    return CovariancePosterior(np.asarray(state.mean, dtype=np.float64), half.T @ half)
-
-
-def laplace_zero_posterior(state: LaplaceZeroVBState | WideLaplaceZeroVBState
-                           ) -> CovariancePosterior | LowRankPosterior:
-    """The effective coefficients mu_q(gamma~) * (beta, v) under q of Algorithm 3, as a Gaussian
-    with their mean g mu and covariance Omega_q(gamma~) o Omega_q - (g mu)(g mu)' =
-    diag(g (1 - g) (dg Sigma + mu^2)) + diag(g) Sigma diag(g), g = mu_q(gamma~) (the classification
-    rule of Sec. 3.2 and its spread). In the n-dimensional form Sigma = A^-1 - V'V, so the covariance
-    is the diagonal g (1 - g) (dg Sigma + mu^2) + g^2 A^-1 minus (V diag(g))' (V diag(g)): a
-    :class:`LowRankPosterior`, no p x p matrix."""
-    p = state.mean.shape[0] - state.mu_gamma.shape[0]
-    g = np.r_[np.ones(p), np.asarray(state.mu_gamma, dtype=np.float64)]
-    mu = np.asarray(state.mean, dtype=np.float64)
-    if hasattr(state, "q"):
-        q = LowRankPosterior.from_conditional(state.q)
-        cov_diag = q.prior_var - np.sum(q.half**2, axis=0)
-        return LowRankPosterior(g * mu, g * (1.0 - g) * (cov_diag + mu**2) + g**2 * q.prior_var, q.half * g)
-    cov = np.asarray(state.cov, dtype=np.float64)
-    om_g = np.diag(g * (1.0 - g)) + np.outer(g, g)
-    return CovariancePosterior(g * mu, om_g * (cov + np.outer(mu, mu)) - np.outer(g * mu, g * mu))
 
 
 # ============================================================================ Algorithm 4
