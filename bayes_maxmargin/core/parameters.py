@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import jax
@@ -248,39 +249,42 @@ class Unflatten:
         work only: cheap enough to serve as a hash key on every call of a compiled function)."""
         return cls(_structure(params), bijection)
 
-    @property
+    @cached_property
     def like(self) -> Any:
         """The container with zeros in its positive fields (its types, shapes and fixed fields)."""
         return _rebuild(self.structure)
 
+    @cached_property
+    def _fields(self) -> tuple[tuple[str, slice, tuple[int, ...]], ...]:
+        """``(path, slice of the vector, shape)`` of each positive field, in the vector's order."""
+        out, start = [], 0
+        for path, value, positive in _entries(self.like):
+            if positive:
+                shape = tuple(np.shape(value))
+                out.append((path, slice(start, start + math.prod(shape)), shape))
+                start += math.prod(shape)
+        return tuple(out)
+
     @property
     def paths(self) -> tuple[str, ...]:
         """The paths of the positive fields, in the order of the vector (:func:`free_fields`)."""
-        return free_fields(self.like)
+        return tuple(path for path, _, _ in self._fields)
+
+    @property
+    def size(self) -> int:
+        """The length of the vector."""
+        return self._fields[-1][1].stop if self._fields else 0
 
     def __call__(self, vector: jax.Array) -> Any:
         """The container whose positive fields are ``bijection.forward`` of the matching slices of
         ``vector`` (each reshaped to its field's shape, e.g. ``(d,)`` for ARD length-scales)."""
-        values, start = {}, 0
-        like = self.like
-        for path, value, positive in _entries(like):
-            if positive:
-                shape = np.shape(value)
-                size = math.prod(shape)
-                values[path] = self.bijection.forward(vector[start : start + size]).reshape(shape)
-                start += size
-        return replace_fields(like, values)
+        return replace_fields(self.like, {path: self.bijection.forward(vector[where]).reshape(shape)
+                                          for path, where, shape in self._fields})
 
     def coordinates(self, paths: Collection[str]) -> np.ndarray:
         """Indices into the vector of the fields named in ``paths`` (in the vector's order)."""
-        out, start = [], 0
-        for path, value, positive in _entries(self.like):
-            if positive:
-                size = math.prod(np.shape(value))
-                if path in paths:
-                    out.extend(range(start, start + size))
-                start += size
-        return np.asarray(out, dtype=np.int32)
+        picked = [range(where.start, where.stop) for path, where, _ in self._fields if path in paths]
+        return np.asarray([i for block in picked for i in block], dtype=np.int32)
 
     def hold_fixed(self, vector: jax.Array, trainable: Collection[str]) -> jax.Array:
         """``vector`` with a stopped gradient on every entry whose field is not in ``trainable``: the
@@ -292,10 +296,8 @@ class Unflatten:
     def layout(self, values: Mapping[str, ArrayLike]) -> jax.Array:
         """A per-field dict (e.g. a prior's ``loc``) as one vector in the vector's layout, restricted to the
         fields it has: each broadcast to its field's shape, raveled, concatenated in order."""
-        return jnp.concatenate([
-            jnp.ravel(jnp.broadcast_to(values[path], np.shape(value)))
-            for path, value, positive in _entries(self.like) if positive and path in values
-        ])
+        return jnp.concatenate([jnp.ravel(jnp.broadcast_to(values[path], shape))
+                                for path, _, shape in self._fields if path in values])
 
 
 def flatten(params: Any, bijection: Bijection = LOG) -> tuple[jax.Array, Unflatten]:
@@ -317,6 +319,7 @@ def flatten(params: Any, bijection: Bijection = LOG) -> tuple[jax.Array, Unflatt
         jnp.ravel(bijection.inverse(_float(value))) for _, value, positive in _entries(params) if positive
     ])
     return vector, Unflatten.of(params, bijection)
+
 
 # --------------------------------------------------------------------------- the trainable mask
 def trainable_fields(params: Any, learn: Any, name: str = "learn_kernel") -> tuple[str, ...]:

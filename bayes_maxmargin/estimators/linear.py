@@ -970,7 +970,8 @@ class LinearBSVM(_BayesianSVMClassifier):
                     st = res.state
                     nu_q = float(imp.nu) + n
                     return LutsFit(posterior=reordered(missing_posterior(st), order), vb=res,
-                                   sigma_u2=vb_sigma_u2(st, d),  # E_q[Sigma] of IW(Psi_q, nu + n) below
+                                   sigma_u2=vb_sigma_u2(st, d),
+                                   # the imputation covariance: E_q[Sigma] of IW(Psi_q, nu + n)
                                    imputation=imputed(st.D_mean, st.mu_mean, np.asarray(st.Psi_q) / (nu_q - d - 1)))
                 coef0 = 0.1 * _chain_normals(key, chains, (d + 1,), dtype)
                 state = init_chains(init_missing, (0, None, None, None), coef0, data, h, imp,

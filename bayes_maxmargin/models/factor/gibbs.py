@@ -94,8 +94,8 @@ from bayes_maxmargin.core.slice import slice_sweep
 from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, probit_pseudo_labels, score_conditional
 from bayes_maxmargin.models.gp.covariance import gp_data, pseudo_obs_scaled
 from bayes_maxmargin.models.gp.gibbs import sample_f
-from bayes_maxmargin.models.gp.gibbs_theta import (GPThetaData, sampled_coordinates, sampled_field_values,
-                                                   theta_log_conditional)
+from bayes_maxmargin.models.gp.gibbs_theta import GPThetaData, sampled_field_values, theta_log_conditional
+from bayes_maxmargin.models.gp.model import sampled_coordinates
 
 __all__ = ["FactorState", "FactorSweepInfo", "build_factor_kernel", "build_factor_record", "draw_inv_scale",
            "draw_log_theta", "ess_step", "init_factor", "log_marginal_z", "record_factor", "rescale_factors"]
@@ -500,9 +500,9 @@ def build_factor_kernel(
     theta_unflatten : Unflatten or None
         GP classifier with theta sampled: the :class:`~bayes_maxmargin.core.parameters.Unflatten` of the
         kernel's parameters (:func:`~bayes_maxmargin.core.parameters.flatten`); each sweep then moves log
-        theta by :func:`draw_log_theta` after W, on the
-        new scores, and redraws f at the new (W, theta), both steps with f integrated out (the state
-        needs ``log_theta``, the data ``prior``: :func:`init_factor`). None: theta fixed at ``data.theta``.
+        theta by :func:`draw_log_theta` after W, on the new scores, and redraws f at the new (W, theta),
+        both steps with f integrated out (the state needs ``log_theta``, the data ``prior``:
+        :func:`init_factor`). None: theta fixed at ``data.theta``.
     link : {"hinge", "probit"}
         The max-margin pseudo-likelihood, or the probit link (Albert & Chib 1993: each sweep draws z | f,
         y, then the classifier and the scores given z as the max-margin steps with lambda = 1, gamma = 1

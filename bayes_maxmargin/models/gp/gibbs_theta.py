@@ -107,7 +107,14 @@ from bayes_maxmargin.core.parameters import Unflatten, field_values, flatten
 from bayes_maxmargin.models.gp.covariance import GPData, gp_data
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 from bayes_maxmargin.models.gp.gibbs import gp_log_joint, sample_f
-from bayes_maxmargin.models.gp.model import GPHyper, KernelPrior, covered_log_theta, kernel_log_prior, prior_covariance
+from bayes_maxmargin.models.gp.model import (
+    GPHyper,
+    KernelPrior,
+    covered_log_theta,
+    kernel_log_prior,
+    prior_covariance,
+    sampled_coordinates,
+)
 
 __all__ = ["THETA_SAMPLERS", "GPThetaData", "GPThetaState", "ThetaSweepInfo", "build_gp_theta_kernel",
            "build_gp_theta_record", "gp_theta_data", "gp_theta_log_joint", "init_gp_theta",
@@ -185,13 +192,6 @@ class GPThetaState(NamedTuple):
     log_joint: Array
     iteration: Array
     step_sum: Array
-
-
-def sampled_coordinates(prior: KernelPrior, unflatten: Unflatten) -> np.ndarray | None:
-    """The coordinates of log theta that are sampled: those of the fields the prior covers (the trainable
-    ones, :func:`~bayes_maxmargin.models.gp.model.kernel_prior`); None when that is all of them."""
-    idx = unflatten.coordinates(prior.loc)
-    return None if idx.size == unflatten.coordinates(unflatten.paths).size else idx
 
 
 # --------------------------------------------------------------------------- densities

@@ -163,10 +163,17 @@ def kernel_log_prior(log_theta: Array, prior: KernelPrior, unflatten: Unflatten)
     return jnp.sum(norm.logpdf(covered_log_theta(log_theta, prior, unflatten), loc, scale))
 
 
+def sampled_coordinates(prior: KernelPrior, unflatten: Unflatten) -> np.ndarray | None:
+    """The coordinates of the flat log theta that are sampled: those of the fields the prior covers (the
+    trainable ones, :func:`kernel_prior`); None when that is all of them."""
+    idx = unflatten.coordinates(prior.loc)
+    return None if idx.size == unflatten.size else idx
+
+
 def covered_log_theta(log_theta: Array, prior: KernelPrior, unflatten: Unflatten) -> Array:
     """The entries of the flat ``log_theta`` whose fields ``prior`` covers (the sampled ones), in order."""
-    idx = unflatten.coordinates(prior.loc)
-    return log_theta if idx.size == np.shape(log_theta)[-1] else log_theta[..., idx]
+    idx = sampled_coordinates(prior, unflatten)
+    return log_theta if idx is None else log_theta[..., idx]
 
 
 def sample_kernel_params(prior: KernelPrior, params: Any) -> Any:
