@@ -120,8 +120,9 @@ def register(*classes: type) -> None:
         _TYPES[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
 
-#: Where the saved types lived in format-1 files written before the package was laid out by model
-#: family; a file names its types by module path, so these names keep loading.
+#: Where the saved types lived in files written by earlier releases (before the package was laid out by model
+#: family, and before the natural-gradient algebra left engine.svi); a file names its types by module path, so
+#: these names keep loading.
 _MOVED = {
     "bayes_maxmargin.estimators.LinearBSVM": "bayes_maxmargin.estimators.linear.LinearBSVM",
     "bayes_maxmargin.estimators.GPBSVM": "bayes_maxmargin.estimators.gp.GPBSVM",
@@ -133,7 +134,8 @@ _MOVED = {
     "bayes_maxmargin.kernels.ARDParams": "bayes_maxmargin.core.kernels.ARDParams",
     "bayes_maxmargin.kernels.PolyParams": "bayes_maxmargin.core.kernels.PolyParams",
     "bayes_maxmargin.kernels.LinearParams": "bayes_maxmargin.core.kernels.LinearParams",
-    "bayes_maxmargin.inference.svi.NatParams": "bayes_maxmargin.engine.svi.NatParams",
+    "bayes_maxmargin.inference.svi.NatParams": "bayes_maxmargin.engine.natural_gradient.NatParams",
+    "bayes_maxmargin.engine.svi.NatParams": "bayes_maxmargin.engine.natural_gradient.NatParams",
     "bayes_maxmargin.inference.svi.SVIState": "bayes_maxmargin.engine.svi.SVIState",
     "bayes_maxmargin.inference.factor_vbem.VBState": "bayes_maxmargin.models.factor.vbem.VBState",
 }
@@ -143,7 +145,7 @@ def _registry() -> dict[str, type]:
     if not _TYPES:
         from bayes_maxmargin.core import kernels
         from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder
-        from bayes_maxmargin.engine import svi
+        from bayes_maxmargin.engine import natural_gradient, svi
         from bayes_maxmargin.estimators import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
         from bayes_maxmargin.models.factor import posterior as factor_posterior
         from bayes_maxmargin.models.factor import vbem
@@ -155,7 +157,7 @@ def _registry() -> dict[str, type]:
                  kernels.ConstantParams, kernels.SumParams, kernels.ProductParams, kernels.ScaledParams,
                  kernels.RBF, kernels.ARD, kernels.Polynomial, kernels.Linear, kernels.Constant, kernels.Sum,
                  kernels.Product, kernels.Scaled,
-                 svi.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
+                 natural_gradient.NatParams, svi.SVIState, vbem.VBState, posterior.ModePosterior, posterior.VIPosterior,
                  posterior.DrawsPosterior, linear_posterior.PrecisionPosterior,
                  linear_posterior.CovariancePosterior, linear_posterior.DrawsPosterior,
                  linear_posterior.LowRankPosterior,

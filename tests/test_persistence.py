@@ -134,6 +134,28 @@ def test_theta_sampler_saves_and_files_without_it_load(tmp_path):
     assert p.shape == (2, 2) and np.all(np.isfinite(p))
 
 
+def test_files_that_name_moved_types_load(tmp_path):
+    """A file names its types by module path. An S-BSVM fit saved while ``NatParams`` lived in
+    ``bayes_maxmargin.engine.svi`` (before the natural-gradient algebra had its own module) loads and
+    predicts exactly as the same fit saved today; a type name the library never had is refused."""
+    est = _fitted("gp-svi")
+    new, old = "bayes_maxmargin.engine.natural_gradient.NatParams", "bayes_maxmargin.engine.svi.NatParams"
+    data = bmm.save(est, tmp_path / "now.bmm").read_bytes()
+    assert new.encode() in unzip(data)[0]["manifest.json"]
+
+    def renamed(to):
+        def edit(manifest):
+            manifest.update(json.loads(json.dumps(manifest).replace(new, to)))
+        return forge(data, edit)
+
+    (tmp_path / "then.bmm").write_bytes(renamed(old))
+    back = bmm.load(tmp_path / "then.bmm")
+    np.testing.assert_array_equal(back.predict_proba(X_NEW), est.predict_proba(X_NEW))
+    (tmp_path / "never.bmm").write_bytes(renamed("bayes_maxmargin.engine.svi.NotAType"))
+    with pytest.raises(InvalidModelFileError, match="NotAType"):
+        bmm.load(tmp_path / "never.bmm")
+
+
 def test_unfitted_estimator_round_trips(tmp_path):
     est = GPBSVM(kernel="poly", kernel_params={"degree": 2}, inducing="random")
     back = bmm.load(bmm.save(est, tmp_path / "m.bmm"))

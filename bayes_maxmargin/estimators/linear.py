@@ -21,7 +21,7 @@ from bayes_maxmargin.core.predict import probit_margin
 from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
-from bayes_maxmargin.engine import svi as _svi
+from bayes_maxmargin.engine.natural_gradient import moments as natural_moments
 from bayes_maxmargin.engine.checkpoint import checkpoint_folder
 from bayes_maxmargin.engine.mcmc import NonFiniteStateError, float64_hint, init_chains, run_chains
 from bayes_maxmargin.estimators.base import (
@@ -726,7 +726,7 @@ class LinearBSVM(_BayesianSVMClassifier):
         )
         if not res.elbo.size:
             raise NonFiniteStateError("SVI produced a non-finite ELBO in its first steps; lower step_size or rescale X.")
-        mu, R = (np.asarray(m, dtype=np.float64) for m in _svi.moments(res.state.nat))
+        mu, R = (np.asarray(m, dtype=np.float64) for m in natural_moments(res.state.nat))
         self.n_iter_ = int(res.state.step)
         self.elbo_, self.elbo_steps_ = res.elbo, res.steps
         stats = {"elbo": res.elbo[None, None, :]}

@@ -45,7 +45,8 @@ from jax import Array
 from bayes_maxmargin.core.compilation import bucket_rows, jit
 from bayes_maxmargin.core.kernels import get_kernel, kernel_diag
 from bayes_maxmargin.core.predict import group_rows, group_sites, loo_cavity
-from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, local_alpha, predict_moments
+from bayes_maxmargin.engine.natural_gradient import local_alpha
+from bayes_maxmargin.engine.svi import Problem, SVIState, latent_parts, predict_moments
 from bayes_maxmargin.models.gp.covariance import loo_moments, pseudo_obs
 from bayes_maxmargin.models.gp.ecm import (
     criterion_covariance,
@@ -243,5 +244,5 @@ def _cavity(mean, var, site_prec, target, groups, extra_var=0.0) -> tuple[np.nda
     return loo_cavity(mean, var, site_prec, target, extra_var)
 
 
-#: :func:`~bayes_maxmargin.engine.svi.local_alpha` as one program (one per row bucket).
+#: :func:`~bayes_maxmargin.engine.natural_gradient.local_alpha` as one program (one per row bucket).
 _local_alpha = jit(local_alpha)

@@ -20,9 +20,8 @@ from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.kernels import feature_scale, get_kernel, kernel_diag
 from bayes_maxmargin.core.linalg import cholesky_or_raise, jittered_cholesky
 from bayes_maxmargin.core.parameters import SOFTPLUS, Unflatten, from_unconstrained, hold_fixed, to_unconstrained
+from bayes_maxmargin.engine.natural_gradient import Features, NatParams, triangular_inverse
 from bayes_maxmargin.engine.svi import (
-    Features,
-    NatParams,
     Problem,
     SVIResult,
     SVIState,
@@ -33,7 +32,6 @@ from bayes_maxmargin.engine.svi import (
     data_mesh,
     init_state,
     step_transform,
-    triangular_inverse,
 )
 
 __all__ = ["gp_features", "inducing_posterior", "prediction_problem", "scale_free_adam"]

@@ -14,7 +14,7 @@ from bayes_maxmargin.core.augmentation import vb_hinge_bound
 from bayes_maxmargin.core.compilation import jit
 from bayes_maxmargin.core.linalg import jittered_cholesky
 from bayes_maxmargin.engine.fixed_point import VBResult, cavi_loop
-from bayes_maxmargin.engine.svi import local_alpha
+from bayes_maxmargin.engine.natural_gradient import local_alpha
 
 __all__ = ["BatchVIState", "batch_vi", "batch_vi_factor", "batch_vi_posterior"]
 

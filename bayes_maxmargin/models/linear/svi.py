@@ -13,13 +13,14 @@ import optax
 from jax import Array
 
 from bayes_maxmargin.engine import svi as engine
+from bayes_maxmargin.engine.natural_gradient import Features, NatParams
 
 __all__ = ["linear_features"]
 
 
-def linear_features(X: Array) -> engine.Features:
+def linear_features(X: Array) -> Features:
     """The linear model of Sec. 4.5: phi_i = x_i (the design row), no residual variance."""
-    return engine.Features(X, jnp.zeros(X.shape[0], X.dtype))
+    return Features(X, jnp.zeros(X.shape[0], X.dtype))
 
 
 def _linear_features(hyper, whiten, X):
@@ -52,7 +53,7 @@ def svi_linear(
     nat_tx = engine.step_transform(step_size, num_steps)
     hyper_tx = optax.identity()
     problem = engine.Problem(_linear_features, None, P0)
-    nat0 = engine.NatParams(jnp.zeros(p, dtype), -0.5 * P0)
+    nat0 = NatParams(jnp.zeros(p, dtype), -0.5 * P0)
     state = engine.init_state(nat0, {}, jnp.zeros((0, 0), dtype), nat_tx, hyper_tx)
     return engine._run_from(
         [state] * engine._n_problems(y), problem, design, y, nat_tx=nat_tx, hyper_tx=hyper_tx,
