@@ -195,7 +195,7 @@ def mlii_objective(
 
     At new hyperparameters, K_mm = L L' and W = L^-1, the whitened q(v) has mean W m_u and factor
     W C_u; the prior of v is N(0, I), so the KL is
-    1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]. In value and gradient this is
+    ``1/2 [||W C_u||_F^2 + ||W m_u||^2 - m - 2 log|W| - log|C_u C_u'|]``. In value and gradient this is
     :func:`elbo` of the state carried to the new K_mm by :func:`remap`, but the only factorisation
     it differentiates through is the Cholesky of K_mm (that ELBO factorises q's precision twice)."""
     _, W = problem.factors_of(hyper)

@@ -49,6 +49,7 @@ from bayes_maxmargin.models.projection.gibbs import (
     record_projection,
 )
 from bayes_maxmargin.models.projection.model import ProjectionHyper, kernel_features, projection_data
+from bayes_maxmargin.models.projection.posterior import ProjectionPosterior
 
 __all__ = ["MaxMarginProjection"]
 
@@ -412,14 +413,36 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         return self._features(X.astype(self.coef_.dtype))
 
     # ------------------------------------------------------------------ outputs
+    @property
+    def _posterior(self) -> ProjectionPosterior:
+        """The fit's :class:`~bayes_maxmargin.models.projection.posterior.ProjectionPosterior`, from the
+        averaged classifier and projection and the kept draws in ``idata_`` (files of every release
+        hold both)."""
+        check_is_fitted(self, "coef_")
+        draws = self.idata_.posterior
+        coef, b = (np.asarray(draws[k]) for k in ("coef", "b"))  # views of the draws, not copies
+        return ProjectionPosterior(self.coef_, self.intercept_, self.projection_,
+                                   coef.reshape(-1, *coef.shape[2:]), b.reshape(-1, b.shape[-1]))
+
+    def _binary_or_multiclass(self, U: np.ndarray) -> np.ndarray:
+        return U[:, 0] if len(self.classes_) == 2 else U
+
     def decision_function(self, X: Any) -> np.ndarray:
         """Classifier outputs averaged over the kept draws, U(x) = mean_t (w_t' z_t + b_t) (eq. 23-24).
 
         Shape (n,) for two classes (positive: ``classes_[1]``), (n, n_classes) otherwise.
         """
-        U = self._predict_features(X) @ self.coef_.T + self.intercept_
+        U = self._posterior.decision(self._predict_features(X))
         check_finite_output(U, "decision function")
-        return U[:, 0] if len(self.classes_) == 2 else U
+        return self._binary_or_multiclass(U)
+
+    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The averaged output U(x) of :meth:`decision_function` and the variance of the classifier's
+        output w' z + b over the kept draws, each of shape (n,) for two classes and (n, n_classes)
+        otherwise (the one-vs-all problems)."""
+        moments = self._posterior.latent_moments(self._predict_features(X))
+        check_finite_output(moments, "predictive mean or variance of f")
+        return tuple(self._binary_or_multiclass(m) for m in moments)
 
     def predict(self, X: Any) -> np.ndarray:
         """The class of the largest averaged output (eq. 24; the sign of eq. 23 for two classes)."""
@@ -433,8 +456,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         Shape (n, n_components) for two classes; (n, n_classes * n_components) otherwise, the
         projections of the one-vs-all problems side by side.
         """
-        F = self._predict_features(X)
-        Zs = np.einsum("nd,ldk->nlk", F, self.projection_).reshape(F.shape[0], -1)
+        Zs = self._posterior.projected(self._predict_features(X))
         check_finite_output(Zs, "projected features")
         return Zs
 
