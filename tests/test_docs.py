@@ -96,3 +96,17 @@ def test_public_docstring_has_an_example_that_runs(name: str, tmp_path: Path, mo
     for test in tests:
         runner.run(test, out=report.write)
     assert runner.failures == 0, f"the example of {name} fails:\n{report.getvalue()}"
+
+
+def test_architecture_guide_code_runs(tmp_path: Path) -> None:
+    """The architecture guide's code blocks, its worked example of a new inference method among them,
+    run as a reader would paste them, in one fresh process (their own asserts check the outcome: the
+    method is fitted, named in ``idata_`` and calibrated)."""
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS / "architecture.md").read_text(encoding="utf-8"), re.S)
+    assert len(blocks) >= 2
+    script = tmp_path / "guide.py"
+    script.write_text("\n".join(blocks), encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "'lengthscale'" in run.stdout

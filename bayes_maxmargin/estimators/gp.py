@@ -371,7 +371,7 @@ def _check_mlii_tol(value: Any, method: GPMethod) -> float | None:
 SVI_MIN_STEPS = {"few": 250, "many": 1000}
 
 
-def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> int:
+def inducing_memory(inference: str | GPMethod, n: int, m: int, batch: int, dtype: Any) -> int:
     """Bytes of the matrices (:attr:`GPMethod.inducing_matrices`) of one ``inference="fitc"`` or ``"svi"``
     fit on ``n`` rows with ``m`` inducing points and minibatches of ``batch`` rows, in ``dtype``.
 
@@ -381,11 +381,11 @@ def inducing_memory(inference: str, n: int, m: int, batch: int, dtype: Any) -> i
     1044.0
     """
     rows = {"nm": n, "mm": m, "bm": batch, "lm": min(n, LINK_ROWS)}
-    counts = GP_METHODS[inference].inducing_matrices
+    counts = _as_method(inference).inducing_matrices
     return matrix_bytes([(count, rows[shape], m) for shape, count in counts.items()], dtype)
 
 
-def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, precision: str | None = None,
+def memory_advice(inference: str | GPMethod, n: int, available: int, *, classes: int = 1, precision: str | None = None,
                   num_inducing: int | None = None, batch_size: int | None = None) -> str:
     """What fits a GPBSVM on ``n`` rows in ``available`` bytes, for the memory refusal of ``inference``.
 
@@ -407,10 +407,10 @@ def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, p
     full, sparse, streaming = (next(m for m in GP_METHODS.values() if chosen(m)) for chosen in (
         lambda m: m.mlii and m.dense_buffers is not None, lambda m: m.inducing_matrices and not m.streams,
         lambda m: m.streams))
-    refused = GP_METHODS[inference]
+    refused = _as_method(inference)
 
     def fits(method: GPMethod, m: int, batch: int) -> bool:
-        need = inducing_memory(method.name, n, m, batch, precision or method.precision)
+        need = inducing_memory(method, n, m, batch, precision or method.precision)
         return classes * need <= available
 
     options = []
@@ -435,10 +435,10 @@ def memory_advice(inference: str, n: int, available: int, *, classes: int = 1, p
     return " or ".join(options) + (" fits" if len(options) == 1 else " fit") + " in this memory"
 
 
-def _blas_threads(inference: Any) -> int | None:
-    """OpenBLAS threads of ``inference`` (:attr:`Method.blas_threads`); None for invalid values."""
-    method = GP_METHODS.lookup(inference)
-    return None if method is None else method.blas_threads
+def _as_method(inference: str | GPMethod) -> GPMethod:
+    """The method ``inference`` names in :data:`GP_METHODS`, or ``inference`` itself where it is a method (of
+    a registry of one's own, see the architecture guide)."""
+    return inference if isinstance(inference, GPMethod) else GP_METHODS[inference]
 
 
 def _rows(X: Any) -> int:
@@ -489,7 +489,7 @@ def default_svi_steps(n: int, batch_size: int, n_kernel: int) -> int:
     return int(np.clip(20 * n // batch_size, low, 100_000))
 
 
-def default_optimize_inducing(inference: str, n: int) -> bool:
+def default_optimize_inducing(inference: str | GPMethod, n: int) -> bool:
     """Whether ``GPBSVM(optimize_inducing=None)`` moves the inducing points by ML-II on ``n`` rows: FITC
     always; svi from :data:`ARD_MIN_ROWS` rows on, and below them it keeps the k-means centres.
 
@@ -507,11 +507,11 @@ def default_optimize_inducing(inference: str, n: int) -> bool:
     >>> default_optimize_inducing("svi", 189), default_optimize_inducing("svi", 5180)
     (False, True)
     """
-    start = GP_METHODS[inference].optimize_inducing_from
+    start = _as_method(inference).optimize_inducing_from
     return start is not None and n >= start
 
 
-def default_kernel(inference: str, n: int) -> str | Kernel:
+def default_kernel(inference: str | GPMethod, n: int) -> str | Kernel:
     """The kernel of ``GPBSVM(kernel=None)`` for ``n`` training rows: ``ARD() + Constant()`` for svi from
     :data:`ARD_MIN_ROWS` rows on, "rbf" otherwise.
 
@@ -528,7 +528,7 @@ def default_kernel(inference: str, n: int) -> str | Kernel:
     >>> default_kernel("svi", 5180), default_kernel("svi", 189), default_kernel("ecm", 5180)
     (ARD() + Constant(), 'rbf', 'rbf')
     """
-    start = GP_METHODS[inference].ard_from
+    start = _as_method(inference).ard_from
     return ARD() + Constant() if start is not None and n >= start else "rbf"
 
 
@@ -892,7 +892,7 @@ class GPBSVM(_BayesianSVMClassifier):
     def _precision(self) -> str:
         """``precision``, None replaced by the inference method's (:attr:`GPMethod.precision`)."""
         if getattr(self, "precision", None) is None:
-            method = GP_METHODS.lookup(self._inference())
+            method = self._method()
             return method.precision if method is not None else "float64"
         return super()._precision()
 
@@ -900,15 +900,19 @@ class GPBSVM(_BayesianSVMClassifier):
         """``inference``, None replaced by the choice of the last fit (``inference_``, :func:`default_inference`)."""
         return self.inference if self.inference is not None else vars(self).get("inference_")
 
+    def _method(self) -> GPMethod | None:
+        """The method :meth:`_inference` names in the estimator's registry, None for any other value."""
+        return self._METHODS.lookup(self._inference())
+
     def _cross_fits(self) -> bool:
         """Whether the fit learns its link from refits (``calibrate="cv"``, or ``calibrate=None`` where
         ``inference=None`` chose the full GP)."""
-        method = GP_METHODS.lookup(self._inference())
+        method = self._method()
         default = self.calibrate is None and self.inference is None and method is not None and not method.streams
         return _is_cv(self.calibrate) or default
 
     def _checked_params(self) -> GPSettings:
-        method = GP_METHODS.check(self._inference())
+        method = self._METHODS.check(self._inference())
         inference = method.name
         p: dict[str, Any] = {
             "method": method,
@@ -969,7 +973,7 @@ class GPBSVM(_BayesianSVMClassifier):
             raise InvalidParameterError(
                 f"Invalid value for calibrate: {self.calibrate!r} (must be a bool, 'cv' or None)")
         if self.calibrate is True and not method.calibrates:
-            able = ", ".join(GP_METHODS.names(lambda m: m.calibrates))
+            able = ", ".join(self._METHODS.names(lambda m: m.calibrates))
             raise InvalidParameterError(
                 f"Invalid value for calibrate: True with inference={inference!r}; the link is learnt from the "
                 f"leave-one-out moments of a Gaussian posterior ({able}); calibrate='cv' learns it from refits on "
@@ -1005,7 +1009,7 @@ class GPBSVM(_BayesianSVMClassifier):
         if cross_fit:  # the folds first: a class they cannot hold out is named before any fit
             Xc, yc = check_X_y(X, y, estimator_name="GPBSVM")
             folds = self._cross_fit_folds(Xc, yc)
-        with limit_blas_threads(_blas_threads(self.inference_)):
+        with limit_blas_threads(getattr(self._method(), "blas_threads", None)):
             self._fit_threads_set(X, y, checkpoint, resume)
             if cross_fit and folds is None:
                 self._leave_one_out_links(Xc, yc)
@@ -1028,10 +1032,10 @@ class GPBSVM(_BayesianSVMClassifier):
                 raise InvalidParameterError(
                     f"Invalid value for {name}: {value} (must be between 1 and the number of training points N = {n})")
             sizes[name] = value
-        kernel = default_kernel(method.name, n) if params.kernel is None else params.kernel
+        kernel = default_kernel(method, n) if params.kernel is None else params.kernel
         moves = params.optimize_inducing
         return replace(params, kernel=kernel, **sizes,
-                       optimize_inducing=default_optimize_inducing(method.name, n) if moves is None else moves)
+                       optimize_inducing=default_optimize_inducing(method, n) if moves is None else moves)
 
     def _fit_threads_set(self, X: Any, y: Any, checkpoint: Any, resume: Any) -> "GPBSVM":
         if self._fit_multiclass(X, y, checkpoint=checkpoint, resume=resume):
@@ -1044,7 +1048,7 @@ class GPBSVM(_BayesianSVMClassifier):
         self.kernel_ = params.kernel
         classes = classes_together(self)
         available = available_memory()
-        advice = memory_advice(method.name, n, available, classes=classes,
+        advice = memory_advice(method, n, available, classes=classes,
                                precision=None if self.precision is None else params.precision,
                                num_inducing=params.num_inducing, batch_size=params.batch_size)
         if method.dense_buffers is not None:
@@ -1055,7 +1059,7 @@ class GPBSVM(_BayesianSVMClassifier):
         else:
             m, batch = params.num_inducing, params.batch_size
             check_memory(
-                classes * inducing_memory(method.name, n, m, batch, params.precision),
+                classes * inducing_memory(method, n, m, batch, params.precision),
                 what=f"GPBSVM(inference={method.name!r}) with M = {m} inducing points on N = {n} points"
                 + (f" for {classes} one-vs-rest classes, fitted together" if classes > 1 else ""),
                 sizes=[("num_inducing", m)]
@@ -1469,7 +1473,7 @@ class GPBSVM(_BayesianSVMClassifier):
         their time); the samplers' refits sample theta as the fit did."""
         settings = {"calibrate": False, "progress_bar": False, "inference": self._inference(),
                     "kernel": self.kernel_ if isinstance(self.kernel_, (str, Kernel)) else self.kernel}
-        if GP_METHODS[self._inference()].mlii:
+        if self._method().mlii:
             settings.update(learn_kernel=False, kernel_params=self.kernel_params_)
         return settings
 
@@ -1494,7 +1498,7 @@ class GPBSVM(_BayesianSVMClassifier):
         (:func:`~bayes_maxmargin.models.gp.consistency.check_gp_fit`)."""
         super()._check_restored()
         chosen = vars(self).get("inference_", self.inference)  # files before inference_: inference itself
-        if GP_METHODS.lookup(chosen) is None or self.inference not in (None, chosen):
+        if self._METHODS.lookup(chosen) is None or self.inference not in (None, chosen):
             raise ValueError(f"inference_ is {chosen!r}, not an inference method the fit's inference="
                              f"{self.inference!r} stands for")
         if not self._multiclass:
@@ -1510,7 +1514,7 @@ class GPBSVM(_BayesianSVMClassifier):
 
     # ------------------------------------------------------------------ prediction
     def _latent_moments(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with float_precision(self._x64), limit_blas_threads(_blas_threads(self._inference())):
+        with float_precision(self._x64), limit_blas_threads(getattr(self._method(), "blas_threads", None)):
             mean, var = self._posterior.latent_moments(X, jnp.float64 if self._x64 else jnp.float32)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
