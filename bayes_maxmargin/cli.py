@@ -347,7 +347,7 @@ def _estimator(cfg: DictConfig):
     their defaults, and are an error when set. Options left at their default None (``max_iter``,
     ``devices`` of svi) are not passed: the estimator's own default applies; an option set to null
     whose default is a value (``inference.mlii_tol=null``) passes None."""
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
     from bayes_maxmargin.estimators.gp import GPBSVM
     from bayes_maxmargin.estimators.linear import LinearBSVM
 
@@ -387,7 +387,7 @@ def _split(ds, cfg: DictConfig):
     import numpy as np
 
     from bayes_maxmargin.data import train_test_split_stratified
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     rows = np.arange(len(ds.y))
     if cfg.data.use_given_split and ds.split is not None:
@@ -402,7 +402,7 @@ def _split(ds, cfg: DictConfig):
 def _load(cfg: DictConfig):
     """The dataset of ``cfg.data``; ``data.n`` (rows of a generated dataset) only when set."""
     from bayes_maxmargin.data import load_dataset
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     n = cfg.data.get("n")
     if n is None:
@@ -603,7 +603,7 @@ def error_message(err: BaseException, experiment: str | None = None) -> tuple[st
     run that failed."""
     from bayes_maxmargin.core.memory import InsufficientMemoryError
     from bayes_maxmargin.data.datasets import DataDirNotSetError
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     if isinstance(err, DataDirNotSetError):
         return data_dir_message(getattr(err, "dataset", "?"), experiment), 2

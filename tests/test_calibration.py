@@ -23,7 +23,7 @@ from bayes_maxmargin.core.predict import (
     probit_predictive,
     tie_groups,
 )
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.data.splits import cross_fit_folds
 from bayes_maxmargin.models.gp.ecm import gp_predict
 from bayes_maxmargin.models.gp.posterior import SVIPosterior

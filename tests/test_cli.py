@@ -309,7 +309,7 @@ def test_linear_svi_schema():
 
     from bayes_maxmargin import LinearBSVM
     from bayes_maxmargin.cli import _estimator
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     clf = _estimator(_composed("inference=svi", "inference.batch_size=32", "inference.step_size=0.1"))
     assert isinstance(clf, LinearBSVM) and clf.inference == "svi"
@@ -322,7 +322,7 @@ def test_data_n_of_a_fixed_dataset_is_an_error(tmp_path):
     import pytest
 
     from bayes_maxmargin.cli import _load
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     assert _load(_composed("data=susy_synthetic", "data.n=300")).X.shape == (300, 18)
     with pytest.raises(InvalidParameterError, match="data.n does not apply to data=wdbc"):

@@ -80,7 +80,7 @@ def test_an_option_invalid_for_a_later_dataset_fails_before_any_fit(monkeypatch)
     """p53_proxy's GP variants use the ARD kernel, whose length-scale field is "lengthscales": a
     learn_kernel=["lengthscale"] meant for USPS's RBF fails at once, not after USPS's splits."""
     from bayes_maxmargin.estimators.factor import FactorBSVM
-    from bayes_maxmargin.data.parameters import InvalidParameterError
+    from bayes_maxmargin.core.checks import InvalidParameterError
 
     def no_fit(self, *args, **kwargs):
         raise AssertionError("a fit started")

@@ -17,7 +17,7 @@ from bayes_maxmargin.core.kernels import SEParams
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.kernels import RBF, Linear
 from bayes_maxmargin.core.predict import linked_moments, probit_margin
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_predict
 from bayes_maxmargin.models.gp.model import GPHyper, kernel_prior
 

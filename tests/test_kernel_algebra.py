@@ -32,7 +32,7 @@ from bayes_maxmargin.core.kernels import (
     kernel_diag,
     squared_distance,
 )
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.models.gp.ecm import gp_log_marginal
 
 RBF_LINEAR = RBF(lengthscale=1.5) + Linear(variance=0.3)
@@ -359,7 +359,7 @@ def test_kernel_params_may_be_the_kernels_own_container() -> None:
     """kernel_params given as a (composed) kernel's parameter container is read by path, as its dict; a
     plain NamedTuple by its field names."""
     from bayes_maxmargin.core.kernels import LinearParams, SEParams
-    from bayes_maxmargin.data.parameters import check_kernel_params
+    from bayes_maxmargin.core.kernels import check_kernel_params
 
     X = np.eye(3)
     defaults = RBF_LINEAR.init_params(X)

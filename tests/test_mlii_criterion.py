@@ -13,7 +13,7 @@ from bayes_maxmargin import GPBSVM
 from bayes_maxmargin.core.kernels import SEParams
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.parameters import flatten
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.models.gp.covariance import fitc_factors
 from bayes_maxmargin.core.kernels import ARDParams
 from bayes_maxmargin.models.gp.ecm import gp_ecm_mlii, gp_loo_log_predictive, mlii_update

@@ -33,7 +33,7 @@ import pytest
 
 import bayes_maxmargin as bmm
 from bayes_maxmargin import GPBSVM, FactorBSVM, LinearBSVM, MaxMarginProjection
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.kernels import ARD, RBF, Constant, Linear, Polynomial
 
 from ._saved_files import forge, state_node, unzip

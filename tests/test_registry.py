@@ -13,7 +13,7 @@ import pytest
 
 from bayes_maxmargin import FactorBSVM, GPBSVM, LinearBSVM
 from bayes_maxmargin.core.posterior import LeaveOneOut, Posterior
-from bayes_maxmargin.data.parameters import InvalidParameterError
+from bayes_maxmargin.core.checks import InvalidParameterError
 from bayes_maxmargin.estimators.factor import FACTOR_METHODS
 from bayes_maxmargin.estimators.gp import GP_METHODS
 from bayes_maxmargin.estimators.linear import LINEAR_METHODS

@@ -40,7 +40,7 @@ support vector machines for big data. ECML-PKDD.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple, TypeAlias
 
@@ -50,11 +50,20 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from bayes_maxmargin.core.parameters import NESTED, POSITIVE, STATIC
+from bayes_maxmargin.core.checks import InvalidParameterError, _fmt_value, check_scalar_param
+from bayes_maxmargin.core.parameters import (
+    NESTED,
+    POSITIVE,
+    SEP,
+    STATIC,
+    field_values,
+    params_dict,
+    replace_fields,
+)
 
 __all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
            "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
-           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "constant", "feature_scale", "get_kernel",
+           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "check_kernel_params", "constant", "feature_scale", "get_kernel",
            "kernel_diag", "kernel_name", "linear", "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
@@ -745,3 +754,91 @@ def __getattr__(name: str) -> Any:
                       DeprecationWarning, stacklevel=2)
         return getattr(parameters, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ============================================================================ the user's kernel parameters
+def check_kernel_params(kernel: Any, kernel_params: Any, defaults: Any) -> Any:
+    """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``,
+    every field validated.
+
+    Parameters
+    ----------
+    kernel : str or Kernel
+        The kernel's name or object (:mod:`bayes_maxmargin.core.kernels`), used in the messages.
+    kernel_params : dict, NamedTuple or None
+        The estimator's parameter: a subset of the fields of ``defaults``, by path for a composed
+        kernel (``{"k1__lengthscale": 2.0}``, :mod:`bayes_maxmargin.core.parameters`).
+    defaults : NamedTuple
+        The kernel's parameter container at its initial values (:mod:`bayes_maxmargin.core.kernels`).
+
+    Returns
+    -------
+    NamedTuple
+        ``defaults`` with the user's fields, validated: ``degree`` an integer >= 1, ``offset`` >= 0,
+        ``lengthscales`` a positive number or one positive entry per input dimension, every other
+        field a positive number.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the field (and for a composed kernel its component), for example ``"Invalid key 'gamma'
+        in kernel_params for kernel='rbf'; valid keys are lengthscale, amplitude"`` or ``"Invalid value
+        for k2__variance (Linear) of kernel RBF() + Linear(variance=-1.0): -1.0 (must be a real number
+        > 0.0)"``.
+    """
+    kernel_obj, kernel = kernel, kernel_name(kernel)
+    current = field_values(defaults)
+    fields = ", ".join(current)
+    if hasattr(kernel_params, "_asdict"):
+        # a kernel's parameter container (its fields by path), or another NamedTuple (its fields by name)
+        kernel_params = params_dict(kernel_params) if hasattr(kernel_params, "properties") else kernel_params._asdict()
+    if kernel_params is not None and not isinstance(kernel_params, Mapping):
+        raise InvalidParameterError(
+            f"Invalid value for kernel_params: {_fmt_value(kernel_params)} (must be None or a dict of the fields "
+            f"{fields} of the {kernel!r} kernel)"
+        )
+    kernel_params = dict(kernel_params or {})
+    for name in kernel_params:
+        if name not in current:
+            raise InvalidParameterError(
+                f"Invalid key {name!r} in kernel_params for kernel={kernel!r}; valid keys are {fields}"
+            )
+    values = {}
+    for path, value in current.items():
+        if path in kernel_params:
+            label = f"kernel_params[{path!r}]"
+        elif SEP in path:
+            label = f"{path} ({_component(kernel_obj, path)}) of kernel {kernel}"
+        else:
+            label = f"{path} of kernel {kernel}"
+        values[path] = _check_kernel_value(path.rpartition(SEP)[2], kernel_params.get(path, value), np.shape(value), label)
+    return replace_fields(defaults, values)
+
+
+def _component(kernel: Any, path: str) -> str:
+    """The class name of the component of a composed kernel object that ``path`` leads into."""
+    for part in path.split(SEP)[:-1]:
+        kernel = getattr(kernel, part, None)
+    return type(kernel).__name__
+
+
+def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...], label: str) -> Any:
+    if name == "degree":
+        return check_scalar_param(label, value, kind="int", low=1)
+    try:
+        arr = None if isinstance(value, (str, bytes)) else np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = None  # reported by check_scalar_param below
+    if shape and arr is not None and arr.ndim == 1:
+        if arr.shape != shape:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: {arr.shape[0]} length-scales for {shape[0]} input dimensions"
+            )
+        bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+        if bad.size:
+            raise InvalidParameterError(
+                f"Invalid value for {label}: entry {bad[0]} is {arr[bad[0]]} (must be positive and finite)"
+            )
+        return arr
+    value = check_scalar_param(label, value, low=0.0, low_inclusive=name == "offset")  # offset 0: homogeneous
+    return np.full(shape, value) if shape else value

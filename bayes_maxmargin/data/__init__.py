@@ -11,7 +11,7 @@ from bayes_maxmargin.data.datasets import (
     register_dataset,
 )
 from bayes_maxmargin.data.labels import BinaryLabelEncoder
-from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.splits import train_test_split_stratified
 from bayes_maxmargin.data.validation import check_array_2d, check_n_features, check_X_y
 

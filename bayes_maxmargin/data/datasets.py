@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import special
 
-from bayes_maxmargin.data.parameters import InvalidParameterError, check_scalar_param
+from bayes_maxmargin.core.checks import InvalidParameterError, check_scalar_param
 from bayes_maxmargin.data.validation import check_array_2d
 
 __all__ = [

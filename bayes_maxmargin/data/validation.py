@@ -21,6 +21,8 @@ import scipy.sparse as sp
 from sklearn.utils import column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 
+from bayes_maxmargin.core.checks import _fmt_value
+
 __all__ = ["check_X_y", "check_array_2d", "check_finite_output", "check_magnitude", "check_n_features", "check_scale",
            "magnitude_limit", "smallest_scale"]
 
@@ -36,16 +38,6 @@ MAGNITUDE_HEADROOM = 2.0**32
 # ---------------------------------------------------------------------------
 # small formatting helpers
 # ---------------------------------------------------------------------------
-
-
-def _fmt_value(value: Any, max_len: int = 60) -> str:
-    """Return a short ``repr`` of a value, unwrapping NumPy scalars."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    text = repr(value)
-    if len(text) > max_len:
-        text = text[: max_len - 3] + "..."
-    return text
 
 
 def _fmt_list(values: Sequence[Any], *, as_repr: bool = False) -> str:

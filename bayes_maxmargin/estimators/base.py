@@ -20,7 +20,7 @@ from bayes_maxmargin.core.linalg import float_precision, limit_blas_threads
 from bayes_maxmargin.core.predict import probit_margin, probit_predictive
 from bayes_maxmargin.core.progress import fit_progress
 from bayes_maxmargin.data.labels import BinaryLabelEncoder, OneVsRestLabelEncoder, n_classes_of
-from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import (
     check_array_2d,
     check_finite_output,

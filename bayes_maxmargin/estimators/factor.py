@@ -44,12 +44,8 @@ from bayes_maxmargin.core.parameters import (
     to_unconstrained,
     trainable_fields,
 )
-from bayes_maxmargin.data.parameters import (
-    InvalidParameterError,
-    check_kernel_params,
-    check_option,
-    check_scalar_param,
-)
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.kernels import check_kernel_params
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine.checkpoint import checkpoint_folder

@@ -47,12 +47,8 @@ from bayes_maxmargin.core.predict import (
     probit_margin,
     tie_groups,
 )
-from bayes_maxmargin.data.parameters import (
-    InvalidParameterError,
-    check_kernel_params,
-    check_option,
-    check_scalar_param,
-)
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.kernels import check_kernel_params
 from bayes_maxmargin.data.splits import cross_fit_folds
 from bayes_maxmargin.data.validation import check_scale, check_X_y
 from bayes_maxmargin.diagnostics import (

@@ -18,7 +18,7 @@ from bayes_maxmargin.core.compilation import bucket_rows
 from bayes_maxmargin.core.consistency import check_mean_of_draws
 from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.predict import probit_margin
-from bayes_maxmargin.data.parameters import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
 from bayes_maxmargin.data.validation import check_finite_output
 from bayes_maxmargin.diagnostics import APPROXIMATION_DRAWS, to_inference_data
 from bayes_maxmargin.engine.natural_gradient import moments as natural_moments

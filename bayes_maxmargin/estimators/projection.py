@@ -27,12 +27,8 @@ from bayes_maxmargin.core.linalg import float_precision
 from bayes_maxmargin.core.memory import check_memory, matrix_bytes
 from bayes_maxmargin.core.parameters import params_dict
 from bayes_maxmargin.core.predict import distinct_rows
-from bayes_maxmargin.data.parameters import (
-    InvalidParameterError,
-    check_kernel_params,
-    check_option,
-    check_scalar_param,
-)
+from bayes_maxmargin.core.checks import InvalidParameterError, check_option, check_scalar_param
+from bayes_maxmargin.core.kernels import check_kernel_params
 from bayes_maxmargin.data.validation import (
     check_array_2d,
     check_finite_output,

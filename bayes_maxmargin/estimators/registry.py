@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from bayes_maxmargin.data.parameters import check_option
+from bayes_maxmargin.core.checks import check_option
 
 __all__ = ["Method", "Registry", "Settings"]
 
