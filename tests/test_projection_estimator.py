@@ -124,7 +124,8 @@ def test_multiclass_kernel_model(spike_slab, monkeypatch):
     # bound = (sum_w |h_w| + 1)^2 max|centred draw|^2; 1e-12 of it leaves a factor 40 (measured: 3e-18 of it)
     mean, var = clf.predict_latent(X)
     np.testing.assert_array_equal(mean, U)
-    centred = np.concatenate([Theta_w, b[..., None]], axis=-1) - np.concatenate([Theta_w, b[..., None]], -1).mean((0, 1))
+    joint = np.concatenate([Theta_w, b[..., None]], axis=-1)
+    centred = joint - joint.mean((0, 1))
     bound = (np.abs(F).sum(1, keepdims=True) + 1.0) ** 2 * np.abs(centred).max() ** 2
     np.testing.assert_allclose(var, U_draws.reshape(100, 60, 3).var(0, ddof=1), rtol=0, atol=1e-12 * bound.max())
     np.testing.assert_array_equal(clf.transform(X), np.einsum("nm,lmk->nlk", F, clf.projection_).reshape(60, -1))

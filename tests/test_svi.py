@@ -20,7 +20,8 @@ from bayes_maxmargin import GPBSVM, LinearBSVM
 from bayes_maxmargin.core.kernels import RBF, SEParams, se
 from bayes_maxmargin.core.parameters import to_unconstrained
 from bayes_maxmargin.core.predict import probit_predictive
-from bayes_maxmargin.engine import natural_gradient, svi
+from bayes_maxmargin.engine import natural_gradient as ng
+from bayes_maxmargin.engine import svi
 from bayes_maxmargin.models.gp import svi as gp_svi
 from bayes_maxmargin.models.gp import vi as gp_vi
 
@@ -40,7 +41,7 @@ def _gp_problem(X, theta, Z, jitter=1e-10):
 def _vech_to_nat(theta, m):
     rows, cols = np.tril_indices(m)
     eta2 = jnp.zeros((m, m)).at[rows, cols].set(theta[m:])
-    return natural_gradient.NatParams(theta[:m], eta2 + jnp.tril(eta2, -1).T)
+    return ng.NatParams(theta[:m], eta2 + jnp.tril(eta2, -1).T)
 
 
 def _nat_to_vech(nat, m):
@@ -72,13 +73,13 @@ def test_one_svi_step_equals_one_batch_vi_step():
 
         @jax.jit  # one program (op by op, each operation compiles alone)
         def step(nat):
-            nat = jax.tree.map(jnp.add, nat, natural_gradient.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30)))
-            mu_v, R = natural_gradient.moments(nat)
+            nat = jax.tree.map(jnp.add, nat, ng.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30)))
+            mu_v, R = ng.moments(nat)
             A = R @ chol.T
             # eq. (8) at the inducing points, for the batch bound
-            return nat, chol @ mu_v, jnp.diag(A.T @ A), natural_gradient.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
+            return nat, chol @ mu_v, jnp.diag(A.T @ A), ng.elbo(nat, feats, jnp.asarray(y), 1.0, 1.0, jnp.eye(30))
 
-        nat = natural_gradient.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
+        nat = ng.NatParams(jnp.zeros(30), -0.5 * jnp.eye(30))  # q(u) = p(u)
         for sweeps in (1, 2, 3):
             nat, mean, zeta_diag, elbo = step(nat)
             batch = gp_vi.batch_vi(jnp.asarray(K), jnp.asarray(y), 1.0, tol=-np.inf, max_iter=sweeps)
@@ -94,17 +95,17 @@ def test_natural_gradient_is_inverse_fisher_times_euclidean_gradient():
     m, B = 2, 5
     with jax.enable_x64(True):
         rng = np.random.default_rng(0)
-        feats = natural_gradient.Features(jnp.asarray(rng.normal(size=(B, m))), jnp.asarray(rng.uniform(0.1, 0.5, B)))
+        feats = ng.Features(jnp.asarray(rng.normal(size=(B, m))), jnp.asarray(rng.uniform(0.1, 0.5, B)))
         y = jnp.asarray(rng.choice([-1.0, 1.0], B))
         G = rng.normal(size=(m, m))
         P0 = jnp.asarray(G @ G.T + m * np.eye(m))
         H = rng.normal(size=(m, m))
-        nat = natural_gradient.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(H @ H.T + np.eye(m)))
+        nat = ng.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(H @ H.T + np.eye(m)))
         scale, gamma = 2.5, 1.3
         flat = _nat_to_vech(nat, m)
 
         def elbo(theta):
-            return natural_gradient.elbo(_vech_to_nat(theta, m), feats, y, scale, gamma, P0)
+            return ng.elbo(_vech_to_nat(theta, m), feats, y, scale, gamma, P0)
 
         def log_partition(theta):
             n = _vech_to_nat(theta, m)
@@ -112,7 +113,7 @@ def test_natural_gradient_is_inverse_fisher_times_euclidean_gradient():
 
         fisher = jax.jit(jax.hessian(log_partition))(flat)
         natural = jnp.linalg.solve(fisher, jax.jit(jax.grad(elbo))(flat))
-        closed_form = _nat_to_vech(natural_gradient.natural_gradient(nat, feats, y, scale, gamma, P0), m)
+        closed_form = _nat_to_vech(ng.natural_gradient(nat, feats, y, scale, gamma, P0), m)
     np.testing.assert_allclose(natural, closed_form, rtol=1e-7, atol=1e-9)
 
 
@@ -125,12 +126,12 @@ def test_elbo_is_maximised_by_the_alpha_update():
         spec, hyper, _, whiten = _gp_problem(X, SEParams(0.6, 1.0), X[::4])
         feats = gp_svi.gp_features(hyper, whiten, jnp.asarray(X), spec)
         eye = jnp.eye(10)
-        nat = natural_gradient.NatParams(jnp.zeros(10), -0.5 * eye)
+        nat = ng.NatParams(jnp.zeros(10), -0.5 * eye)
 
         @jax.jit  # one program for every rho (op by op, each operation compiles alone)
         def elbo_after_step(rho):
-            g = natural_gradient.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, eye)
-            return natural_gradient.elbo(jax.tree.map(lambda a, b: a + rho * b, nat, g), feats, jnp.asarray(y), 1.0, 1.0, eye)
+            g = ng.natural_gradient(nat, feats, jnp.asarray(y), 1.0, 1.0, eye)
+            return ng.elbo(jax.tree.map(lambda a, b: a + rho * b, nat, g), feats, jnp.asarray(y), 1.0, 1.0, eye)
 
         values = [float(elbo_after_step(rho)) for rho in (0.0, 0.1, 0.5, 1.0)]
     assert values[0] < values[1] < values[2] < values[3]
@@ -183,7 +184,7 @@ def test_memory_map_input_gives_the_same_run(short_lengthscale_run, tmp_path):
 
 
 def test_adaptive_step_size_stays_in_unit_interval_and_fits():
-    tx = natural_gradient.adaptive_rate()
+    tx = ng.adaptive_rate()
     params = {"a": jnp.zeros(3)}
     state = tx.init(params)
     rng = np.random.default_rng(0)
@@ -205,8 +206,8 @@ def test_divergence_keeps_the_last_finite_state():
         X, y = _moons(100, seed=6)
         theta = SEParams(0.7, 1.0)
         spec, hyper, _, whiten = _gp_problem(X, theta, X[::10])
-        tx = natural_gradient.natural_gradient_ascent(lambda t: jnp.where(t < 25, 0.5, jnp.nan))
-        state = svi.init_state(natural_gradient.NatParams(jnp.zeros(10), -0.5 * jnp.eye(10)), hyper, whiten, tx, optax.identity())
+        tx = ng.natural_gradient_ascent(lambda t: jnp.where(t < 25, 0.5, jnp.nan))
+        state = svi.init_state(ng.NatParams(jnp.zeros(10), -0.5 * jnp.eye(10)), hyper, whiten, tx, optax.identity())
         problem = svi.Problem(lambda h, c, Xb: gp_svi.gp_features(h, c, Xb, spec), None, jnp.eye(10))
         with pytest.warns(svi.SVIDivergenceWarning, match="last finite state"):
             res = svi.run_svi(state, problem, X, y, nat_tx=tx, hyper_tx=optax.identity(), batch_size=10,
@@ -258,19 +259,19 @@ def test_mlii_objective_is_the_elbo_of_the_remapped_state():
         spec, hyper, _, whiten = _gp_problem(X, SEParams(0.6, 1.3), X[::8][:m], jitter=1e-8)
         rng = np.random.default_rng(1)
         G = rng.normal(size=(m, m))
-        nat = natural_gradient.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(G @ G.T + np.eye(m)))
+        nat = ng.from_moments(jnp.asarray(rng.normal(size=m)), jnp.asarray(G @ G.T + np.eye(m)))
         problem = gp_svi.gp_problem(spec, m, jnp.float64, learn=True)
-        q = natural_gradient.fixed_q(nat, whiten)
+        q = ng.fixed_q(nat, whiten)
         eye = jnp.eye(m)
 
         def remapped_elbo(h):
             chol, w = gp_svi.gp_factors(h, spec)
-            return natural_gradient.elbo(natural_gradient.remap(nat, whiten, chol), gp_svi.gp_features(h, w, X, spec), y, 1.7, 0.9, eye)
+            return ng.elbo(ng.remap(nat, whiten, chol), gp_svi.gp_features(h, w, X, spec), y, 1.7, 0.9, eye)
 
         def objective(h):
-            return natural_gradient.mlii_objective(h, q, problem, X, y, 1.7, 0.9)
+            return ng.mlii_objective(h, q, problem, X, y, 1.7, 0.9)
 
-        at_state = natural_gradient.elbo(nat, gp_svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
+        at_state = ng.elbo(nat, gp_svi.gp_features(hyper, whiten, X, spec), y, 1.7, 0.9, eye)
         moved = {"lengthscale": hyper["lengthscale"] + 0.3, "amplitude": hyper["amplitude"] - 0.2,
                  "inducing": hyper["inducing"] + 0.1 * jnp.asarray(rng.normal(size=(m, 2)))}
         # compiled, value and gradient in one program each: op by op they take many more small compilations
@@ -296,12 +297,12 @@ def test_full_batch_round_equals_the_round_over_every_minibatch():
         order = np.stack([rng.permutation(n) for _ in range(k)])
         batch = (jnp.asarray(X[order]), jnp.asarray(y[order]), jnp.asarray(True))
         consts = (jnp.eye(m), jnp.asarray(1.0), jnp.asarray(0.8))
-        nat_tx = natural_gradient.natural_gradient_ascent(natural_gradient.robbins_monro())
+        nat_tx = ng.natural_gradient_ascent(ng.robbins_monro())
         for learn in (False, True):
             problem = gp_svi.gp_problem(spec._replace(learn=("lengthscale", "inducing") if learn else ()), m,
                                         jnp.float64, learn=learn)
             hyper_tx = optax.adam(0.05) if learn else optax.set_to_zero()
-            state = svi.init_state(natural_gradient.NatParams(jnp.zeros(m), -0.5 * jnp.eye(m)), hyper, whiten, nat_tx, hyper_tx)
+            state = svi.init_state(ng.NatParams(jnp.zeros(m), -0.5 * jnp.eye(m)), hyper, whiten, nat_tx, hyper_tx)
             carry = (state, jnp.asarray(False))
             rounds = [jax.jit(partial(svi._round, problem, nat_tx, hyper_tx, learn, full)) for full in (True, False)]
             ((full, _), v_full), ((each, _), v_each) = (r(consts, carry, batch) for r in rounds)
@@ -448,10 +449,10 @@ def test_step_size_outside_unit_interval_is_rejected(step_size):
 
 def test_robbins_monro_parameters_are_checked():
     with pytest.raises(ValueError, match="tau"):
-        natural_gradient.robbins_monro(tau=0.5)
+        ng.robbins_monro(tau=0.5)
     with pytest.raises(ValueError, match="kappa"):
-        natural_gradient.robbins_monro(kappa=0.4)
-    rho = natural_gradient.robbins_monro(tau=1.0, kappa=0.75)
+        ng.robbins_monro(kappa=0.4)
+    rho = ng.robbins_monro(tau=1.0, kappa=0.75)
     assert float(rho(0)) == 1.0 and float(rho(15)) == pytest.approx(16 ** -0.75)
 
 
@@ -497,7 +498,7 @@ def test_inducing_posterior_is_q_u_and_specs_are_compilation_keys(paper_svi):
     spec = problem.features.spec
     with jax.enable_x64(True):  # the fit's float64 (and on a GPU no reduced-precision matmul)
         chol, _ = gp_svi.gp_factors(state.hyper, spec)
-        mu_v, R = natural_gradient.moments(state.nat)  # q(v) = N(mu_v, R'R), u = L v
+        mu_v, R = ng.moments(state.nat)  # q(v) = N(mu_v, R'R), u = L v
     chol, mu_v, R = (np.asarray(a, np.float64) for a in (chol, mu_v, R))
     np.testing.assert_allclose(clf.variational_mean_, chol @ mu_v, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(clf.variational_cov_, chol @ R.T @ R @ chol.T, rtol=1e-5, atol=1e-6)

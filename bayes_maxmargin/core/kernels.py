@@ -63,7 +63,8 @@ from bayes_maxmargin.core.parameters import (
 
 __all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
            "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
-           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "check_kernel_params", "constant", "feature_scale", "get_kernel",
+           "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "check_kernel_params", "constant",
+           "feature_scale", "get_kernel",
            "kernel_diag", "kernel_name", "linear", "median_distance", "polynomial", "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
@@ -811,7 +812,8 @@ def check_kernel_params(kernel: Any, kernel_params: Any, defaults: Any) -> Any:
             label = f"{path} ({_component(kernel_obj, path)}) of kernel {kernel}"
         else:
             label = f"{path} of kernel {kernel}"
-        values[path] = _check_kernel_value(path.rpartition(SEP)[2], kernel_params.get(path, value), np.shape(value), label)
+        name = path.rpartition(SEP)[2]
+        values[path] = _check_kernel_value(name, kernel_params.get(path, value), np.shape(value), label)
     return replace_fields(defaults, values)
 
 

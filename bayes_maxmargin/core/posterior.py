@@ -2,9 +2,10 @@
 
 A fit keeps one typed posterior object, a NamedTuple of its family's ``posterior`` module
 (:mod:`bayes_maxmargin.models.gp.posterior`, :mod:`bayes_maxmargin.models.linear.posterior`,
-:mod:`bayes_maxmargin.models.factor.posterior`, :mod:`bayes_maxmargin.models.projection.posterior`; Luts &
-Ormerod's fits are linear posteriors built by :mod:`bayes_maxmargin.models.luts.posterior`). Every one is a :class:`Posterior`: it gives the mean and
-variance of the latent function at new inputs, all that a prediction takes. A Gaussian posterior that can
+:mod:`bayes_maxmargin.models.factor.posterior`, :mod:`bayes_maxmargin.models.projection.posterior`;
+Luts & Ormerod's fits are linear posteriors built by :mod:`bayes_maxmargin.models.luts.posterior`). Every
+one is a :class:`Posterior`: it gives the mean and variance of the latent function at new inputs, all that
+a prediction takes. A Gaussian posterior that can
 leave its own training rows out is also a :class:`LeaveOneOut` posterior, from whose moments a fit learns
 its probit link (``GPBSVM(calibrate=True)``). An estimator asks which by type, ``isinstance`` on a fitted
 posterior or ``issubclass`` on the posterior class an inference method fits

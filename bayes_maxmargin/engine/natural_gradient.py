@@ -53,9 +53,9 @@ from bayes_maxmargin.core.augmentation import margin_floor, vb_hinge_bound
 from bayes_maxmargin.core.linalg import jittered_cholesky
 
 __all__ = ["AdaptiveRateState", "Features", "FixedQ", "NatParams", "adaptive_rate", "check_schedule", "elbo",
-           "fixed_q", "from_moments", "gradient_and_hinge", "hinge_terms", "kl_to_prior", "latent_moments", "local_alpha", "mlii_objective",
-           "moments", "natural_gradient", "natural_gradient_ascent", "natural_targets", "remap", "robbins_monro",
-           "triangular_inverse"]
+           "fixed_q", "from_moments", "gradient_and_hinge", "hinge_terms", "kl_to_prior", "latent_moments",
+           "local_alpha", "mlii_objective", "moments", "natural_gradient", "natural_gradient_ascent",
+           "natural_targets", "remap", "robbins_monro", "triangular_inverse"]
 
 
 # ============================================================================ the global Gaussian
@@ -287,7 +287,8 @@ def check_schedule(schedule: float | optax.Schedule, num_steps: int, name: str =
         try:
             values = np.asarray([float(schedule(int(t))) for t in steps])
         except Exception as err:  # a user schedule that fails on some step
-            raise ValueError(f"Invalid value for {name}: the schedule raised {err!r} on the steps 0..{num_steps}") from None
+            raise ValueError(
+                f"Invalid value for {name}: the schedule raised {err!r} on the steps 0..{num_steps}") from None
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0) & (values <= 1)))
     if bad.size:
         t = int(steps[bad[0]])

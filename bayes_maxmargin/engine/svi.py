@@ -6,8 +6,8 @@
   inducing variables, minibatch targets eq. (9)-(10) scaled by N / ``|S|``, :func:`run_svi`;
 * ML-II (Sec. 4.3, eq. 12): a gradient step on the kernel parameters (and, optionally, the
   inducing-point locations) after every ``hyper_every`` variational steps, on the ELBO with q(u)
-  held fixed (:func:`~bayes_maxmargin.engine.natural_gradient.mlii_objective`; the Cholesky of K_mm is the only factorisation it
-  differentiates through);
+  held fixed (:func:`~bayes_maxmargin.engine.natural_gradient.mlii_objective`; the Cholesky of K_mm is
+  the only factorisation it differentiates through);
 * the linear model (Sec. 4.5, eq. 14): the same natural-gradient step with the inputs as features
   and the Gaussian prior of beta (:func:`~bayes_maxmargin.models.linear.svi.linear_features`).
 

@@ -381,8 +381,9 @@ def inducing_memory(inference: str | GPMethod, n: int, m: int, batch: int, dtype
     return matrix_bytes([(count, rows[shape], m) for shape, count in counts.items()], dtype)
 
 
-def memory_advice(inference: str | GPMethod, n: int, available: int, *, classes: int = 1, precision: str | None = None,
-                  num_inducing: int | None = None, batch_size: int | None = None) -> str:
+def memory_advice(inference: str | GPMethod, n: int, available: int, *, classes: int = 1,
+                  precision: str | None = None, num_inducing: int | None = None,
+                  batch_size: int | None = None) -> str:
     """What fits a GPBSVM on ``n`` rows in ``available`` bytes, for the memory refusal of ``inference``.
 
     From the estimates the guard itself uses (:attr:`GPMethod.dense_buffers` with
