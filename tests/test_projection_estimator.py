@@ -118,11 +118,11 @@ def test_multiclass_kernel_model(spike_slab, monkeypatch):
     np.testing.assert_allclose(clf.coef_, Theta_w.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(Theta_w).max())
     np.testing.assert_allclose(clf.intercept_, b.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(b).max())
     np.testing.assert_allclose(U, U_draws.mean((0, 1)), rtol=0, atol=1e-12 * np.abs(U_draws).max())
-    # predict_latent: the averaged output and the spread of w' z + b over the same kept draws. The variance
+    # the posterior's latent moments: the averaged output and the spread of w' z + b over the same kept draws. The variance
     # is h' S h from the draws' covariance of (Theta w, b), the same numbers as the variance of the outputs
     # (float64 sums of 100 draws and 13 features in another order): each within 113 eps, 2.5e-14, of
     # bound = (sum_w |h_w| + 1)^2 max|centred draw|^2; 1e-12 of it leaves a factor 40 (measured: 3e-18 of it)
-    mean, var = clf.predict_latent(X)
+    mean, var = clf._posterior.latent_moments(F)
     np.testing.assert_array_equal(mean, U)
     joint = np.concatenate([Theta_w, b[..., None]], axis=-1)
     centred = joint - joint.mean((0, 1))
@@ -144,13 +144,11 @@ def test_binary_linear_model():
     assert clf.score(X, y) > 0.9
     assert clf.transform(X).shape == (40, 1)
     assert isinstance(clf._posterior, Posterior)  # the posterior contract (core.posterior)
-    mean, var = clf.predict_latent(X)
-    np.testing.assert_array_equal(mean, d)
-    assert var.shape == (40,) and np.all(var > 0)
+    mean, var = clf._posterior.latent_moments(X)
+    np.testing.assert_array_equal(mean[:, 0], d)
+    assert var.shape == (40, 1) and np.all(var > 0)
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :1])
-    with pytest.raises(ValueError, match="features"):
-        clf.predict_latent(X[:, :1])
 
 
 @pytest.mark.filterwarnings("ignore::bayes_maxmargin.MixingWarning")  # 50 draws: a plumbing check
@@ -181,3 +179,18 @@ def test_mixing_is_judged_on_what_the_symmetry_leaves_alone(monkeypatch):
     coef = clf.idata_.posterior["coef"]
     assert coef.dims == ("chain", "draw", "problem", "feature")
     np.testing.assert_allclose(coef.mean(("chain", "draw")).values, clf.coef_, rtol=1e-10, atol=1e-12)
+
+
+def test_a_file_without_the_draws_of_Aw_predicts_and_says_it_has_no_spread():
+    """A file of an earlier release (tests/data/saved) kept the draws of w and b but not of A w: it predicts
+    from the averaged classifier as before, and its posterior names what it lacks for the spread of f."""
+    import bayes_maxmargin as bmm
+
+    from .data.make_golden import SAVED_DIR
+
+    old = bmm.load(SAVED_DIR / "MaxMarginProjection-linear.bmm")
+    assert "coef" not in old.idata_.posterior
+    X = np.zeros((2, old.n_features_in_))
+    np.testing.assert_array_equal(old.decision_function(X), (X @ old.coef_.T + old.intercept_)[:, 0])
+    with pytest.raises(ValueError, match="no draws of A w .* refit"):
+        old._posterior.latent_moments(X)

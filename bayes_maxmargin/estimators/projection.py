@@ -411,17 +411,16 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ outputs
     @property
     def _posterior(self) -> ProjectionPosterior:
-        """The fit's :class:`~bayes_maxmargin.models.projection.posterior.ProjectionPosterior`, from the
-        averaged classifier and projection and the kept draws in ``idata_`` (files of every release
-        hold both)."""
+        """The fit's :class:`~bayes_maxmargin.models.projection.posterior.ProjectionPosterior`: the averaged
+        classifier and projection, and the kept draws of A w and b in ``idata_`` (None in files written
+        before the draws of A w were kept)."""
         check_is_fitted(self, "coef_")
         draws = self.idata_.posterior
+        if "coef" not in draws:
+            return ProjectionPosterior(self.coef_, self.intercept_, self.projection_, None, None)
         coef, b = (np.asarray(draws[k]) for k in ("coef", "b"))  # views of the draws, not copies
         return ProjectionPosterior(self.coef_, self.intercept_, self.projection_,
                                    coef.reshape(-1, *coef.shape[2:]), b.reshape(-1, b.shape[-1]))
-
-    def _binary_or_multiclass(self, U: np.ndarray) -> np.ndarray:
-        return U[:, 0] if len(self.classes_) == 2 else U
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Classifier outputs averaged over the kept draws, U(x) = mean_t (w_t' z_t + b_t) (eq. 23-24).
@@ -430,15 +429,7 @@ class MaxMarginProjection(ClassifierMixin, TransformerMixin, BaseEstimator):
         """
         U = self._posterior.decision(self._predict_features(X))
         check_finite_output(U, "decision function")
-        return self._binary_or_multiclass(U)
-
-    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The averaged output U(x) of :meth:`decision_function` and the variance of the classifier's
-        output w' z + b over the kept draws, each of shape (n,) for two classes and (n, n_classes)
-        otherwise (the one-vs-all problems)."""
-        moments = self._posterior.latent_moments(self._predict_features(X))
-        check_finite_output(moments, "predictive mean or variance of f")
-        return tuple(self._binary_or_multiclass(m) for m in moments)
+        return U[:, 0] if len(self.classes_) == 2 else U
 
     def predict(self, X: Any) -> np.ndarray:
         """The class of the largest averaged output (eq. 24; the sign of eq. 23 for two classes)."""

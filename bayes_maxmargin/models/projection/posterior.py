@@ -39,17 +39,17 @@ class ProjectionPosterior(NamedTuple):
         mean_t b_lt.
     projection : ndarray, shape (L, W, K)
         mean_t A_lt, the posterior-mean projection.
-    coef_draws : ndarray, shape (S, L, W)
-        Kept draws of A_l w_l (chains stacked).
-    intercept_draws : ndarray, shape (S, L)
+    coef_draws : ndarray of shape (S, L, W), or None
+        Kept draws of A_l w_l (chains stacked); None where they were not kept (files of earlier releases).
+    intercept_draws : ndarray of shape (S, L), or None
         Kept draws of b_l.
     """
 
     coef: np.ndarray
     intercept: np.ndarray
     projection: np.ndarray
-    coef_draws: np.ndarray
-    intercept_draws: np.ndarray
+    coef_draws: np.ndarray | None
+    intercept_draws: np.ndarray | None
 
     def decision(self, H: np.ndarray) -> np.ndarray:
         """U_l(x) = c_l' h + mean_t b_lt at the rows of ``H`` (eq. 23-24), shape (n, L)."""
@@ -57,7 +57,11 @@ class ProjectionPosterior(NamedTuple):
 
     def latent_moments(self, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The averaged output U_l(x) (eq. 24) and the variance of w_l' A_l' h + b_l over the kept draws,
-        each of shape (n, L): h' S_c h + 2 h' s_cb + s_b from the draws' covariance of (c_l, b_l)."""
+        each of shape (n, L): h' S_c h + 2 h' s_cb + s_b from the draws' covariance of (c_l, b_l). A
+        ValueError where the draws of A w were not kept."""
+        if self.coef_draws is None:
+            raise ValueError("this fit holds no draws of A w (a file of an earlier release): refit it for the "
+                             "spread of the classifier's output")
         H = np.asarray(H, dtype=np.float64)
         design = np.column_stack([H, np.ones(H.shape[0])])
         draws = np.concatenate([self.coef_draws, self.intercept_draws[..., None]], axis=-1).astype(np.float64)
