@@ -351,6 +351,9 @@ def test_parameter_functions_moved_from_kernels_still_import_with_a_warning() ->
 
     with pytest.warns(DeprecationWarning, match="moved to bayes_maxmargin.core.parameters.to_unconstrained"):
         assert kernels.to_unconstrained is P.to_unconstrained
+    for name in kernels._MOVED_TO_PARAMETERS:  # each of them, also those the module itself uses
+        with pytest.warns(DeprecationWarning, match=f"moved to bayes_maxmargin.core.parameters.{name}"):
+            assert getattr(kernels, name) is getattr(P, name)
     with pytest.raises(AttributeError, match="no attribute 'pack_everything'"):
         kernels.pack_everything  # noqa: B018
 

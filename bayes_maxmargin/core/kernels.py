@@ -57,15 +57,15 @@ from bayes_maxmargin.core.parameters import (
     SEP,
     STATIC,
     field_values,
-    params_dict,
     replace_fields,
 )
+from bayes_maxmargin.core.parameters import params_dict as _params_dict  # params_dict itself warns (below)
 
 __all__ = ["ARD", "ARDParams", "Constant", "ConstantParams", "KERNELS", "Kernel", "KernelFn", "KernelParams", "Linear",
            "LinearParams", "PolyParams", "Polynomial", "Product", "ProductParams", "RBF", "SEParams", "Scaled",
            "ScaledParams", "Sum", "SumParams", "ard_se", "as_kernel", "check_kernel_params", "constant",
-           "feature_scale", "get_kernel",
-           "kernel_diag", "kernel_name", "linear", "median_distance", "polynomial", "se", "squared_distance"]
+           "feature_scale", "get_kernel", "kernel_diag", "kernel_name", "linear", "median_distance", "polynomial",
+           "se", "squared_distance"]
 
 Array: TypeAlias = jax.Array
 
@@ -741,22 +741,6 @@ def kernel_diag(kernel: str | KernelFn, params: Any, X: ArrayLike) -> Array:
     return jax.vmap(lambda x: fn(params, x[None, :], x[None, :])[0, 0])(X)
 
 
-#: Names that moved to :mod:`bayes_maxmargin.core.parameters`; still importable from here, with a warning.
-_MOVED_TO_PARAMETERS = ("free_fields", "from_unconstrained", "params_dict", "to_unconstrained")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_PARAMETERS:
-        import warnings
-
-        from bayes_maxmargin.core import parameters
-
-        warnings.warn(f"bayes_maxmargin.core.kernels.{name} moved to bayes_maxmargin.core.parameters.{name}",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(parameters, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ============================================================================ the user's kernel parameters
 def check_kernel_params(kernel: Any, kernel_params: Any, defaults: Any) -> Any:
     """The kernel parameters of an estimator: ``defaults`` overridden by the user's ``kernel_params``,
@@ -792,7 +776,7 @@ def check_kernel_params(kernel: Any, kernel_params: Any, defaults: Any) -> Any:
     fields = ", ".join(current)
     if hasattr(kernel_params, "_asdict"):
         # a kernel's parameter container (its fields by path), or another NamedTuple (its fields by name)
-        kernel_params = params_dict(kernel_params) if hasattr(kernel_params, "properties") else kernel_params._asdict()
+        kernel_params = _params_dict(kernel_params) if hasattr(kernel_params, "properties") else kernel_params._asdict()
     if kernel_params is not None and not isinstance(kernel_params, Mapping):
         raise InvalidParameterError(
             f"Invalid value for kernel_params: {_fmt_value(kernel_params)} (must be None or a dict of the fields "
@@ -844,3 +828,20 @@ def _check_kernel_value(name: str, value: Any, shape: tuple[int, ...], label: st
         return arr
     value = check_scalar_param(label, value, low=0.0, low_inclusive=name == "offset")  # offset 0: homogeneous
     return np.full(shape, value) if shape else value
+
+
+#: Names that moved to :mod:`bayes_maxmargin.core.parameters`; still importable from here, with a warning.
+_MOVED_TO_PARAMETERS = ("free_fields", "from_unconstrained", "params_dict", "to_unconstrained")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_PARAMETERS:
+        import warnings
+
+        from bayes_maxmargin.core import parameters
+
+        warnings.warn(f"bayes_maxmargin.core.kernels.{name} moved to bayes_maxmargin.core.parameters.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(parameters, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
