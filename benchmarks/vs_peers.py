@@ -83,7 +83,8 @@ JSON as soon as it is done (a fit that raises is recorded with its message, in `
 the run goes on). ``--resume`` reads that file and runs only what is missing (the rows'
 ``quick`` and ``threads`` must match); without it the file is started afresh. The full
 ``--suite all`` takes hours: run it as ``nice python benchmarks/vs_peers.py --suite all --tag all``
-and, after an interruption, the same with ``--resume``.
+and, after an interruption, the same with ``--resume``. ``--report`` fits nothing: it prints the
+tables and writes the JSON from the rows file as it stands (e.g. while a run goes on).
 
 ``--susy N [N ...]``: the scaling run instead of the tables, on ``load_dataset("susy_synthetic",
 n=N, random_state=0)`` with a held-out set of ``--susy-test`` rows (``random_state=1``), standardised
@@ -98,7 +99,7 @@ Writes ``benchmarks/results/vs_peers.json`` (or ``vs_peers_susy.json``; ``_quick
 ``_<tag>`` with ``--tag``).
 
     python benchmarks/vs_peers.py [--quick] [--datasets heart moons] [--splits 5] [--models gpbsvm gpc]
-    python benchmarks/vs_peers.py --suite all --tag all [--resume] [--threads 1]
+    python benchmarks/vs_peers.py --suite all --tag all [--resume | --report] [--threads 1]
     python benchmarks/vs_peers.py --suite all --list
     python benchmarks/vs_peers.py --susy 20000 200000
 """
@@ -541,9 +542,10 @@ def geometric_means(ratios: list[dict[str, Any]], key: str = "metric") -> dict[s
     return out
 
 
-def skip_reason(model: str, kind: str, n_train: int, gpc_max_train: int | None) -> str | None:
+def skip_reason(model: str, kind: str, n_train: int, gpc_max_train: int | None,
+                gpjax_available: bool = True) -> str | None:
     """Why ``model`` does not run on a task of ``kind`` with ``n_train`` training rows (None: it runs)."""
-    if model == "gpjax" and GPJAX_WORKER is None:
+    if model == "gpjax" and not gpjax_available:
         return "not available (--gpjax-python)"
     if model == "gpjax" and kind == "multiclass":
         return "binary only"
@@ -595,7 +597,8 @@ def ratio_tables(tasks: list[dict[str, Any]], ratios: list[dict[str, Any]], time
     names = {"error": "error", "brier": "Brier", "log_loss": "log loss", "ece": "ECE"}
     quality, timing = [], []
     for t in tasks:
-        label = f"{t['name']} ({t['n_train']}, {t['splits']})"
+        done = max((r["splits"] for r in ratios + times if r["dataset"] == t["name"]), default=t["splits"])
+        label = f"{t['name']} ({t['n_train']}, {done})"  # the splits compared, fewer while a run goes on
         first = next((r for r in ratios if r["dataset"] == t["name"]), None)
         without = "; ".join(f"{p}: {why}" for p, why in (first or {}).get("without", {}).items())
         quality.append({"data (n train, splits)": label, **{names[m]: _cell(find.get((t["name"], m)))
@@ -620,11 +623,14 @@ def run_tables(args: argparse.Namespace) -> dict[str, Any]:
     from _common import markdown_table
     from _suite import n_splits, task_data
 
-    models = [m for m in args.models if m != "gpjax" or GPJAX_WORKER is not None]
+    gpjax_available = args.report or GPJAX_WORKER is not None  # --report: the rows say what ran
+    models = [m for m in args.models if m != "gpjax" or gpjax_available]
     header = {"quick": args.quick, "threads": args.threads}
     old_header, rows = read_rows(args.rows_file) if args.resume else (None, [])
     if args.resume and old_header not in (None, header):
         raise SystemExit(f"--resume: {args.rows_file} was run with {old_header}, this run is {header}")
+    if args.report and not rows:
+        raise SystemExit(f"--report: no rows in {args.rows_file}")
     if not args.resume or old_header is None:
         args.rows_file.write_text("")
         append_row(args.rows_file, {"header": header})
@@ -638,10 +644,10 @@ def run_tables(args: argparse.Namespace) -> dict[str, Any]:
         k = n_splits(n_train, args.splits, args.splits_large, LARGE_ROWS)
         tasks.append({**task._asdict(), "n_train": n_train, "n_test": len(y) - n_train, "splits": k,
                       "n_features": X.shape[1], "classes": len(np.unique(y))})
-        reasons = {m: skip_reason(m, task.kind, n_train, args.gpc_max_train) for m in args.models}
+        reasons = {m: skip_reason(m, task.kind, n_train, args.gpc_max_train, gpjax_available) for m in args.models}
         skipped_runs += [{"dataset": task.name, "model": m, "reason": why} for m, why in reasons.items() if why]
         for seed in range(k):
-            todo = [m for m in models if not reasons[m] and (task.name, seed, m) not in done]
+            todo = [m for m in models if not (reasons[m] or args.report) and (task.name, seed, m) not in done]
             if not todo:
                 continue
             Xtr, Xte, ytr, yte = split(X, y, seed)
@@ -836,6 +842,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "the scikit-learn models are fitted once, their second fit time is their first's")
     p.add_argument("--threads", type=int, default=1, help="BLAS / OpenMP / XLA threads of every model")
     p.add_argument("--resume", action="store_true", help="continue from the rows file of an interrupted run")
+    p.add_argument("--report", action="store_true",
+                   help="fit nothing: the tables and the JSON from the rows file as it stands")
     p.add_argument("--quick", action="store_true", help="tiny settings of every fit (a smoke run)")
     p.add_argument("--susy", type=int, nargs="+", default=None, metavar="N",
                    help="the SUSY-like scaling run at these training sizes (instead of the tables)")
@@ -854,6 +862,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             p.error(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     if args.susy is not None and min(args.susy) < 2:
         p.error(f"--susy sizes must be >= 2, got {args.susy}")
+    if args.report and args.susy:
+        p.error("--report reads the rows of the tables' run; the --susy run keeps none")
     if args.susy_records < 1:
         p.error(f"--susy-records must be >= 1, got {args.susy_records}")
     if args.quick and args.susy_test == 20_000:
@@ -863,6 +873,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from _common import RESULTS, result_name, write_results
 
     _resolve_suite(p, args)
+    args.resume = args.resume or args.report
     if args.list:
         list_tasks(args)
         return {}
@@ -874,7 +885,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load_start = os.getloadavg()
     global GPJAX_WORKER
     worker_info: Any = None
-    if "gpjax" in args.models:
+    if "gpjax" in args.models and not args.report:
         GPJAX_WORKER, worker_info = start_gpjax(gpjax_python(args.gpjax_python, dict(os.environ)), args.threads)
         if GPJAX_WORKER is None:
             print(worker_info, flush=True)

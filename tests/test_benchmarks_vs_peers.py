@@ -437,3 +437,31 @@ def test_a_failed_fit_is_recorded_and_not_retried_on_resume(tmp_path, monkeypatc
     calls.clear()
     again = script.main([*args, "--resume"])
     assert calls == [] and len(again["rows"]) == 3 and len(again["failed_runs"]) == 1
+
+
+def test_report_fits_nothing_and_tables_the_rows_as_they_stand(tmp_path, monkeypatch, capsys):
+    script = _script()
+    calls = []
+
+    def fake_run_model(name, seed, quick, Xtr, ytr, Xte, yte, refit=True):
+        calls.append((name, seed))
+        error = 0.1 if name == "gpbsvm" else 0.2
+        return {"model": name, "error": error, "brier": error, "log_loss": 0.3, "ece": 0.05, "first_fit_s": 1.0,
+                "second_fit_s": 1.0, "warnings": []}
+
+    monkeypatch.setattr(script, "run_model", fake_run_model)
+    args = ["--suite", "all", "--datasets", "iris_0_vs_rest", "--splits", "3", "--models", "gpbsvm", "gpc",
+            "--out-dir", str(tmp_path), "--tag", "r"]
+    with pytest.raises(SystemExit, match="no rows"):
+        script.main([*args, "--report"])
+    script.main(args)
+    rows_file = tmp_path / "vs_peers_all_r.rows.jsonl"
+    rows_file.write_text("\n".join(rows_file.read_text().splitlines()[:-2]) + "\n")  # stopped before split 2
+    calls.clear()
+    capsys.readouterr()
+    out = script.main([*args, "--report"])
+    assert calls == [] and len(out["rows"]) == 4
+    error = next(r for r in out["ratios"] if r["metric"] == "error")
+    assert error["splits"] == 2 and error["ratio"] == pytest.approx(0.5)
+    # the table names the splits compared, not the splits the run will have
+    assert "| iris_0_vs_rest (105, 2) | 0.500" in capsys.readouterr().out
