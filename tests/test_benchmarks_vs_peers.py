@@ -465,3 +465,18 @@ def test_report_fits_nothing_and_tables_the_rows_as_they_stand(tmp_path, monkeyp
     assert error["splits"] == 2 and error["ratio"] == pytest.approx(0.5)
     # the table names the splits compared, not the splits the run will have
     assert "| iris_0_vs_rest (105, 2) | 0.500" in capsys.readouterr().out
+
+
+def test_targets_met_measures_every_model_against_the_best_of_the_other_peers():
+    script = _script()
+    # per split: gpbsvm 4 % above svc_platt, gpc 30 % above it, gpjax level with it
+    rows = [{"dataset": "d", "split": s, "model": m, "error": e * base, "brier": e * base}
+            for s, base in enumerate([0.10, 0.12, 0.11, 0.09])
+            for m, e in (("gpbsvm", 1.04), ("gpc", 1.3), ("gpjax", 1.0), ("svc_platt", 1.0))]
+    met = {(r["model"], r["metric"]): r for r in script.targets_met(rows)}
+    # a constant per-split ratio has a zero-width interval: the ratio is its own upper bound
+    assert met[("gpbsvm", "error")] == {"model": "gpbsvm", "metric": "error", "tasks": 1, "high_met": 1,
+                                        "mean_met": 1}
+    assert (met[("gpc", "error")]["high_met"], met[("gpc", "error")]["mean_met"]) == (0, 0)
+    # each of gpjax and svc_platt is level with the other, the best of its others
+    assert met[("gpjax", "brier")]["high_met"] == met[("svc_platt", "brier")]["high_met"] == 1
