@@ -7,11 +7,16 @@ of the full-GP ECM with ML-II with and without the link, and of ECM's MAP at the
 hyperparameters (theta = gamma^-1/2, a = C / (2 gamma_hinge), the same objective up to the SVC's free
 intercept), with the length-scale and amplitude ML-II chose.
 
+``--inducing M [M ...]`` replaces the full-GP fits by ``GPBSVM(num_inducing=M)`` for each M and S-BSVM at
+the tuned SVC's kernel held fixed (the RBF kernel above) with the largest M: whether more inducing points,
+or the SVC's hyperparameters, close the gap of the sparse default.
+
 ``--loo-grid`` adds ECM's MAP at the SVC grid's point chosen from the training rows alone by the
 leave-one-out moments the fit computes anyway (its Gaussian sites divided out): by leave-one-out error
 (ties: the probit log predictive), and by the leave-one-out probit log predictive alone.
 
     python benchmarks/svc_gap.py --task digits_3_vs_rest --splits 4 [--loo-grid]
+    python benchmarks/svc_gap.py --task usps_0_vs_rest --splits 3 --inducing 64 256
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def main() -> None:
     parser.add_argument("--task", default="digits_3_vs_rest")
     parser.add_argument("--splits", type=int, default=4)
     parser.add_argument("--loo-grid", action="store_true")
+    parser.add_argument("--inducing", type=int, nargs="+", default=None, metavar="M")
     args = parser.parse_args()
 
     from scipy.stats import norm
@@ -58,11 +64,18 @@ def main() -> None:
         grid = {"C": [0.1, 1.0, 10.0], "gamma": [0.25 / d, 1.0 / d, 4.0 / d]}  # vs_peers.svc_platt's grid
         tuned = GridSearchCV(SVC(), grid, cv=3).fit(Xtr, ytr)
         row["svc_tuned"], row["svc_params"] = error(tuned.decision_function(Xte)), tuned.best_params_
-        for name, kw in (("gpbsvm", {}), ("gpbsvm_no_link", {"calibrate": False}), ("ecm", {"inference": "ecm"}),
-                         ("ecm_no_link", {"inference": "ecm", "calibrate": False}),
-                         ("ecm_at_svc", {"inference": "ecm", "calibrate": False, "kernel": "rbf", "learn_kernel": False,
-                                         "kernel_params": {"lengthscale": tuned.best_params_["gamma"] ** -0.5,
-                                                           "amplitude": tuned.best_params_["C"] / 2.0}})):
+        at_svc = {"calibrate": False, "kernel": "rbf", "learn_kernel": False,
+                  "kernel_params": {"lengthscale": tuned.best_params_["gamma"] ** -0.5,
+                                    "amplitude": tuned.best_params_["C"] / 2.0}}
+        if args.inducing:
+            fits = [(f"gpbsvm_m{m}", {"num_inducing": m}) for m in args.inducing]
+            fits.append((f"svi_at_svc_m{max(args.inducing)}",
+                         {"inference": "svi", "num_inducing": max(args.inducing), **at_svc}))
+        else:
+            fits = [("gpbsvm", {}), ("gpbsvm_no_link", {"calibrate": False}), ("ecm", {"inference": "ecm"}),
+                    ("ecm_no_link", {"inference": "ecm", "calibrate": False}),
+                    ("ecm_at_svc", {"inference": "ecm", **at_svc})]
+        for name, kw in fits:
             clf = GPBSVM(progress_bar=False, random_state=s, **kw).fit(Xtr, ytr)
             row[name] = error(clf.predict_proba(Xte)[:, 1], 0.5)
             if name == "ecm":

@@ -862,7 +862,7 @@ def list_tasks(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", choices=("nine", "all"), default="nine",
-                   help="nine: the nine sets of the tables in docs/performance.md; all: the broad benchmark")
+                   help="nine: the Raetsch sets and half moons (quick); all: the broad benchmark of docs/performance.md")
     p.add_argument("--datasets", nargs="+", default=None, help="tasks of the suite to run (default: all of them)")
     p.add_argument("--list", action="store_true", help="print the suite's tasks and exit")
     p.add_argument("--splits", type=int, default=None,
