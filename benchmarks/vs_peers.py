@@ -82,7 +82,7 @@ Resuming: every (task, split, model) row is appended to ``<result name>.rows.jso
 JSON as soon as it is done (a fit that raises is recorded with its message, in ``failed_runs``, and
 the run goes on). ``--resume`` reads that file and runs only what is missing (the rows'
 ``quick`` and ``threads`` must match); without it the file is started afresh. The full
-``--suite all`` takes hours: run it as ``nice python benchmarks/vs_peers.py --suite all --tag all``
+``--suite all`` takes days of one core: run it as ``nice python benchmarks/vs_peers.py --suite all --tag all``
 and, after an interruption, the same with ``--resume``. ``--report`` fits nothing: it prints the
 tables and writes the JSON from the rows file as it stands (e.g. while a run goes on).
 
@@ -719,7 +719,8 @@ def run_tables(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\n{len(failed)} fits failed (failed_runs in the JSON; --resume does not retry them): "
               + "; ".join(f"{r['dataset']} split {r['split']} {r['model']}" for r in failed[:10]))
     return {"tasks": tasks, "rows": rows, "summary": summary, "ratios": ratios, "time_ratios": times,
-            "geometric_means": geometric_means(ratios), "targets_met": met, "skipped": sorted(set(args.models) - set(models)),
+            "geometric_means": geometric_means(ratios), "targets_met": met,
+            "skipped": sorted(set(args.models) - set(models)),
             "skipped_runs": skipped_runs, "failed_runs": failed}
 
 
@@ -862,7 +863,8 @@ def list_tasks(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", choices=("nine", "all"), default="nine",
-                   help="nine: the Raetsch sets and half moons (quick); all: the broad benchmark of docs/performance.md")
+                   help="nine: the Raetsch sets and half moons (quick); all: the broad benchmark "
+                        "of docs/performance.md")
     p.add_argument("--datasets", nargs="+", default=None, help="tasks of the suite to run (default: all of them)")
     p.add_argument("--list", action="store_true", help="print the suite's tasks and exit")
     p.add_argument("--splits", type=int, default=None,
