@@ -344,20 +344,25 @@ def golden_arrays(arrays: dict[str, np.ndarray], name: str) -> tuple[dict[str, n
 def platform_fingerprint() -> dict[str, str]:
     """What the last bits of a fit depend on beyond the code and the settings above: the CPU (XLA:CPU
     compiles for its instruction set; OpenBLAS / LAPACK pick kernels by it) and the jaxlib build (its
-    XLA). Fixtures compared bit for bit only on a machine with the same fingerprint."""
+    XLA). Fixtures compared bit for bit only on a machine with the same fingerprint. The CPU is its model
+    name with its family and model numbers (x86) or implementer and part (ARM): a virtual machine may
+    name several generations alike ("AMD EPYC" for family 25 and 26, whose instruction sets differ)."""
     import platform
 
     import jaxlib
 
-    cpu = ""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.partition(":")[2].strip()
-                break
+            if not line.strip():
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return dict(cpu=cpu or platform.processor() or platform.machine(), jaxlib=jaxlib.__version__)
+    cpu = fields.get("model name") or platform.processor() or platform.machine()
+    detail = [f"{k} {fields[k]}" for k in ("cpu family", "model", "CPU implementer", "CPU part") if k in fields]
+    return dict(cpu=f"{cpu} ({', '.join(detail)})" if detail else cpu, jaxlib=jaxlib.__version__)
 
 
 def _environment() -> dict[str, Any]:
@@ -444,7 +449,8 @@ CHAOTIC_REFITS = ("GPBSVM-nuts", "GPBSVM-nuts-theta", "FactorBSVM-gibbs-linear-t
 #: other steps since ML-II moves log theta and the pseudo-inputs in units of the data's spread (fits that
 #: do not depend on the units of X), and stop elsewhere after their few ML-II iterations. The Gibbs samplers
 #: whose sweeps gained moves since the fixtures were written (the linear and Luts samplers' directional and
-#: scale moves, GP Gibbs's elliptical moves of f, the projection's moves of [w; b] and its bias shift, the
+#: scale moves, GP Gibbs's elliptical moves of f, the projection's moves of [w; b], its bias shift and
+#: the moves of the scales of A and [w; b] and its draw of (A, b) with the residuals held, the
 #: factor model's moves of [beta, b], of f and of the factors' scales) draw
 #: other chains of the same posterior (each kernel is checked against NUTS), and the projection's posterior
 #: gained ``coef``: their refits, and that of the two-stage factor model whose second stage is LinearBSVM's
