@@ -346,7 +346,7 @@ def platform_fingerprint() -> dict[str, str]:
     compiles for its instruction set; OpenBLAS / LAPACK pick kernels by it) and the jaxlib build (its
     XLA). Fixtures compared bit for bit only on a machine with the same fingerprint. The CPU is its model
     name with its family and model numbers (x86) or implementer and part (ARM): a virtual machine may
-    name several generations alike ("AMD EPYC" for family 25 and 26, whose instruction sets differ)."""
+    name several generations alike ("AMD EPYC"), whose instruction sets differ."""
     import platform
 
     import jaxlib

@@ -225,7 +225,7 @@ def rescale_factors(key: Array, A: Array, W: Array, beta: Array | None, inv_phi:
     Returns
     -------
     A, W, beta : Array
-        The moved loadings, scores and classifier weights.
+        The moved loadings, scores and classifier weights (None without ``beta``).
     evaluations : Array
         Density evaluations of the slice updates.
 
