@@ -224,6 +224,14 @@ def _dense_projection_step(key: Array, Z: Array, alpha: Array, data: ProjectionD
     return A
 
 
+def _offset_labels(y: Array, inv_lam: Array, offset: Array) -> Array:
+    """Labels for :func:`~bayes_maxmargin.core.augmentation.gaussian_conditional` when f = design @ x + ``offset``:
+    its linear term sum_n y_n (1 + lambda_n) / lambda_n x~_n becomes sum_n (y_n (1 + lambda_n) - offset_n) /
+    lambda_n x~_n, the conditional of x given the offset (y_n = +-1)."""
+    one_plus_lam = 1.0 + 1.0 / inv_lam
+    return y * (one_plus_lam - y * offset) / one_plus_lam
+
+
 def direct_projection_step(
     key: Array, A: Array, w: Array, b: Array, inv_lam: Array, alpha: Array, F: Array, y: Array, full_rank: bool,
 ) -> Array:
@@ -252,16 +260,14 @@ def direct_projection_step(
     """
     D, K = A.shape
     keys = jax.random.split(key, K)
-    one_plus_lam = 1.0 + 1.0 / inv_lam
 
     def column(k, A):
         a_k = jax.lax.dynamic_index_in_dim(A, k, axis=1, keepdims=False)
         w_k = w[k]
         design = w_k * F
         rest = F @ (A @ w) + b - design @ a_k  # sum_{j != k} w_j a_j' x_n + b
-        # xi^-k + lambda = 1 + lambda - y rest; the labels scaled so that the conditional's linear term
-        # sum_n y_n (1 + lambda_n) / lambda_n x~_n becomes eq. (12)'s sum_n y_n (xi^-k + lambda_n) / lambda_n x~_n
-        scaled_y = y * (one_plus_lam - y * rest) / one_plus_lam
+        # xi^-k + lambda = 1 + lambda - y rest: eq. (12)'s linear term sum_n y_n (xi^-k + lambda_n) / lambda_n x~_n
+        scaled_y = _offset_labels(y, inv_lam, rest)
         prec = jnp.full((D,), alpha[k], A.dtype)
         if full_rank:
             new = sample_gaussian(keys[k], gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec))
@@ -435,9 +441,7 @@ def ancillary_projection_step(
     safe = jnp.where(root > 0, root, 1.0)
     b_sd = 1.0 / jnp.sqrt(sigma)
     design = jnp.concatenate([F * root[None, :], jnp.full((F.shape[0], 1), b_sd, dtype)], axis=1)
-    one_plus_lam = 1.0 + 1.0 / inv_lam
-    # labels scaled so that the linear term becomes sum_n x~_n (y_n (1 + lambda_n) - r_n' w) / lambda_n
-    scaled_y = y * (one_plus_lam - y * (R @ w)) / one_plus_lam
+    scaled_y = _offset_labels(y, inv_lam, R @ w)
     prec = jnp.ones((D + 1,), dtype)
     current = jnp.concatenate([A @ w / safe, (b / b_sd)[None]])
     k_u, k_a = jax.random.split(key)
