@@ -17,9 +17,8 @@ from bayes_maxmargin import FactorBSVM
 from bayes_maxmargin.core.kernels import SEParams
 from bayes_maxmargin.core.parameters import flatten
 from bayes_maxmargin.engine.mcmc import run_chains
-from bayes_maxmargin.engine.nuts import run_nuts
 from bayes_maxmargin.models.factor.gibbs import build_factor_kernel, build_factor_record, init_factor
-from bayes_maxmargin.models.factor.model import FactorData, FactorHyper, factor_bsvm
+from bayes_maxmargin.models.factor.model import FactorData, FactorHyper
 from bayes_maxmargin.models.gp.model import kernel_prior
 
 from ._posterior import assert_posteriors_agree
@@ -88,20 +87,17 @@ def test_theta_moves_only_where_sampled(gibbs_run):
 
 
 @pytest.mark.extended
-def test_gp_theta_and_gamma_gibbs_agree_with_live_nuts(tiny):
-    """Both SE fields and gamma sampled, one score at a time, against a live NUTS run (minutes)."""
+def test_gp_theta_and_gamma_gibbs_agree_with_nuts(tiny):
+    """Both SE fields and gamma sampled, one score at a time, against NUTS (the stored reference
+    ``factor_gp_theta_gamma``: NUTS mixes slowly here, 0.007 bulk effective draws per iteration at
+    the least, so a run of 500 + 2000 did not converge, R-hat 1.17 on |a_11|; the reference keeps every
+    10th of 40 000 iterations per chain, R-hat at most 1.003), with the tolerances of the test above."""
     X, y = tiny
-    learn = ("lengthscale", "amplitude")
-    theta = SEParams(FACTOR_THETA["lengthscale"], 1.0)
     with jax.enable_x64(True):
-        gibbs = _gibbs(X, y, learn, n_iter=3000, n_blocks=None, sample_gamma=True).samples
-        kwargs = dict(n_factors=1, classifier="gp", nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=(2.0, 1.0),
-                      gamma0=FACTOR_GAMMA0, kernel_params=theta, marginal_phi=True,
-                      kernel_prior=kernel_prior(theta, FACTOR_THETA["prior_scale"], learn))
-        nuts, _ = run_nuts(factor_bsvm, jax.random.PRNGKey(1), (jnp.asarray(X), jnp.asarray(y)), kwargs,
-                           num_chains=4, num_warmup=500, num_samples=2000, target_accept_prob=0.9)
-    a, b = _invariants(gibbs, y), _invariants(nuts, y)
-    for d, s in ((a, gibbs), (b, nuts)):
+        gibbs = _gibbs(X, y, ("lengthscale", "amplitude"), n_iter=3000, n_blocks=None, sample_gamma=True).samples
+    ref = load_reference("factor_gp_theta_gamma").draws
+    a, b = _invariants(gibbs, y), _invariants(ref, y)
+    for d, s in ((a, gibbs), (b, ref)):
         d["gamma"], d["log_amplitude"] = s["gamma"], np.log(s["amplitude"])
     assert_posteriors_agree(a, b, NAMES + ["gamma", "log_amplitude"], sd_rtol=0.15)
 

@@ -279,6 +279,23 @@ def _factor_gp_theta_reduce(s, args, kwargs):
     return {"psi": s["psi"], "A": s["A"][..., :1, :1], "f": s["f"][..., :2], "lengthscale": s["lengthscale"]}
 
 
+def _factor_gp_theta_gamma_build():
+    from bayes_maxmargin.core.kernels import SEParams
+    from bayes_maxmargin.models.gp.model import kernel_prior
+
+    X, y = factor_tiny()
+    se = SEParams(FACTOR_THETA["lengthscale"], 1.0)
+    learn = ("lengthscale", "amplitude")
+    kwargs = dict(n_factors=1, classifier="gp", nu=1.0, psi_prior=(2.0, 1.0), gamma_prior=(2.0, 1.0),
+                  gamma0=FACTOR_GAMMA0, kernel_params=se, marginal_phi=True,
+                  kernel_prior=kernel_prior(se, FACTOR_THETA["prior_scale"], learn))
+    return (jnp.asarray(X), jnp.asarray(y)), kwargs
+
+
+def _factor_gp_theta_gamma_reduce(s, args, kwargs):
+    return dict(_factor_gp_theta_reduce(s, args, kwargs), amplitude=s["amplitude"], gamma=s["gamma"])
+
+
 def _factor_reduce(s, args, kwargs):
     return {"psi": s["psi"], "A": s["A"][..., :1, :1], "f": s["f"][..., :2], "beta": s["beta"],
             "intercept": s["intercept"]}
@@ -402,6 +419,15 @@ PROBLEMS: dict[str, Problem] = {
             _factor_gp_theta_reduce,
             "GP discriminative factor model, SE length-scale sampled, phi marginalised, 12 x 4: "
             "tests/test_factor_theta.py",
+            sign_symmetric=("A",),
+        ),
+        Problem(
+            "factor_gp_theta_gamma", _model("factor", "factor_bsvm"), _factor_gp_theta_gamma_build,
+            lambda: jax.random.PRNGKey(1),
+            dict(num_warmup=2000, num_samples=4000, thin=10, num_chains=4, target_accept_prob=0.95),
+            _factor_gp_theta_gamma_reduce,
+            "GP discriminative factor model, both SE fields and gamma sampled, phi marginalised, 12 x 4: "
+            "tests/test_factor_theta.py (extended)",
             sign_symmetric=("A",),
         ),
         Problem(
