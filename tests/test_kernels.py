@@ -314,3 +314,23 @@ def test_free_fields_are_the_unconstrained_keys(params: Any) -> None:
 def test_unknown_params_type_raises() -> None:
     with pytest.raises(TypeError, match="no parametrisation for tuple.*class attribute .properties"):
         P.to_unconstrained((1.0, 2.0))  # type: ignore[arg-type]
+
+
+def test_static_field_is_compiled_in_not_traced() -> None:
+    """The polynomial degree (STATIC) is pytree metadata: a container crossing ``jit`` keeps it a Python
+    int, so :func:`~bayes_maxmargin.core.parameters.flatten` can read it inside compiled code (ECM's ML-II
+    and the Gibbs theta sampler flatten the kernel parameters inside their loops)."""
+    params = K.PolyParams(degree=np.int64(3), offset=1.5)
+    assert jax.tree_util.tree_leaves(params) == [1.5]
+
+    @jax.jit
+    def inside(p):
+        vector, unflatten = P.flatten(p)
+        assert unflatten(vector).degree == 3 and isinstance(p.degree, int)
+        return vector
+
+    np.testing.assert_allclose(inside(params), [np.log(1.5)])
+    nested = (K.RBF() * K.Polynomial(degree=2)).init_params(np.zeros((1, 2)))
+    assert len(jax.tree_util.tree_leaves(nested)) == 3  # length-scale, amplitude, offset
+    with pytest.raises(TypeError, match="STATIC"):
+        jax.tree_util.tree_leaves(K.PolyParams(degree=np.array([2, 3])))

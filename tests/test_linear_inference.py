@@ -82,12 +82,14 @@ def test_log_joint_is_the_augmented_program(synthetic_binary, gamma0, gamma_prio
 
 
 @pytest.mark.extended  # compiled and op-by-op agree: a compiler check, slow op by op
-def test_jit_equals_eager(synthetic_binary):
+@pytest.mark.parametrize("moves", [False, True], ids=["conditional", "with-moves"])
+def test_jit_equals_eager(synthetic_binary, moves):
     X, y = synthetic_binary[0][:30], synthetic_binary[1][:30]
     with jax.enable_x64(True):
         data, hyper, _ = _problem(X, y, 0.1, (2.0, 1.0))
-        state = init_linear(jnp.zeros(4), data, hyper, True)
-        assert_jit_equals_eager(build_linear_kernel(True), jax.random.PRNGKey(3), state, data, hyper)
+        state = init_linear(jnp.zeros(4), data, hyper, True, directions=moves)
+        kernel = build_linear_kernel(True, -0.9 if moves else 0.0, directions=moves)
+        assert_jit_equals_eager(kernel, jax.random.PRNGKey(3), state, data, hyper)
 
 
 def test_second_fit_does_not_recompile(synthetic_binary):

@@ -58,6 +58,7 @@ from bayes_maxmargin.core.parameters import (
     STATIC,
     field_values,
     replace_fields,
+    static_fields,
 )
 from bayes_maxmargin.core.parameters import params_dict as _params_dict  # params_dict itself warns (below)
 
@@ -105,6 +106,7 @@ class ARDParams(NamedTuple):
     properties = {"lengthscales": POSITIVE, "amplitude": POSITIVE}
 
 
+@static_fields
 class PolyParams(NamedTuple):
     """Parameters of the polynomial kernel :func:`polynomial`.
 

@@ -48,7 +48,7 @@ from jax.typing import ArrayLike
 
 __all__ = ["LOG", "NESTED", "POSITIVE", "SOFTPLUS", "STATIC", "Bijection", "ParameterProperties", "Unflatten",
            "field_values", "flatten", "free_fields", "from_unconstrained", "hold_fixed", "params_dict",
-           "replace_fields", "to_unconstrained", "trainable_fields"]
+           "replace_fields", "static_fields", "to_unconstrained", "trainable_fields"]
 
 SEP = "__"
 
@@ -75,6 +75,48 @@ STATIC = ParameterProperties(positive=False)
 """A fixed field, compiled in (the polynomial degree)."""
 NESTED = ParameterProperties(positive=False, nested=True)
 """A component kernel's parameter container."""
+
+
+def _fixed_value(value: Any) -> Any:
+    """A fixed field's value as pytree metadata: hashable, compared by value (a 0-d array as its Python
+    scalar)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if np.ndim(value) == 0:
+        return np.asarray(value).item()
+    raise TypeError(f"a STATIC field holds a scalar compiled into the program, not an array of shape "
+                    f"{np.shape(value)}")
+
+
+def static_fields(cls: type) -> type:
+    """Register the parameter container ``cls`` (a ``NamedTuple``) as a pytree whose :data:`STATIC` fields
+    are metadata: their values are compiled into a program, never traced, so a container that crosses
+    ``jit`` or a loop keeps them concrete (e.g. the polynomial degree, read by :func:`flatten`). Its
+    other fields are the pytree's children. Use it as the container's class decorator.
+
+    Examples
+    --------
+    >>> from typing import NamedTuple
+    >>> import jax
+    >>> @static_fields
+    ... class PowerParams(NamedTuple):
+    ...     power: int = 2
+    ...     scale: float = 1.0
+    ...     properties = {"power": STATIC, "scale": POSITIVE}
+    >>> jax.tree_util.tree_leaves(PowerParams(3, 0.5))
+    [0.5]
+    """
+    fixed = tuple(name for name, prop in cls.properties.items() if not prop.positive and not prop.nested)
+    children = tuple(name for name in cls._fields if name not in fixed)
+
+    def flatten(params: Any) -> tuple[list[Any], tuple[Any, ...]]:
+        return [getattr(params, name) for name in children], tuple(_fixed_value(getattr(params, n)) for n in fixed)
+
+    def unflatten(aux: tuple[Any, ...], leaves: Any) -> Any:
+        return cls(**dict(zip(children, leaves)), **dict(zip(fixed, aux)))
+
+    jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+    return cls
 
 
 def _properties(params: Any) -> dict[str, ParameterProperties]:
