@@ -59,7 +59,7 @@ __all__ = ["ELLIPTICAL_STEPS", "GaussianConditional", "MoveInfo", "WideGaussianC
            "expected_lambda", "gamma0_conditional", "gamma_cm_step", "gamma_conditional", "gaussian_conditional",
            "hinge_c", "log_gamma0_prior", "log_lambda_prior", "log_pseudo_likelihood", "margin_floor",
            "marginal_log_density", "marginal_log_likelihood", "marginal_moves", "masked_rows", "prior_gram",
-           "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move", "use_wide_form",
+           "sample_conditional", "sample_gaussian", "sample_inv_lambda", "sample_wide_gaussian", "scale_move", "use_wide_form",
            "vb_hinge_bound", "vb_inv_lambda", "wide_gaussian_conditional", "wide_latent_variances"]
 
 
@@ -328,6 +328,20 @@ def sample_wide_gaussian(
     return cond.mean + alpha * (previous - cond.mean) + jnp.sqrt(1.0 - alpha**2) * noise
 
 
+def sample_conditional(
+    key: Array, design: Array, y: Array, inv_lam: Array, gamma: Array, prior_prec: Array, wide: bool = False,
+    previous: Array | None = None, overrelaxation: float = 0.0, gram: Array | None = None,
+) -> Array:
+    """One draw of the weights' conditional given lambda and gamma: :func:`gaussian_conditional` drawn by
+    :func:`sample_gaussian`, or with ``wide`` its n-dimensional form (:func:`wide_gaussian_conditional`, with
+    ``gram`` as there) drawn by :func:`sample_wide_gaussian`; ``previous`` and ``overrelaxation`` as in
+    :func:`sample_gaussian`."""
+    if wide:
+        cond = wide_gaussian_conditional(design, y, inv_lam, gamma, prior_prec, gram)
+        return sample_wide_gaussian(key, cond, previous, overrelaxation)
+    return sample_gaussian(key, gaussian_conditional(design, y, inv_lam, gamma, prior_prec), previous, overrelaxation)
+
+
 def wide_latent_variances(cond: WideGaussianConditional, gram: Array) -> Array:
     """diag(Phi Sigma Phi') at the n rows of ``cond.design``, ``gram`` = Phi A^-1 Phi'.
 
@@ -499,6 +513,10 @@ class MoveInfo(NamedTuple):
     def none(cls) -> "MoveInfo":
         """The Info of a sweep without moves."""
         return cls(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+    def plus(self, other: "MoveInfo") -> "MoveInfo":
+        """The Info of this sweep's moves and ``other``'s together (the counts summed)."""
+        return MoveInfo(*(a + b for a, b in zip(self, other)))
 
 
 def _move_info(info: Any) -> MoveInfo:

@@ -47,15 +47,11 @@ from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
     augmented_sweep,
     expected_inv_lambda,
-    gaussian_conditional,
     log_gamma0_prior,
     log_lambda_prior,
     marginal_moves,
     masked_rows,
-    prior_gram,
-    sample_gaussian,
-    sample_wide_gaussian,
-    wide_gaussian_conditional,
+    sample_conditional,
 )
 from bayes_maxmargin.core.slice import Directions, adapt_directions, init_directions
 from bayes_maxmargin.models.linear.model import LinearData, LinearHyper, log_prior
@@ -155,12 +151,8 @@ def build_linear_kernel(sample_gamma: bool, overrelaxation: float = 0.0, wide: b
         previous = coef  # the point the overrelaxed draw reflects
 
         def draw_coef(key: Array, inv_lam: Array, gamma: Array) -> Array:
-            if wide:
-                gram = prior_gram(data.design, hyper.prior_prec)
-                cond = wide_gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec, gram)
-                return sample_wide_gaussian(key, cond, previous, overrelaxation)
-            cond = gaussian_conditional(data.design, data.y, inv_lam, gamma, hyper.prior_prec)
-            return sample_gaussian(key, cond, previous, overrelaxation)
+            return sample_conditional(key, data.design, data.y, inv_lam, gamma, hyper.prior_prec, wide, previous,
+                                      overrelaxation)
 
         coef, inv_lam, gamma, gamma0 = augmented_sweep(rng_key, coef, state.gamma, data.y, current,
                                                        lambda c: data.design @ c, draw_coef, sample_gamma, data.mask,

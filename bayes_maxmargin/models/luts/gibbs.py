@@ -53,6 +53,7 @@ from bayes_maxmargin.core.augmentation import (
     margin_floor,
     marginal_moves,
     prior_gram,
+    sample_conditional,
     sample_gaussian,
     sample_inv_lambda,
     sample_wide_gaussian,
@@ -115,7 +116,7 @@ def _moved(rng_key: Array, coef: Array, p: int, sigma_u2: Array, design: Array, 
 
     t, scaled = scale_move(jax.random.fold_in(rng_key, 8), t0, design[:, :p] @ coef[:p], design[:, p:] @ coef[p:], y,
                            log_prior_t)
-    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t), MoveInfo(*(a + b for a, b in zip(info, scaled)))
+    return coef.at[p:].multiply(jnp.exp(t - t0)), jnp.exp(2.0 * t), info.plus(scaled)
 
 
 def _adapted(directions: Directions | None, coef: Array, hyper: LutsHyper) -> Directions | None:
@@ -203,13 +204,8 @@ def build_mixed_kernel(overrelaxation: float = 0.0, wide: bool = False):
         prior_prec = jnp.concatenate(
             [jnp.broadcast_to(1.0 / hyper.sigma_beta2, (p,)).astype(dtype), jnp.full((m,), 1.0 / sigma_u2, dtype)]
         )
-        if wide:
-            gram = prior_gram(data.X, prior_prec[:p]) + sigma_u2 * (data.Z @ data.Z.T)
-            cond = wide_gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec, gram)
-            coef = sample_wide_gaussian(k_coef, cond, coef, overrelaxation)
-        else:
-            cond = gaussian_conditional(C, data.y, inv_lam, 1.0, prior_prec)
-            coef = sample_gaussian(k_coef, cond, coef, overrelaxation)
+        gram = prior_gram(data.X, prior_prec[:p]) + sigma_u2 * (data.Z @ data.Z.T) if wide else None
+        coef = sample_conditional(k_coef, C, data.y, inv_lam, 1.0, prior_prec, wide, coef, overrelaxation, gram)
         u = coef[p:]
         sigma_u2 = draw_inverse_gamma(k_s2, hyper.A_u + 0.5 * m, hyper.B_u + 0.5 * jnp.sum(u**2))
         log_joint = mixed_log_joint(coef, inv_lam, sigma_u2, data, hyper)

@@ -102,11 +102,10 @@ from bayes_maxmargin.core.augmentation import (
     augmented_log_likelihood,
     gaussian_conditional,
     marginal_moves,
+    sample_conditional,
     sample_gaussian,
     sample_inv_lambda,
-    sample_wide_gaussian,
     scale_move,
-    wide_gaussian_conditional,
 )
 from bayes_maxmargin.models.projection.model import ProjectionData, ProjectionHyper
 
@@ -269,10 +268,7 @@ def direct_projection_step(
         # xi^-k + lambda = 1 + lambda - y rest: eq. (12)'s linear term sum_n y_n (xi^-k + lambda_n) / lambda_n x~_n
         scaled_y = _offset_labels(y, inv_lam, rest)
         prec = jnp.full((D,), alpha[k], A.dtype)
-        if full_rank:
-            new = sample_gaussian(keys[k], gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec))
-        else:
-            new = sample_wide_gaussian(keys[k], wide_gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec))
+        new = sample_conditional(keys[k], design, scaled_y, inv_lam, 1.0, prec, wide=not full_rank)
         return jax.lax.dynamic_update_index_in_dim(A, new, k, axis=1)
 
     return jax.lax.fori_loop(0, K, column, A)
@@ -405,7 +401,7 @@ def scale_moves(
     t, moved_w = scale_move(k_w, zero, jnp.zeros_like(signal), Z @ w + b, y,
                             lambda t: (K + 1) * t - 0.5 * sigma * jnp.exp(2.0 * t) * wb_norm)
     c = jnp.exp(t)
-    return Scaled(A, Z, FA, c * w, c * b), MoveInfo(*(u + v for u, v in zip(moved_a, moved_w)))
+    return Scaled(A, Z, FA, c * w, c * b), moved_a.plus(moved_w)
 
 
 def ancillary_projection_step(
@@ -445,10 +441,7 @@ def ancillary_projection_step(
     prec = jnp.ones((D + 1,), dtype)
     current = jnp.concatenate([A @ w / safe, (b / b_sd)[None]])
     k_u, k_a = jax.random.split(key)
-    if full_rank:
-        new = sample_gaussian(k_u, gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec), current, -0.9)
-    else:
-        new = sample_wide_gaussian(k_u, wide_gaussian_conditional(design, scaled_y, inv_lam, 1.0, prec), current, -0.9)
+    new = sample_conditional(k_u, design, scaled_y, inv_lam, 1.0, prec, not full_rank, current, -0.9)
     gain = on * (w / alpha)[None, :] / safe[:, None]  # g_d sqrt(kappa_d)
     if K == 1:  # a_d = u_d / w exactly: nothing of A is left to draw (no rounding of a0_d - a0_d w g_d)
         return new[:D, None] * gain, new[D] * b_sd
@@ -484,7 +477,7 @@ def _binary_sweep(
             A = jnp.where(st.iteration < hyper.dense_warmup, A,
                           spike_slab_step(k_a, st.A, F.T @ Z, data.gram, st.alpha, st.pi))
         (A, Z, FA, w, b), scaled = scale_moves(jax.random.fold_in(k_a, 1), A, Z, F @ A, w, b, st.alpha, st.sigma, y)
-        moved = MoveInfo(*(u + v for u, v in zip(moved, scaled)))
+        moved = moved.plus(scaled)
     # 2. 1 / lambda | w, b, Z (eq. 10)
     inv_lam = sample_inv_lambda(k_lam, 1.0 - y * (Z @ w + b), 1.0, 0.0)
     if latent:
